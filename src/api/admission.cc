@@ -1,0 +1,38 @@
+#include "api/admission.h"
+
+namespace sandrun::api {
+
+Admission::Ticket Admission::Acquire() {
+  std::unique_lock lock(mu_);
+  if (active_ < slots_) {
+    ++active_;
+    return Ticket(this);
+  }
+  if (waiting_ >= queue_) return Ticket(nullptr);
+  ++waiting_;
+  bool got = cv_.wait_for(lock, wait_, [&] { return active_ < slots_; });
+  --waiting_;
+  if (!got) return Ticket(nullptr);
+  ++active_;
+  return Ticket(this);
+}
+
+void Admission::Release() {
+  {
+    std::lock_guard lock(mu_);
+    --active_;
+  }
+  cv_.notify_one();
+}
+
+int64_t Admission::active() const {
+  std::lock_guard lock(mu_);
+  return active_;
+}
+
+int64_t Admission::queued() const {
+  std::lock_guard lock(mu_);
+  return waiting_;
+}
+
+}  // namespace sandrun::api

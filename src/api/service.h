@@ -1,0 +1,51 @@
+// The API: one handler per endpoint behind Handle(). The one place that sees config,
+// sandbox and storage together (STYLE.md layout rule). Thread-safe.
+#pragma once
+
+#include <atomic>
+#include <map>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "api/admission.h"
+#include "api/http.h"
+#include "config/config.h"
+#include "sandbox/launcher.h"
+
+namespace sandrun::api {
+
+class Service {
+ public:
+  // `launcher` may be null when the host cannot sandbox; /healthz then reports
+  // `health_error` and /run answers 503.
+  Service(const config::Config& config, const sandbox::Launcher* launcher,
+          std::string health_error);
+
+  // Runs a real sandbox (`echo`) and records the outcome for /healthz. Returns the error
+  // message, or "" when the self-test passed.
+  std::string SelfTest();
+
+  // Never throws; unexpected exceptions become a 500 naming the request id.
+  HttpResponse Handle(const HttpRequest& request);
+
+ private:
+  HttpResponse HandleRun(const HttpRequest& request);
+  HttpResponse HandleHealth() const;
+  HttpResponse HandleMetrics() const;
+  bool Authorized(const HttpRequest& request) const;
+  std::string PublicBaseUrl(const HttpRequest& request) const;
+  void Count(const std::string& status, int64_t wall_ms);
+
+  const config::Config& config_;
+  const sandbox::Launcher* launcher_;
+  std::string health_error_;
+  mutable Admission admission_;
+  mutable std::mutex metrics_mu_;
+  std::map<std::string, int64_t> runs_by_status_;
+  std::vector<int64_t> duration_buckets_;  // counts per kDurationBucketsMs bound
+  int64_t duration_count_ = 0;
+  double duration_sum_s_ = 0;
+};
+
+}  // namespace sandrun::api

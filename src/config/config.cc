@@ -1,0 +1,309 @@
+#include "config/config.h"
+
+#include <rapidjson/document.h>
+#include <rapidjson/error/en.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <functional>
+#include <sstream>
+#include <thread>
+#include <variant>
+
+#include "sys/syscalls.h"
+
+namespace sandrun::config {
+namespace {
+
+using Member = std::variant<std::string Config::*, int64_t Config::*, bool Config::*>;
+
+struct Key {
+  const char* name;
+  Member member;
+  const char* type;
+  int64_t min;  // for integers
+  const char* help;
+};
+
+// The one key table: parsing, env overrides, validation and --help all read it.
+const std::vector<Key>& Keys() {
+  static const std::vector<Key> kKeys = {
+      {"state_dir", &Config::state_dir, "string", 0, "directory for sockets, runs, artifacts"},
+      {"fcgi_socket", &Config::fcgi_socket, "string", 0,
+       "FastCGI unix socket path (default <state_dir>/sandrun.sock)"},
+      {"artifacts_dir", &Config::artifacts_dir, "string", 0,
+       "where generated files are published (default <state_dir>/artifacts; nginx serves it)"},
+      {"runs_dir", &Config::runs_dir, "string", 0,
+       "scratch space of running sandboxes (default <state_dir>/runs)"},
+      {"link_secret_file", &Config::link_secret_file, "string", 0,
+       "file shared with nginx: `set $sandrun_link_secret \"<secret>\";` (default "
+       "<state_dir>/link_secret.conf)"},
+      {"public_url", &Config::public_url, "string", 0,
+       "scheme://host[:port][/prefix] for download links; empty = from the request"},
+      {"trust_forwarded_headers", &Config::trust_forwarded_headers, "bool", 0,
+       "build links from X-Forwarded-Proto/Host when public_url is empty"},
+      {"link_ttl_s", &Config::link_ttl_s, "int", 1, "lifetime of a download link (s)"},
+      {"allow_anonymous", &Config::allow_anonymous, "bool", 0,
+       "accept requests without a bearer token (local quick-start only)"},
+      {"tokens_file", &Config::tokens_file, "string", 0, "bearer tokens, one per line"},
+      {"max_concurrent_runs", &Config::max_concurrent_runs, "int", 0,
+       "sandboxes running at once (0 = number of CPUs)"},
+      {"max_queue", &Config::max_queue, "int", 0, "requests waiting for a sandbox before 503"},
+      {"queue_wait_s", &Config::queue_wait_s, "int", 0, "longest wait in the queue before 503 (s)"},
+      {"max_body_bytes", &Config::max_body_bytes, "int", 1024, "largest request body (bytes)"},
+      {"sandbox_uid", &Config::sandbox_uid, "int", 1,
+       "unprivileged host uid of the sandbox user; uid+1 is the sandbox's root"},
+      {"sandbox_gid", &Config::sandbox_gid, "int", 1, "host gid of the sandbox user (and gid+1)"},
+      {"require_cgroups", &Config::require_cgroups, "bool", 0,
+       "refuse to start without cgroup memory/pids control"},
+      {"cgroup_name", &Config::cgroup_name, "string", 0,
+       "directory created under the daemon's cgroup"},
+      {"timezone", &Config::timezone, "string", 0, "TZ inside the sandbox (default the host's)"},
+  };
+  return kKeys;
+}
+
+Error KeyError(const std::string& key, const std::string& message) {
+  return MakeError("config", "key '" + key + "': " + message);
+}
+
+Status SetFromJson(Config& config, const Key& key, const rapidjson::Value& v) {
+  if (auto* s = std::get_if<std::string Config::*>(&key.member)) {
+    if (!v.IsString()) return KeyError(key.name, "expected a string");
+    config.*(*s) = std::string(v.GetString(), v.GetStringLength());
+  } else if (auto* i = std::get_if<int64_t Config::*>(&key.member)) {
+    if (!v.IsInt64()) return KeyError(key.name, "expected an integer");
+    config.*(*i) = v.GetInt64();
+  } else if (auto* b = std::get_if<bool Config::*>(&key.member)) {
+    if (!v.IsBool()) return KeyError(key.name, "expected true or false");
+    config.*(*b) = v.GetBool();
+  }
+  return OkStatus();
+}
+
+Status SetFromEnv(Config& config, const Key& key, const std::string& text) {
+  if (auto* s = std::get_if<std::string Config::*>(&key.member)) {
+    config.*(*s) = text;
+  } else if (auto* i = std::get_if<int64_t Config::*>(&key.member)) {
+    char* end = nullptr;
+    long long value = std::strtoll(text.c_str(), &end, 10);
+    if (text.empty() || *end != '\0') return KeyError(key.name, "expected an integer");
+    config.*(*i) = value;
+  } else if (auto* b = std::get_if<bool Config::*>(&key.member)) {
+    if (text == "true" || text == "1") {
+      config.*(*b) = true;
+    } else if (text == "false" || text == "0") {
+      config.*(*b) = false;
+    } else {
+      return KeyError(key.name, "expected true or false");
+    }
+  }
+  return OkStatus();
+}
+
+Status ParseLimits(const rapidjson::Value& v, const std::string& key, Limits& limits) {
+  if (!v.IsObject()) return KeyError(key, "expected an object");
+  for (auto it = v.MemberBegin(); it != v.MemberEnd(); ++it) {
+    std::string name = it->name.GetString();
+    const LimitKey* found = nullptr;
+    for (const auto& lk : LimitKeys()) {
+      if (name == lk.name) found = &lk;
+    }
+    if (found == nullptr) return KeyError(key + "." + name, "unknown limit");
+    if (!it->value.IsInt64() || it->value.GetInt64() < found->min) {
+      return KeyError(key + "." + name, "expected an integer >= " + std::to_string(found->min));
+    }
+    limits.*(found->member) = it->value.GetInt64();
+  }
+  return OkStatus();
+}
+
+Status ParseLanguages(const rapidjson::Value& v, std::vector<Language>& out) {
+  if (!v.IsObject()) return KeyError("languages", "expected an object of name -> {argv, file}");
+  out.clear();
+  for (auto it = v.MemberBegin(); it != v.MemberEnd(); ++it) {
+    Language lang;
+    lang.name = it->name.GetString();
+    std::string key = "languages." + lang.name;
+    const auto& def = it->value;
+    if (!def.IsObject()) return KeyError(key, "expected an object");
+    if (!def.HasMember("argv") || !def["argv"].IsArray() || def["argv"].Empty()) {
+      return KeyError(key + ".argv", "expected a non-empty array of strings");
+    }
+    for (const auto& a : def["argv"].GetArray()) {
+      if (!a.IsString()) return KeyError(key + ".argv", "expected strings");
+      lang.argv.emplace_back(a.GetString());
+    }
+    if (lang.argv[0].empty() || lang.argv[0][0] != '/') {
+      return KeyError(key + ".argv", "argv[0] must be an absolute path");
+    }
+    if (!def.HasMember("file") || !def["file"].IsString()) {
+      return KeyError(key + ".file", "expected a file name such as main.py");
+    }
+    lang.file_name = def["file"].GetString();
+    if (lang.file_name.empty() || lang.file_name.find('/') != std::string::npos) {
+      return KeyError(key + ".file", "expected a plain file name");
+    }
+    if (def.HasMember("aliases")) {
+      if (!def["aliases"].IsArray()) return KeyError(key + ".aliases", "expected an array");
+      for (const auto& a : def["aliases"].GetArray()) {
+        if (!a.IsString()) return KeyError(key + ".aliases", "expected strings");
+        lang.aliases.emplace_back(a.GetString());
+      }
+    }
+    out.push_back(std::move(lang));
+  }
+  return OkStatus();
+}
+
+std::vector<Language> DefaultLanguages() {
+  return {
+      {"python", {"py", "python3", "py3"}, "main.py", {"/usr/bin/python3", "{file}"}},
+      {"bash", {"sh", "shell", "zsh"}, "main.sh", {"/bin/bash", "{file}"}},
+  };
+}
+
+// The link secret file holds one nginx directive, `set $sandrun_link_secret "<secret>";`,
+// so that nginx can include it and the daemon read it: one secret, one file.
+Result<std::string> ReadLinkSecret(const std::string& path) {
+  auto text = sys::ReadFile(path, 4096);
+  if (!text.ok()) return KeyError("link_secret_file", text.error().message);
+  size_t a = text->find('"');
+  size_t b = a == std::string::npos ? a : text->find('"', a + 1);
+  if (a == std::string::npos || b == std::string::npos || b - a - 1 < 16) {
+    return KeyError("link_secret_file",
+                    path + ": expected `set $sandrun_link_secret \"<at least 16 chars>\";`");
+  }
+  return text->substr(a + 1, b - a - 1);
+}
+
+Status Finish(Config& c) {
+  if (c.state_dir.empty()) return KeyError("state_dir", "must not be empty");
+  if (c.fcgi_socket.empty()) c.fcgi_socket = c.state_dir + "/sandrun.sock";
+  if (c.artifacts_dir.empty()) c.artifacts_dir = c.state_dir + "/artifacts";
+  if (c.runs_dir.empty()) c.runs_dir = c.state_dir + "/runs";
+  if (c.link_secret_file.empty()) c.link_secret_file = c.state_dir + "/link_secret.conf";
+  if (c.max_concurrent_runs == 0) {
+    c.max_concurrent_runs = std::max(1u, std::thread::hardware_concurrency());
+  }
+  while (!c.public_url.empty() && c.public_url.back() == '/') c.public_url.pop_back();
+  for (const auto& key : Keys()) {
+    if (auto* i = std::get_if<int64_t Config::*>(&key.member); i && c.*(*i) < key.min) {
+      return KeyError(key.name, "must be >= " + std::to_string(key.min));
+    }
+  }
+  for (const auto& lk : LimitKeys()) {
+    if (c.limits.*(lk.member) > c.ceilings.*(lk.member)) {
+      return KeyError(std::string("limits.") + lk.name, "above its ceiling " +
+                                                            std::to_string(c.ceilings.*(lk.member)));
+    }
+  }
+  if (c.languages.empty()) c.languages = DefaultLanguages();
+  auto secret = ReadLinkSecret(c.link_secret_file);
+  if (!secret.ok()) return secret.error();
+  c.link_secret = *secret;
+  if (!c.tokens_file.empty()) {
+    auto text = sys::ReadFile(c.tokens_file, 1 << 20);
+    if (!text.ok()) return KeyError("tokens_file", text.error().message);
+    std::istringstream lines(*text);
+    std::string line;
+    while (std::getline(lines, line)) {
+      while (!line.empty() && (line.back() == '\r' || line.back() == ' ')) line.pop_back();
+      if (!line.empty() && line[0] != '#') c.tokens.push_back(line);
+    }
+  }
+  if (!c.allow_anonymous && c.tokens.empty()) {
+    return KeyError("tokens_file", "no bearer token configured and allow_anonymous is false");
+  }
+  return OkStatus();
+}
+
+}  // namespace
+
+const std::vector<LimitKey>& LimitKeys() {
+  static const std::vector<LimitKey> kLimitKeys = {
+      {"wall_time_s", &Limits::wall_time_s, 1, "wall-clock time of a run (s)"},
+      {"cpu_time_s", &Limits::cpu_time_s, 1, "CPU time of each process (s)"},
+      {"memory_mb", &Limits::memory_mb, 16, "memory of the whole run, no swap (MiB)"},
+      {"processes", &Limits::processes, 1, "processes and threads of the run"},
+      {"output_bytes", &Limits::output_bytes, 1024, "stdout + stderr captured (bytes)"},
+      {"max_files", &Limits::max_files, 0, "generated files exported"},
+      {"file_size_mb", &Limits::file_size_mb, 1, "largest file written or exported (MiB)"},
+      {"disk_mb", &Limits::disk_mb, 1, "size of the workspace, /tmp and /dev/shm each (MiB)"},
+  };
+  return kLimitKeys;
+}
+
+Result<Config> Load(const std::string& path) {
+  Config config;
+  if (!path.empty()) {
+    auto text = sys::ReadFile(path, 1 << 20);
+    if (!text.ok()) return MakeError("config", text.error().message);
+    rapidjson::Document doc;
+    doc.Parse<rapidjson::kParseCommentsFlag | rapidjson::kParseTrailingCommasFlag>(
+        text->c_str(), text->size());
+    if (doc.HasParseError()) {
+      return MakeError("config", path + ": " + rapidjson::GetParseError_En(doc.GetParseError()) +
+                                     " at offset " + std::to_string(doc.GetErrorOffset()));
+    }
+    if (!doc.IsObject()) return MakeError("config", path + ": expected a JSON object");
+    for (auto it = doc.MemberBegin(); it != doc.MemberEnd(); ++it) {
+      std::string name = it->name.GetString();
+      Status s = OkStatus();
+      if (name == "limits") {
+        s = ParseLimits(it->value, name, config.limits);
+      } else if (name == "ceilings") {
+        s = ParseLimits(it->value, name, config.ceilings);
+      } else if (name == "languages") {
+        s = ParseLanguages(it->value, config.languages);
+      } else {
+        const Key* key = nullptr;
+        for (const auto& k : Keys()) {
+          if (name == k.name) key = &k;
+        }
+        if (key == nullptr) return KeyError(name, "unknown key (see sandrund --help)");
+        s = SetFromJson(config, *key, it->value);
+      }
+      if (!s.ok()) return s.error();
+    }
+  }
+  for (const auto& key : Keys()) {
+    std::string env = "SANDRUN_";
+    for (const char* p = key.name; *p; ++p) env.push_back(static_cast<char>(std::toupper(*p)));
+    if (const char* value = std::getenv(env.c_str())) {
+      Status s = SetFromEnv(config, key, value);
+      if (!s.ok()) return s.error();
+    }
+  }
+  Status s = Finish(config);
+  if (!s.ok()) return s.error();
+  return config;
+}
+
+std::string HelpText() {
+  std::ostringstream out;
+  out << "Configuration keys (file: JSON with comments; env: SANDRUN_<KEY>):\n";
+  for (const auto& key : Keys()) {
+    out << "  " << key.name << " (" << key.type << "): " << key.help << "\n";
+  }
+  Config defaults;
+  out << "  limits (object): defaults of a run; ceilings (object): the most a request may ask\n";
+  for (const auto& lk : LimitKeys()) {
+    out << "    " << lk.name << ": " << lk.help << " [default " << defaults.limits.*(lk.member)
+        << ", ceiling " << defaults.ceilings.*(lk.member) << "]\n";
+  }
+  out << "  languages (object): name -> {argv: [abs path, ..., \"{file}\"], file, aliases}\n";
+  return out.str();
+}
+
+const Language* FindLanguage(const Config& config, const std::string& name) {
+  for (const auto& lang : config.languages) {
+    if (lang.name == name) return &lang;
+    for (const auto& alias : lang.aliases) {
+      if (alias == name) return &lang;
+    }
+  }
+  return nullptr;
+}
+
+}  // namespace sandrun::config

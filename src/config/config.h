@@ -1,0 +1,81 @@
+// Daemon configuration: one key table drives parsing, validation, --help and the documented
+// example (DESIGN.md §7). File format: JSON with comments (RapidJSON kParseCommentsFlag);
+// every top-level scalar key can be overridden by the environment as SANDRUN_<KEY in upper case>.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "util/result.h"
+
+namespace sandrun::config {
+
+// Resource limits of one run. Units are in the names.
+struct Limits {
+  int64_t wall_time_s = 10;
+  int64_t cpu_time_s = 10;
+  int64_t memory_mb = 512;
+  int64_t processes = 64;
+  int64_t output_bytes = 1 << 20;
+  int64_t max_files = 100;
+  int64_t file_size_mb = 10;
+  int64_t disk_mb = 100;
+};
+
+// One entry per limit: name, pointer to member, default ceiling, help.
+struct LimitKey {
+  const char* name;
+  int64_t Limits::*member;
+  int64_t min;
+  const char* help;
+};
+const std::vector<LimitKey>& LimitKeys();
+
+// A configured language: how to run a program file.
+struct Language {
+  std::string name;                  // "python"
+  std::vector<std::string> aliases;  // "py", "python3"
+  std::string file_name;             // program file name in /home/user/.sandrun, e.g. "main.py"
+  std::vector<std::string> argv;     // "{file}" is replaced by the program path
+};
+
+struct Config {
+  std::string state_dir = ".state";
+  std::string fcgi_socket;          // default <state_dir>/sandrun.sock
+  std::string artifacts_dir;        // default <state_dir>/artifacts
+  std::string runs_dir;             // default <state_dir>/runs
+  std::string link_secret_file;     // default <state_dir>/link_secret.conf
+  std::string link_secret;          // read from link_secret_file
+  std::string public_url;           // e.g. "http://127.0.0.1:8080"; "" = from the request
+  bool trust_forwarded_headers = true;  // peer is our own nginx on loopback
+  int64_t link_ttl_s = 3600;
+  bool allow_anonymous = false;
+  std::string tokens_file;          // one bearer token per line
+  std::vector<std::string> tokens;  // read from tokens_file
+  int64_t max_concurrent_runs = 0;  // 0 = number of CPUs
+  int64_t max_queue = 16;
+  int64_t queue_wait_s = 10;
+  int64_t max_body_bytes = 16 << 20;
+  int64_t sandbox_uid = 64000;      // unprivileged host uid the sandbox user maps to
+  int64_t sandbox_gid = 64000;
+  bool require_cgroups = true;
+  std::string cgroup_name = "sandrun";
+  std::string timezone;             // "" = host's
+  Limits limits;                    // defaults
+  Limits ceilings{300, 300, 8192, 1024, 64 << 20, 10000, 1024, 8192};
+  std::vector<Language> languages;  // default: python, bash
+};
+
+// Loads `path` (may be "" for defaults only), applies SANDRUN_* env overrides, reads secret
+// files and validates. Errors name the key: code "config", message "key 'x': ...".
+Result<Config> Load(const std::string& path);
+
+// Text for --help: one line per key with type, default and description.
+std::string HelpText();
+
+// Finds a language by name or alias; nullptr if unknown.
+const Language* FindLanguage(const Config& config, const std::string& name);
+
+}  // namespace sandrun::config

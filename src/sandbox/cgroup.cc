@@ -1,0 +1,274 @@
+// cgroup v1 and v2 implementations. Only plain file writes; no libcgroup.
+#include "sandbox/cgroup.h"
+
+#include <dirent.h>
+#include <sys/stat.h>
+#include <sys/statfs.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <fstream>
+#include <sstream>
+#include <thread>
+
+#include "sys/syscalls.h"
+
+namespace sandrun::sandbox {
+namespace {
+
+constexpr long kCgroup2SuperMagic = 0x63677270;  // linux/magic.h CGROUP2_SUPER_MAGIC
+constexpr char kCgroupRoot[] = "/sys/fs/cgroup";
+
+// The daemon's own path in the hierarchy that has `controller` ("" for v2's "0::" line).
+std::string SelfPath(const std::string& controller) {
+  std::ifstream in("/proc/self/cgroup");
+  std::string line;
+  while (std::getline(in, line)) {
+    size_t a = line.find(':'), b = line.find(':', a + 1);
+    if (a == std::string::npos || b == std::string::npos) continue;
+    std::string controllers = line.substr(a + 1, b - a - 1);
+    std::string path = line.substr(b + 1);
+    if (controller.empty() ? controllers.empty() : false) return path;
+    std::stringstream list(controllers);
+    std::string item;
+    while (std::getline(list, item, ',')) {
+      if (!controller.empty() && item == controller) return path;
+    }
+  }
+  return "";
+}
+
+Status Write(const std::string& path, const std::string& value) {
+  return sys::WriteFile(path, value);
+}
+
+int64_t ReadKeyed(const std::string& path, const std::string& key) {
+  std::ifstream in(path);
+  std::string k;
+  int64_t v;
+  while (in >> k >> v) {
+    if (k == key) return v;
+  }
+  return -1;
+}
+
+int64_t ReadNumber(const std::string& path) {
+  std::ifstream in(path);
+  int64_t v = -1;
+  if (!(in >> v)) return -1;
+  return v;
+}
+
+// rmdir, retrying briefly: a cgroup stays busy for a moment after its last task is reaped.
+Status RemoveCgroupDir(const std::string& path) {
+  for (int attempt = 0; attempt < 50; ++attempt) {
+    if (::rmdir(path.c_str()) == 0 || errno == ENOENT) return OkStatus();
+    if (errno != EBUSY) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  return sys::ErrnoError("cgroup", "rmdir " + path);
+}
+
+// Removes every run directory below `base`; returns how many were removed.
+int SweepDir(const std::string& base) {
+  int removed = 0;
+  DIR* dir = ::opendir(base.c_str());
+  if (dir == nullptr) return 0;
+  while (struct dirent* e = ::readdir(dir)) {
+    if (e->d_type != DT_DIR || e->d_name[0] == '.') continue;
+    std::string child = base + "/" + e->d_name;
+    // Kill what a crashed daemon left (its sandboxes died with their init, normally).
+    (void)Write(child + "/cgroup.kill", "1");
+    if (RemoveCgroupDir(child).ok()) ++removed;
+  }
+  ::closedir(dir);
+  return removed;
+}
+
+// ---- v1 --------------------------------------------------------------------------------
+class RunCgroupV1 : public RunCgroup {
+ public:
+  explicit RunCgroupV1(std::vector<std::string> dirs) : dirs_(std::move(dirs)) {}
+  ~RunCgroupV1() override { (void)Destroy(); }
+  Status AddProcess(pid_t pid) override {
+    for (const auto& dir : dirs_) {
+      Status s = Write(dir + "/cgroup.procs", std::to_string(pid));
+      if (!s.ok()) return s;
+    }
+    return OkStatus();
+  }
+  CgroupStats Stats() const override {
+    CgroupStats stats;
+    // dirs_[0] is memory, dirs_[1] pids, dirs_[2] cpuacct (optional).
+    stats.oom_kills = std::max<int64_t>(0, ReadKeyed(dirs_[0] + "/memory.oom_control", "oom_kill"));
+    int64_t peak = ReadNumber(dirs_[0] + "/memory.max_usage_in_bytes");
+    if (peak >= 0) stats.peak_memory_kb = peak / 1024;
+    if (dirs_.size() > 2) {
+      int64_t ns = ReadNumber(dirs_[2] + "/cpuacct.usage");
+      if (ns >= 0) stats.cpu_usage_ms = ns / 1'000'000;
+    }
+    return stats;
+  }
+  Status Destroy() override {
+    Status result = OkStatus();
+    for (const auto& dir : dirs_) {
+      Status s = RemoveCgroupDir(dir);
+      if (!s.ok()) result = s;
+    }
+    dirs_.clear();
+    return result;
+  }
+
+ private:
+  std::vector<std::string> dirs_;
+};
+
+class CgroupManagerV1 : public CgroupManager {
+ public:
+  explicit CgroupManagerV1(std::vector<std::string> bases) : bases_(std::move(bases)) {}
+  std::string version() const override { return "v1"; }
+  Result<std::unique_ptr<RunCgroup>> Create(const std::string& run_id, uint64_t memory_bytes,
+                                            int64_t max_processes) override {
+    std::vector<std::string> dirs;
+    for (const auto& base : bases_) {
+      std::string dir = base + "/" + run_id;
+      if (::mkdir(dir.c_str(), 0755) != 0) {
+        auto err = sys::ErrnoError("cgroup", "mkdir " + dir);
+        for (const auto& d : dirs) ::rmdir(d.c_str());
+        return err;
+      }
+      dirs.push_back(dir);
+    }
+    auto cg = std::make_unique<RunCgroupV1>(dirs);
+    const std::string& mem = dirs[0];
+    Status s = Write(mem + "/memory.limit_in_bytes", std::to_string(memory_bytes));
+    // memsw exists only with swap accounting; equal limits mean "no swap".
+    if (s.ok() && ::access((mem + "/memory.memsw.limit_in_bytes").c_str(), W_OK) == 0) {
+      s = Write(mem + "/memory.memsw.limit_in_bytes", std::to_string(memory_bytes));
+    }
+    if (s.ok()) (void)Write(mem + "/memory.swappiness", "0");  // refused in some kernels: best effort
+    if (s.ok()) s = Write(dirs[1] + "/pids.max", std::to_string(max_processes));
+    if (!s.ok()) return s.error();
+    return std::unique_ptr<RunCgroup>(std::move(cg));
+  }
+  int SweepStale() override {
+    int n = 0;
+    for (const auto& base : bases_) n += SweepDir(base);
+    return n;
+  }
+
+ private:
+  std::vector<std::string> bases_;  // memory, pids, [cpuacct]
+};
+
+// ---- v2 --------------------------------------------------------------------------------
+class RunCgroupV2 : public RunCgroup {
+ public:
+  explicit RunCgroupV2(std::string dir) : dir_(std::move(dir)) {}
+  ~RunCgroupV2() override { (void)Destroy(); }
+  Status AddProcess(pid_t pid) override {
+    return Write(dir_ + "/cgroup.procs", std::to_string(pid));
+  }
+  CgroupStats Stats() const override {
+    CgroupStats stats;
+    stats.oom_kills = std::max<int64_t>(0, ReadKeyed(dir_ + "/memory.events", "oom_kill"));
+    int64_t usec = ReadKeyed(dir_ + "/cpu.stat", "usage_usec");
+    if (usec >= 0) stats.cpu_usage_ms = usec / 1000;
+    int64_t peak = ReadNumber(dir_ + "/memory.peak");  // Linux 5.19+
+    if (peak >= 0) stats.peak_memory_kb = peak / 1024;
+    return stats;
+  }
+  Status Destroy() override {
+    if (dir_.empty()) return OkStatus();
+    (void)Write(dir_ + "/cgroup.kill", "1");  // Linux 5.14+; the pid namespace is the fallback
+    Status s = RemoveCgroupDir(dir_);
+    dir_.clear();
+    return s;
+  }
+
+ private:
+  std::string dir_;
+};
+
+class CgroupManagerV2 : public CgroupManager {
+ public:
+  explicit CgroupManagerV2(std::string base) : base_(std::move(base)) {}
+  std::string version() const override { return "v2"; }
+  Result<std::unique_ptr<RunCgroup>> Create(const std::string& run_id, uint64_t memory_bytes,
+                                            int64_t max_processes) override {
+    std::string dir = base_ + "/runs/" + run_id;
+    if (::mkdir(dir.c_str(), 0755) != 0) return sys::ErrnoError("cgroup", "mkdir " + dir);
+    auto cg = std::make_unique<RunCgroupV2>(dir);
+    Status s = Write(dir + "/memory.max", std::to_string(memory_bytes));
+    if (s.ok()) s = Write(dir + "/memory.swap.max", "0");
+    if (s.ok()) s = Write(dir + "/pids.max", std::to_string(max_processes));
+    if (!s.ok()) return s.error();
+    return std::unique_ptr<RunCgroup>(std::move(cg));
+  }
+  int SweepStale() override { return SweepDir(base_ + "/runs"); }
+
+ private:
+  std::string base_;
+};
+
+Result<std::unique_ptr<CgroupManager>> DetectV2(const std::string& name) {
+  // The "no internal processes" rule: controllers can be enabled for children only of a
+  // cgroup without processes, so the daemon moves itself into <base>/daemon first.
+  std::string self = SelfPath("");
+  std::string base = std::string(kCgroupRoot) + (self == "/" ? "" : self);
+  if (base.size() > 7 && base.substr(base.size() - 7) == "/daemon") {
+    base = base.substr(0, base.size() - 7);  // already moved (restart inside the unit)
+  } else {
+    base += "/" + name;
+  }
+  auto controllers = sys::ReadFile(base.substr(0, base.rfind('/')) + "/cgroup.controllers");
+  if (!controllers.ok() || controllers->find("memory") == std::string::npos ||
+      controllers->find("pids") == std::string::npos) {
+    return MakeError("cgroup", "cgroup v2: memory and pids controllers are not delegated to " +
+                                   base.substr(0, base.rfind('/')) +
+                                   " (systemd: Delegate=yes in the unit)");
+  }
+  Status s = sys::MakeDirs(base + "/daemon");
+  if (s.ok()) s = Write(base + "/daemon/cgroup.procs", std::to_string(::getpid()));
+  if (s.ok()) s = Write(base + "/cgroup.subtree_control", "+memory +pids +cpu");
+  if (!s.ok()) s = Write(base + "/cgroup.subtree_control", "+memory +pids");
+  if (s.ok()) s = sys::MakeDirs(base + "/runs");
+  if (s.ok()) s = Write(base + "/runs/cgroup.subtree_control", "+memory +pids");
+  if (!s.ok()) return MakeError("cgroup", "cgroup v2: " + s.error().message);
+  return std::unique_ptr<CgroupManager>(std::make_unique<CgroupManagerV2>(base));
+}
+
+Result<std::unique_ptr<CgroupManager>> DetectV1(const std::string& name) {
+  std::vector<std::string> bases;
+  for (const char* controller : {"memory", "pids", "cpuacct"}) {
+    std::string mount = std::string(kCgroupRoot) + "/" + controller;
+    struct stat st;
+    if (::stat((mount + "/cgroup.procs").c_str(), &st) != 0) {
+      if (std::strcmp(controller, "cpuacct") == 0) break;  // optional: usage from rusage
+      return MakeError("cgroup", std::string("cgroup v1: no ") + controller +
+                                     " hierarchy at " + mount);
+    }
+    std::string self = SelfPath(controller);
+    std::string base = mount + (self == "/" ? "" : self) + "/" + name;
+    if (::mkdir(base.c_str(), 0755) != 0 && errno != EEXIST) {
+      return sys::ErrnoError("cgroup", "cgroup v1: mkdir " + base);
+    }
+    bases.push_back(base);
+  }
+  return std::unique_ptr<CgroupManager>(std::make_unique<CgroupManagerV1>(bases));
+}
+
+}  // namespace
+
+Result<std::unique_ptr<CgroupManager>> DetectCgroups(const std::string& name) {
+  struct statfs fs;
+  if (::statfs(kCgroupRoot, &fs) == 0 && fs.f_type == kCgroup2SuperMagic) {
+    return DetectV2(name);
+  }
+  auto v1 = DetectV1(name);
+  if (v1.ok()) return v1;
+  return MakeError("cgroup", "no usable cgroups: " + v1.error().message);
+}
+
+}  // namespace sandrun::sandbox

@@ -1,0 +1,50 @@
+// Per-run cgroups behind one interface, cgroup v2 or v1 (DESIGN.md §3 "Limits").
+// Kernel doc: Documentation/admin-guide/cgroup-v2.rst, cgroup-v1/{memory,pids}.rst.
+#pragma once
+
+#include <sys/types.h>
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "util/result.h"
+
+namespace sandrun::sandbox {
+
+struct CgroupStats {
+  int64_t oom_kills = 0;       // OOM-killer events in the run's cgroup
+  int64_t cpu_usage_ms = -1;   // -1 when unknown
+  int64_t peak_memory_kb = -1; // -1 when unknown
+};
+
+// One run's cgroup(s). Destroy() removes them; the destructor does too.
+class RunCgroup {
+ public:
+  virtual ~RunCgroup() = default;
+  // Moves `pid` into the run's cgroup(s). Errors name the file written.
+  virtual Status AddProcess(pid_t pid) = 0;
+  virtual CgroupStats Stats() const = 0;
+  // Removes the run's cgroup directories (all processes must be gone).
+  virtual Status Destroy() = 0;
+};
+
+class CgroupManager {
+ public:
+  virtual ~CgroupManager() = default;
+  virtual std::string version() const = 0;  // "v2" or "v1"
+  // Creates the cgroup of run `run_id` with the given limits (memory without swap).
+  virtual Result<std::unique_ptr<RunCgroup>> Create(const std::string& run_id,
+                                                    uint64_t memory_bytes,
+                                                    int64_t max_processes) = 0;
+  // Removes run cgroups left behind by an earlier daemon (a crash). Returns how many.
+  virtual int SweepStale() = 0;
+};
+
+// Detects what the host offers: cgroup v2 with memory and pids controllers delegated to us,
+// else v1 memory + pids hierarchies. `name` is the directory created under the daemon's own
+// cgroup. Errors (code "cgroup") say what is missing.
+Result<std::unique_ptr<CgroupManager>> DetectCgroups(const std::string& name);
+
+}  // namespace sandrun::sandbox

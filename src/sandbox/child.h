@@ -1,0 +1,95 @@
+// The child side of the sandbox: everything here runs in the clone(2)d child of a
+// multi-threaded daemon, so it only makes async-signal-safe calls on data prepared by the
+// parent before clone (no allocation, no locks, no logging, no exceptions).
+#pragma once
+
+#include <linux/filter.h>
+#include <sys/resource.h>
+#include <sys/types.h>
+
+#include <cstddef>
+
+namespace sandrun::sandbox {
+
+// One step of building the new root, executed in order by the child.
+enum class MountOp {
+  kMkdir,        // mkdir(target, 0755)
+  kSymlink,      // symlink(source, target)
+  kFile,         // create target with `data` as content
+  kTmpfs,        // mount tmpfs on target with options `data`, flags
+  kBind,         // bind source on target (recursive), then remount with flags (+MS_RDONLY?)
+  kProc,         // mount a fresh proc (the new pid namespace's) on target
+  kRemountRoot,  // after pivot_root: remount "/" with flags (read-only)
+};
+
+struct MountStep {
+  MountOp op;
+  const char* source;
+  const char* target;
+  unsigned long flags;  // mount flags (for kBind: the remount flags)
+  const char* data;
+  size_t data_size;
+};
+
+struct RlimitSetting {
+  int resource;
+  struct rlimit value;
+};
+
+// Where a setup step failed; the child writes it to the report pipe.
+enum class ChildStep : int {
+  kNone = 0,
+  kSync,
+  kCgroupNamespace,
+  kMountPrivate,
+  kMountStep,  // index in `ChildReport::detail`
+  kPivotRoot,
+  kHostname,
+  kFork,
+  kSetGroups,
+  kSetGid,
+  kSetUid,
+  kCapabilities,
+  kNoNewPrivs,
+  kRlimit,
+  kChdir,
+  kSeccomp,
+  kExec,
+};
+const char* ChildStepName(ChildStep step);
+
+// Fixed-size record written atomically (< PIPE_BUF) to the report pipe.
+struct ChildReport {
+  enum Kind : int { kSetupFailed = 1, kProgramExited = 2 } kind;
+  ChildStep step;
+  int detail;       // mount step index, or rlimit resource
+  int err;          // errno of the failed call
+  int wait_status;  // for kProgramExited
+};
+
+// Everything the child needs, prepared by the parent; pointers stay valid in the child's
+// copy of the address space.
+struct ChildPlan {
+  // File descriptors in the parent's numbering; the child rearranges them.
+  int stdin_fd, stdout_fd, stderr_fd, report_fd, sync_fd;
+  const char* root_dir;   // host path of the new root's mount point
+  const char* put_old;    // root_dir + "/.oldroot"
+  const char* old_root_inside;  // "/.oldroot"
+  const MountStep* mount_steps;
+  size_t mount_step_count;
+  const char* hostname;
+  uid_t uid;  // inside the user namespace
+  gid_t gid;
+  const RlimitSetting* rlimits;
+  size_t rlimit_count;
+  const char* workdir;
+  const char* program;              // absolute path inside
+  const char* const* argv;
+  const char* const* envp;
+  const sock_fprog* seccomp_program;
+};
+
+// Entry point for clone(2): returns the child's exit code. Child-safe by construction.
+int ChildMain(void* plan);
+
+}  // namespace sandrun::sandbox

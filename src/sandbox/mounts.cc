@@ -1,0 +1,155 @@
+#include "sandbox/mounts.h"
+
+#include <sys/mount.h>
+#include <sys/stat.h>
+#include <sys/statvfs.h>
+#include <unistd.h>
+
+namespace sandrun::sandbox {
+namespace {
+
+class PlanBuilder {
+ public:
+  PlanBuilder(MountPlan& plan, std::string root) : plan_(plan), root_(std::move(root)) {}
+
+  const char* Keep(std::string s) {
+    plan_.strings.push_back(std::move(s));
+    return plan_.strings.back().c_str();
+  }
+  void Add(MountOp op, const std::string& source, const std::string& inside, unsigned long flags,
+           const std::string& data, std::string description) {
+    const char* d = Keep(data);
+    plan_.steps.push_back(MountStep{op, Keep(source), Keep(root_ + inside), flags, d,
+                                    data.size()});
+    plan_.descriptions.push_back(std::move(description));
+  }
+  void Mkdir(const std::string& inside) { Add(MountOp::kMkdir, "", inside, 0, "", "mkdir " + inside); }
+  void Symlink(const std::string& to, const std::string& inside) {
+    Add(MountOp::kSymlink, to, inside, 0, "", "symlink " + inside + " -> " + to);
+  }
+  void File(const std::string& inside, const std::string& content) {
+    Add(MountOp::kFile, "", inside, 0, content, "write " + inside);
+  }
+  void Tmpfs(const std::string& inside, unsigned long flags, const std::string& options) {
+    Add(MountOp::kTmpfs, "", inside, flags, options, "tmpfs on " + inside + " (" + options + ")");
+  }
+  void Bind(const std::string& host, const std::string& inside, unsigned long flags) {
+    Add(MountOp::kBind, host, inside, flags, "", "bind " + host + " on " + inside);
+  }
+
+ private:
+  MountPlan& plan_;
+  std::string root_;
+};
+
+// Flags a bind remount must keep: the ones the source mount has that a user namespace
+// cannot clear (locked mount flags, mount_namespaces(7)).
+unsigned long LockedFlags(const std::string& host_path) {
+  struct statvfs vfs;
+  if (::statvfs(host_path.c_str(), &vfs) != 0) return 0;
+  unsigned long flags = 0;
+  if (vfs.f_flag & ST_NOEXEC) flags |= MS_NOEXEC;
+  if (vfs.f_flag & ST_NOATIME) flags |= MS_NOATIME;
+  if (vfs.f_flag & ST_NODIRATIME) flags |= MS_NODIRATIME;
+  if (vfs.f_flag & ST_RELATIME) flags |= MS_RELATIME;
+  if (vfs.f_flag & ST_NODEV) flags |= MS_NODEV;
+  return flags;
+}
+
+// Adds `host` (a path such as /usr or /etc/ssl) at the same place inside: symlink, dir or
+// file, read-only.
+void AddHostPath(PlanBuilder& b, const std::string& host) {
+  struct stat st;
+  if (::lstat(host.c_str(), &st) != 0) return;  // absent on this host: nothing to bind
+  if (S_ISLNK(st.st_mode)) {
+    char target[4096];
+    ssize_t n = ::readlink(host.c_str(), target, sizeof target - 1);
+    if (n <= 0) return;
+    b.Symlink(std::string(target, static_cast<size_t>(n)), host);
+    return;
+  }
+  if (S_ISDIR(st.st_mode)) {
+    b.Mkdir(host);
+  } else if (S_ISREG(st.st_mode)) {
+    b.File(host, "");
+  } else {
+    return;
+  }
+  b.Bind(host, host, MS_RDONLY | MS_NOSUID | MS_NODEV | LockedFlags(host));
+}
+
+std::string Passwd() {
+  return "root:x:0:0:root:/root:/usr/sbin/nologin\n"
+         "user:x:1000:1000:sandbox user:/home/user:/bin/bash\n"
+         "nobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin\n";
+}
+
+std::string Group() {
+  return "root:x:0:\nuser:x:1000:\nnogroup:x:65534:\n";
+}
+
+}  // namespace
+
+const std::vector<std::string>& SystemBinds() {
+  static const std::vector<std::string> kBinds = {"/usr",   "/bin",   "/sbin",
+                                                  "/lib",   "/lib32", "/lib64",
+                                                  "/libx32"};
+  return kBinds;
+}
+
+const std::vector<std::string>& EtcEntries() {
+  static const std::vector<std::string> kEtc = {
+      "/etc/alternatives", "/etc/ssl",        "/etc/ca-certificates", "/etc/ld.so.cache",
+      "/etc/ld.so.conf",   "/etc/ld.so.conf.d", "/etc/localtime",     "/etc/nsswitch.conf",
+      "/etc/hosts",        "/etc/mime.types", "/etc/matplotlibrc",    "/etc/fonts",
+      "/etc/python3",      "/etc/python3.11", "/etc/bash.bashrc",     "/etc/inputrc",
+      "/etc/magic",        "/etc/magic.mime", "/etc/timezone"};
+  return kEtc;
+}
+
+MountPlan BuildMountPlan(const SandboxSpec& spec) {
+  MountPlan plan;
+  PlanBuilder b(plan, spec.root_dir);
+  constexpr unsigned long kSafe = MS_NOSUID | MS_NODEV;
+  const std::string disk = std::to_string(spec.limits.disk_bytes);
+
+  // The new root: a small tmpfs, made read-only after pivot_root.
+  b.Tmpfs("", kSafe, "size=1m,mode=0755");
+  for (const char* dir : {"/etc", "/tmp", "/home", "/home/user", "/mnt", "/mnt/data", "/proc",
+                          "/dev", "/run", "/.oldroot"}) {
+    b.Mkdir(dir);
+  }
+  for (const auto& path : SystemBinds()) AddHostPath(b, path);
+  for (const auto& path : EtcEntries()) AddHostPath(b, path);
+  b.File("/etc/passwd", Passwd());
+  b.File("/etc/group", Group());
+  b.File("/etc/hostname", "sandbox\n");
+
+  b.Tmpfs("/tmp", kSafe, "size=" + disk + ",mode=1777,uid=1000,gid=1000");
+  // The workspace (a size-limited tmpfs the parent mounted on the host) at both names.
+  b.Bind(spec.workspace_dir, "/home/user", kSafe);
+  b.Bind(spec.workspace_dir, "/mnt/data", kSafe);
+
+  // A minimal /dev: host device nodes bound onto empty files (mknod is not allowed in a
+  // user namespace); no tty, no ptmx.
+  b.Tmpfs("/dev", MS_NOSUID | MS_NOEXEC, "size=64k,mode=0755");
+  for (const char* dev : {"null", "zero", "full", "random", "urandom"}) {
+    std::string inside = std::string("/dev/") + dev;
+    b.File(inside, "");
+    b.Bind(inside, inside, MS_NOSUID | MS_NOEXEC | LockedFlags(inside));
+  }
+  b.Symlink("/proc/self/fd", "/dev/fd");
+  b.Symlink("/proc/self/fd/0", "/dev/stdin");
+  b.Symlink("/proc/self/fd/1", "/dev/stdout");
+  b.Symlink("/proc/self/fd/2", "/dev/stderr");
+  b.Mkdir("/dev/shm");
+  b.Tmpfs("/dev/shm", kSafe, "size=" + disk + ",mode=1777,uid=1000,gid=1000");
+  // hidepid=invisible: the program sees only its own uid's processes, not the init (which
+  // is a copy of the daemon, argv included). proc(5), Linux 5.8+.
+  b.Add(MountOp::kProc, "", "/proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, "hidepid=invisible",
+        "mount proc");
+  b.Add(MountOp::kRemountRoot, "", "/", MS_RDONLY | kSafe, "", "remount / read-only");
+  return plan;
+}
+
+}  // namespace sandrun::sandbox

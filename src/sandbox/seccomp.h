@@ -1,0 +1,35 @@
+// The seccomp filter of the sandbox (DESIGN.md §3): compiled once in the parent with
+// libseccomp, exported as classic BPF, and loaded last before execve in the child.
+#pragma once
+
+#include <linux/filter.h>
+
+#include <vector>
+
+#include "util/result.h"
+
+namespace sandrun::sandbox {
+
+class SeccompFilter {
+ public:
+  // Builds the deny-list filter for the native ABI; every other ABI (i386, x32) kills the
+  // process. Errors: code "seccomp", message names the libseccomp call and rule. Not child-safe.
+  static Result<SeccompFilter> Compile();
+
+  // The program to pass to seccomp(SECCOMP_SET_MODE_FILTER); points into this object.
+  const sock_fprog* program() const { return &program_; }
+
+  SeccompFilter(SeccompFilter&& other) noexcept;
+  SeccompFilter& operator=(SeccompFilter&&) = delete;
+
+ private:
+  SeccompFilter() = default;
+  std::vector<sock_filter> instructions_;
+  sock_fprog program_{};
+};
+
+// Loads `program` into the calling thread (which must have set no_new_privs). Returns 0 or
+// an errno. Child-safe.
+int LoadSeccompInChild(const sock_fprog* program);
+
+}  // namespace sandrun::sandbox

@@ -1,0 +1,44 @@
+// SandboxSpec: everything one sandboxed program run needs, as plain values. Knows nothing of
+// JSON or HTTP (STYLE.md layout rule).
+#pragma once
+
+#include <sys/types.h>
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace sandrun::sandbox {
+
+struct SandboxLimits {
+  int64_t wall_time_ms = 10'000;     // whole sandbox killed after this
+  int64_t cpu_time_s = 10;           // RLIMIT_CPU (and cgroup usage check)
+  uint64_t memory_bytes = 512ull << 20;  // cgroup memory limit, swap 0
+  int64_t processes = 64;            // cgroup pids.max
+  uint64_t output_bytes = 1 << 20;   // stdout + stderr together; past it the run is stopped
+  uint64_t file_size_bytes = 10ull << 20;  // RLIMIT_FSIZE
+  uint64_t disk_bytes = 100ull << 20;      // size= of /tmp and /dev/shm tmpfs
+  int64_t open_files = 256;          // RLIMIT_NOFILE
+};
+
+struct SandboxSpec {
+  // Program to execve inside; argv[0] must be an absolute path inside the sandbox.
+  std::vector<std::string> argv;
+  // Complete environment (nothing of the daemon's leaks in).
+  std::vector<std::string> env;
+  // Host directory mounted at /home/user and /mnt/data (the workspace). Must exist and be
+  // writable by host_uid.
+  std::string workspace_dir;
+  // Empty host directory used as the mount point of the new root inside the sandbox's own
+  // mount namespace (nothing becomes visible on the host).
+  std::string root_dir;
+  // Bytes given on the program's standard input, then EOF.
+  std::string stdin_data;
+  SandboxLimits limits;
+  // Unprivileged host ids the sandbox user (1000:1000 inside) maps to.
+  uid_t host_uid = 64000;
+  gid_t host_gid = 64000;
+  std::string run_id;  // names the cgroup
+};
+
+}  // namespace sandrun::sandbox

@@ -1,0 +1,312 @@
+#include "storage/artifact_store.h"
+
+#include <fcntl.h>
+#include <openssl/rand.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <ctime>
+#include <filesystem>
+#include <system_error>
+
+#include "storage/digest.h"
+#include "storage/fs.h"
+#include "storage/mime.h"
+#include "storage/signed_link.h"
+
+namespace sandrun::storage {
+namespace {
+
+constexpr size_t kCopyChunk = 64 * 1024;
+constexpr size_t kMimeHead = 64 * 1024;  // enough for libmagic to tell ZIP/Office, PNG, PDF, ...
+constexpr mode_t kDirMode = 0755;        // nginx (another user) must be able to read
+constexpr mode_t kFileMode = 0644;
+
+// One path segment we create ourselves: a run id or a user dir.
+bool IsPlainName(const std::string& name) {
+  return !name.empty() && name.size() <= 255 && name != "." && name != ".." &&
+         name.find('/') == std::string::npos && name.find('\0') == std::string::npos;
+}
+
+std::string TrimTrailingSlashes(std::string s) {
+  while (!s.empty() && s.back() == '/') s.pop_back();
+  return s;
+}
+
+// A fresh temporary name in the destination directory. Collisions are harmless (O_EXCL
+// refuses them), but random names keep two publishers of one run from tripping each other.
+Result<std::string> TempName() {
+  unsigned char bytes[8];
+  if (RAND_bytes(bytes, sizeof bytes) != 1) return MakeError("storage", "RAND_bytes failed");
+  return ".tmp-" + HexEncode(bytes, sizeof bytes);
+}
+
+// Creates `name` in `dirfd` (0755) unless it exists, and opens it without following symlinks.
+Result<UniqueFd> MakeDirAt(int dirfd, const std::string& name, const std::string& path,
+                           bool* created_out = nullptr) {
+  const bool created = mkdirat(dirfd, name.c_str(), kDirMode) == 0;
+  if (created_out != nullptr) *created_out = created;
+  if (!created && LastErrno() != EEXIST) return StorageError("mkdirat", path, LastErrno());
+  UniqueFd fd = OpenDirAt(dirfd, name);
+  if (!fd.valid()) return StorageError("openat", path, LastErrno());
+  // mkdirat's mode is filtered by the umask; nginx still has to be able to read.
+  if (created && fchmod(fd.get(), kDirMode) != 0) return StorageError("fchmod", path, LastErrno());
+  return fd;
+}
+
+// Writes all of `data`; returns 0 or the errno of the failed write(2).
+int WriteAll(int fd, const char* data, size_t size) {
+  while (size > 0) {
+    const ssize_t n = write(fd, data, size);
+    if (n < 0 && LastErrno() == EINTR) continue;
+    if (n < 0) return LastErrno();
+    data += n;
+    size -= static_cast<size_t>(n);
+  }
+  return 0;
+}
+
+// A source file opened for copying, or why it was skipped.
+struct Source {
+  UniqueFd fd;
+  const char* skip_reason = nullptr;
+};
+
+// Opens workspace/<parts...> again, one component at a time with O_NOFOLLOW: the program is
+// dead by now, but its files are not to be trusted, and a component that became a symlink
+// since the walk must not lead us out of the workspace.
+Source OpenSource(int workspace_fd, const std::vector<std::string>& parts) {
+  Source source;
+  UniqueFd dir;
+  int parent = workspace_fd;
+  for (size_t i = 0; i + 1 < parts.size(); ++i) {
+    UniqueFd next = OpenDirAt(parent, parts[i]);
+    if (!next.valid()) {
+      source.skip_reason = SkipReasonForFailedOpen(parent, parts[i], LastErrno());
+      return source;
+    }
+    dir = std::move(next);
+    parent = dir.get();
+  }
+  // O_NONBLOCK: a FIFO swapped in since the walk must not block the open; O_NOCTTY: nor may a
+  // terminal device become ours. Both are no-ops for the regular file we expect.
+  source.fd.Reset(openat(parent, parts.back().c_str(),
+                         O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY | O_CLOEXEC));
+  if (!source.fd.valid()) {
+    source.skip_reason = SkipReasonForFailedOpen(parent, parts.back(), LastErrno());
+    return source;
+  }
+  struct stat st;
+  if (fstat(source.fd.get(), &st) != 0 || !S_ISREG(st.st_mode)) {
+    source.fd.Reset();
+    source.skip_reason = "not_regular";
+  }
+  return source;
+}
+
+// What one copy produced.
+struct Copy {
+  std::string temp_name;  // in the destination directory, still to be renamed
+  uint64_t size = 0;
+  std::string sha256;
+  std::string head;   // the first kMimeHead bytes, for libmagic
+  bool grew = false;  // the source held more than `limit` bytes: nothing kept
+};
+
+class Publisher {
+ public:
+  Publisher(int workspace_fd, int run_fd, std::string run_path, std::string uri_base,
+            const PublishOptions& options, int64_t expires)
+      : workspace_fd_(workspace_fd),
+        run_fd_(run_fd),
+        run_path_(std::move(run_path)),
+        uri_base_(std::move(uri_base)),
+        options_(options),
+        expires_(expires) {}
+
+  // Publishes one file, or records why it was skipped. Errors: a write to the store failed.
+  Status PublishOne(const FoundFile& file, PublishResult* result);
+
+ private:
+  Result<UniqueFd> MakeParentDirs(const std::vector<std::string>& parts);
+  Result<Copy> CopyToTemp(int src_fd, int dest_dir_fd, uint64_t limit, const std::string& path);
+  ArtifactFile Describe(const FoundFile& file, const std::string& name, const Copy& copy) const;
+
+  int workspace_fd_;
+  int run_fd_;
+  std::string run_path_;  // <root>/<user-dir>/<run-id>, for messages
+  std::string uri_base_;  // <url_prefix>/<user-dir>/<run-id>, decoded
+  const PublishOptions& options_;
+  int64_t expires_;
+};
+
+Status Publisher::PublishOne(const FoundFile& file, PublishResult* result) {
+  std::vector<std::string> parts;
+  if (!SplitRelativePath(file.path, &parts)) {
+    // WalkWorkspace never yields such a path; a caller that does is refused the file. DESIGN.md
+    // fixes the list of reasons, and "ignored" is the one that claims nothing about the file.
+    result->skipped.push_back({file.path, "ignored"});
+    return OkStatus();
+  }
+  Source source = OpenSource(workspace_fd_, parts);
+  if (source.skip_reason != nullptr) {
+    result->skipped.push_back({file.path, source.skip_reason});
+    return OkStatus();
+  }
+  const std::string dest_path = run_path_ + "/" + file.path;
+  auto dir = MakeParentDirs(parts);
+  if (!dir.ok()) return dir.error();
+  // The walk's size already passed max_file_bytes; copying no more than it re-applies that
+  // bound to a file that grew since.
+  auto copy = CopyToTemp(source.fd.get(), dir->get(), file.size, dest_path);
+  if (!copy.ok()) return copy.error();
+  if (copy->grew) {
+    unlinkat(dir->get(), copy->temp_name.c_str(), 0);
+    result->skipped.push_back({file.path, "too_large"});
+    return OkStatus();
+  }
+  // rename(2) is atomic: nginx serves either nothing or the whole file, never a prefix.
+  if (renameat(dir->get(), copy->temp_name.c_str(), dir->get(), parts.back().c_str()) != 0) {
+    return StorageError("renameat", dest_path, LastErrno());
+  }
+  result->files.push_back(Describe(file, parts.back(), *copy));
+  return OkStatus();
+}
+
+Result<UniqueFd> Publisher::MakeParentDirs(const std::vector<std::string>& parts) {
+  UniqueFd dir(fcntl(run_fd_, F_DUPFD_CLOEXEC, 0));
+  if (!dir.valid()) return StorageError("fcntl", run_path_, LastErrno());
+  std::string dir_path = run_path_;
+  for (size_t i = 0; i + 1 < parts.size(); ++i) {
+    dir_path += "/" + parts[i];
+    auto next = MakeDirAt(dir.get(), parts[i], dir_path);
+    if (!next.ok()) return next.error();
+    dir = std::move(*next);
+  }
+  return dir;
+}
+
+Result<Copy> Publisher::CopyToTemp(int src_fd, int dest_dir_fd, uint64_t limit,
+                                   const std::string& path) {
+  auto temp_name = TempName();
+  if (!temp_name.ok()) return temp_name.error();
+  Copy copy;
+  copy.temp_name = std::move(*temp_name);
+  UniqueFd out(openat(dest_dir_fd, copy.temp_name.c_str(),
+                      O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, kFileMode));
+  if (!out.valid()) return StorageError("openat", path + " (temporary)", LastErrno());
+  // The create mode is filtered by the umask; nginx still has to be able to read.
+  if (fchmod(out.get(), kFileMode) != 0) return StorageError("fchmod", path, LastErrno());
+  Sha256 sha;
+  std::vector<char> buf(kCopyChunk);
+  while (true) {
+    const ssize_t n = read(src_fd, buf.data(), buf.size());
+    if (n < 0 && LastErrno() == EINTR) continue;
+    if (n < 0) return StorageError("read", path, LastErrno());
+    if (n == 0) break;
+    if (copy.size + static_cast<uint64_t>(n) > limit) {
+      copy.grew = true;
+      return copy;
+    }
+    if (const int err = WriteAll(out.get(), buf.data(), static_cast<size_t>(n)); err != 0) {
+      return StorageError("write", path, err);
+    }
+    sha.Update(buf.data(), static_cast<size_t>(n));
+    const size_t keep = std::min(static_cast<size_t>(n), kMimeHead - copy.head.size());
+    copy.head.append(buf.data(), keep);
+    copy.size += static_cast<uint64_t>(n);
+  }
+  // No fsync: a crash loses the run's links anyway, and the janitor sweeps what is left. But
+  // close(2) can still report a deferred write error (ENOSPC, EIO on some file systems).
+  if (close(out.Release()) != 0) return StorageError("close", path, LastErrno());
+  copy.sha256 = sha.FinalHex();
+  return copy;
+}
+
+ArtifactFile Publisher::Describe(const FoundFile& file, const std::string& name,
+                                 const Copy& copy) const {
+  ArtifactFile artifact;
+  artifact.name = name;
+  artifact.path = file.path;
+  artifact.size = copy.size;
+  artifact.mime = GuessMime(copy.head.data(), copy.head.size(), name);
+  artifact.sha256 = copy.sha256;
+  // nginx checks the signature against the decoded $uri, so sign the raw path and encode it
+  // only for the URL.
+  const std::string uri = uri_base_ + "/" + file.path;
+  artifact.url = TrimTrailingSlashes(options_.public_base_url) + PercentEncodePath(uri) +
+                 "?md5=" + SecureLinkMd5(uri, expires_, options_.link_secret) +
+                 "&expires=" + std::to_string(expires_);
+  artifact.expires_at = expires_;
+  return artifact;
+}
+
+// The opened <root>/<user-dir> and <root>/<user-dir>/<run-id>.
+struct RunDir {
+  UniqueFd user_fd;
+  UniqueFd run_fd;
+  std::string run_path;
+  bool created = false;  // the run directory is new (not from an earlier Publish of the run)
+};
+
+Result<RunDir> OpenRunDir(const std::string& root, const std::string& user_dir,
+                          const std::string& run_id) {
+  // The root is the daemon's own configured directory; plain path resolution is fine there.
+  std::error_code ec;
+  std::filesystem::create_directories(root, ec);
+  if (ec) {
+    return MakeError("storage", "create_directories(" + root + "): " + ec.message(), ec.value());
+  }
+  UniqueFd root_fd(open(root.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+  if (!root_fd.valid()) return StorageError("open", root, LastErrno());
+  RunDir run;
+  auto user_fd = MakeDirAt(root_fd.get(), user_dir, root + "/" + user_dir);
+  if (!user_fd.ok()) return user_fd.error();
+  run.user_fd = std::move(*user_fd);
+  run.run_path = root + "/" + user_dir + "/" + run_id;
+  auto run_fd = MakeDirAt(run.user_fd.get(), run_id, run.run_path, &run.created);
+  if (!run_fd.ok()) return run_fd.error();
+  run.run_fd = std::move(*run_fd);
+  return run;
+}
+
+}  // namespace
+
+Result<PublishResult> Publish(const std::string& workspace, const std::vector<FoundFile>& files,
+                              const std::string& user, const std::string& run_id,
+                              const PublishOptions& options) {
+  if (!IsPlainName(run_id)) return MakeError("storage", "Publish: bad run id '" + run_id + "'");
+  PublishResult result;
+  if (files.empty()) return result;  // no empty run directories for the janitor to sweep
+  UniqueFd workspace_fd(open(workspace.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+  if (!workspace_fd.valid()) return StorageError("open", workspace, LastErrno());
+  const std::string root = TrimTrailingSlashes(options.artifacts_root);
+  const std::string user_dir = UserDir(user, options.user_dir_key);
+  auto run = OpenRunDir(root, user_dir, run_id);
+  if (!run.ok()) return run.error();
+  const int64_t now = options.now_epoch_s != 0 ? options.now_epoch_s : time(nullptr);
+  const std::string uri_base =
+      TrimTrailingSlashes(options.url_prefix) + "/" + user_dir + "/" + run_id;
+  Publisher publisher(workspace_fd.get(), run->run_fd.get(), run->run_path, uri_base, options,
+                      now + options.link_ttl_s);
+  for (const FoundFile& file : files) {
+    Status status = publisher.PublishOne(file, &result);
+    if (status.ok()) continue;
+    // Nothing of a failed run stays published. The user dir stays: another run of the same
+    // user may be creating its run directory in it right now; the janitor removes it if empty.
+    run->run_fd.Reset();
+    Error error = status.error();
+    if (!RemoveTreeAt(run->user_fd.get(), run_id)) error.message += " (cleanup incomplete)";
+    return error;
+  }
+  if (result.files.empty() && run->created) {
+    // Every file was skipped: leave no empty run directory behind.
+    run->run_fd.Reset();
+    RemoveTreeAt(run->user_fd.get(), run_id);
+  }
+  return result;
+}
+
+}  // namespace sandrun::storage

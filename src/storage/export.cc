@@ -1,0 +1,194 @@
+#include "storage/export.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+
+#include <algorithm>
+#include <cctype>
+#include <map>
+
+#include "storage/digest.h"
+#include "storage/fs.h"
+#include "storage/walk_limits.h"
+
+namespace sandrun::storage {
+namespace {
+
+// What lies past WalkLimits (too deep, too many entries) is reported as skipped "too_many" and
+// sets limit_hit, like files past max_files: DESIGN.md's list of reasons has no better word for
+// "the program made more than we are willing to look at".
+
+std::string Join(const std::string& prefix, const std::string& name) {
+  return prefix.empty() ? name : prefix + "/" + name;
+}
+
+std::string ToLower(std::string s) {
+  std::transform(s.begin(), s.end(), s.begin(),
+                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+  return s;
+}
+
+class Walker {
+ public:
+  Walker(const ExportOptions& options, const WalkLimits& limits)
+      : options_(options), limits_(limits) {
+    for (std::string dir : options.ignored_dirs) {
+      while (!dir.empty() && dir.back() == '/') dir.pop_back();
+      if (!dir.empty()) ignored_.push_back(std::move(dir));
+    }
+    for (const auto& [path, sha256] : options.unchanged_inputs) unchanged_[path] = ToLower(sha256);
+  }
+
+  void WalkDir(int fd, const std::string& prefix, int depth);
+  WalkResult Finish();
+
+ private:
+  void Visit(int dirfd, const std::string& prefix, const std::string& name, int depth);
+  void VisitDir(int dirfd, const std::string& name, const std::string& path, int depth);
+  void VisitFile(int dirfd, const std::string& name, const std::string& path, uint64_t size);
+  bool IsIgnored(const std::string& path, const std::string& name) const;
+  bool IsUnchangedInput(int dirfd, const std::string& name, const std::string& path) const;
+  void Skip(const std::string& path, const char* reason) {
+    result_.skipped.push_back({path, reason});
+  }
+  void SkipLimit(const std::string& path, const char* reason) {
+    Skip(path, reason);
+    result_.limit_hit = true;
+  }
+
+  const ExportOptions& options_;
+  const WalkLimits& limits_;
+  std::vector<std::string> ignored_;
+  std::map<std::string, std::string> unchanged_;
+  std::vector<FoundFile> candidates_;  // regular files within max_file_bytes, any order
+  WalkResult result_;
+  size_t listed_ = 0;  // directory entries read so far, at most limits_.max_entries
+};
+
+void Walker::WalkDir(int fd, const std::string& prefix, int depth) {
+  const std::string dir_path = prefix.empty() ? "." : prefix;
+  bool truncated = false;
+  // The budget counts names listed, not visited: every listed name stays in memory until its
+  // turn, so this is what bounds memory (and, since each listed directory is opened at most
+  // once, the work) however the tree is shaped.
+  auto names = ListDir(fd, limits_.max_entries - listed_, &truncated);
+  if (!names.ok()) {
+    // An unreadable directory exports nothing; say so rather than fail the whole run.
+    Skip(dir_path, "not_regular");
+    return;
+  }
+  listed_ += names->size();
+  if (truncated) {
+    // The rest of this directory was never read; which names made it in depends on readdir
+    // order, which is fine for a tree no real program writes.
+    SkipLimit(dir_path, "too_many");
+  }
+  std::sort(names->begin(), names->end());
+  for (const std::string& name : *names) Visit(fd, prefix, name, depth);
+}
+
+void Walker::Visit(int dirfd, const std::string& prefix, const std::string& name, int depth) {
+  const std::string path = Join(prefix, name);
+  struct stat st;
+  // AT_SYMLINK_NOFOLLOW: stat the link itself; never open anything before its type is known
+  // (opening a FIFO would block the walk).
+  if (fstatat(dirfd, name.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0) return;  // vanished
+  if (S_ISLNK(st.st_mode)) {
+    Skip(path, "symlink");
+  } else if (S_ISDIR(st.st_mode)) {
+    VisitDir(dirfd, name, path, depth);
+  } else if (S_ISREG(st.st_mode)) {
+    VisitFile(dirfd, name, path, static_cast<uint64_t>(st.st_size));
+  } else {
+    Skip(path, "not_regular");  // FIFO, socket, character or block device
+  }
+}
+
+void Walker::VisitDir(int dirfd, const std::string& name, const std::string& path, int depth) {
+  if (IsIgnored(path, name)) {
+    Skip(path, "ignored");  // one entry for the whole directory; its contents are not counted
+    return;
+  }
+  if (depth + 1 > limits_.max_depth) {
+    SkipLimit(path, "too_many");
+    return;
+  }
+  UniqueFd fd = OpenDirAt(dirfd, name);
+  if (!fd.valid()) {
+    // Swapped for a symlink since fstatat, or unreadable, or gone: nothing to export from it.
+    Skip(path, SkipReasonForFailedOpen(dirfd, name, LastErrno()));
+    return;
+  }
+  WalkDir(fd.get(), path, depth + 1);
+}
+
+void Walker::VisitFile(int dirfd, const std::string& name, const std::string& path, uint64_t size) {
+  // Unchanged inputs are left out silently, not listed as skipped: the caller gave them to us
+  // (request files, or a session's earlier outputs), so listing them on every run would bury
+  // what is actually news about this run.
+  if (IsUnchangedInput(dirfd, name, path)) return;
+  if (size > options_.max_file_bytes) {
+    SkipLimit(path, "too_large");
+    return;
+  }
+  candidates_.push_back({path, size});
+}
+
+bool Walker::IsIgnored(const std::string& path, const std::string& name) const {
+  // An entry matches its exact workspace-relative path ("data/tmp") or, for single-component
+  // entries, that name anywhere in the tree (__pycache__ appears at every level).
+  for (const std::string& dir : ignored_) {
+    if (dir == path) return true;
+    if (dir == name && dir.find('/') == std::string::npos) return true;
+  }
+  return false;
+}
+
+bool Walker::IsUnchangedInput(int dirfd, const std::string& name, const std::string& path) const {
+  const auto it = unchanged_.find(path);
+  if (it == unchanged_.end()) return false;
+  // O_NONBLOCK: if the file was swapped for a FIFO since fstatat, open must not wait for a
+  // writer; the fstat below then rejects it.
+  UniqueFd fd(
+      openat(dirfd, name.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY | O_CLOEXEC));
+  struct stat st;
+  if (!fd.valid() || fstat(fd.get(), &st) != 0 || !S_ISREG(st.st_mode)) return false;
+  auto sha256 = Sha256OfFd(fd.get());
+  return sha256.ok() && *sha256 == it->second;
+}
+
+WalkResult Walker::Finish() {
+  // max_files applies in sorted path order, so the same tree always exports the same files.
+  std::sort(candidates_.begin(), candidates_.end(),
+            [](const FoundFile& a, const FoundFile& b) { return a.path < b.path; });
+  const size_t max_files = options_.max_files > 0 ? static_cast<size_t>(options_.max_files) : 0;
+  for (size_t i = 0; i < candidates_.size(); ++i) {
+    if (i < max_files) {
+      result_.files.push_back(std::move(candidates_[i]));
+    } else {
+      SkipLimit(candidates_[i].path, "too_many");
+    }
+  }
+  std::stable_sort(result_.skipped.begin(), result_.skipped.end(),
+                   [](const SkippedFile& a, const SkippedFile& b) { return a.path < b.path; });
+  return std::move(result_);
+}
+
+}  // namespace
+
+Result<WalkResult> WalkWorkspace(const std::string& workspace, const ExportOptions& options) {
+  return WalkWorkspaceWithLimits(workspace, options, WalkLimits{});
+}
+
+Result<WalkResult> WalkWorkspaceWithLimits(const std::string& workspace,
+                                           const ExportOptions& options, const WalkLimits& limits) {
+  // The workspace path itself is the daemon's own and is opened as given; O_NOFOLLOW applies
+  // from its entries down, which is all the sandboxed program could have changed.
+  UniqueFd root(open(workspace.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+  if (!root.valid()) return StorageError("open", workspace, LastErrno());
+  Walker walker(options, limits);
+  walker.WalkDir(root.get(), "", 0);
+  return walker.Finish();
+}
+
+}  // namespace sandrun::storage

@@ -1,0 +1,65 @@
+// File-system helpers for storage/: an owning fd, errno-carrying errors, fd-relative walks.
+//
+// STYLE.md keeps raw syscalls and fd owners in sys/. sys/ did not exist when storage/ was
+// written, so these few helpers live here, internal to storage/; move them there (and drop
+// this file) once sys/UniqueFd lands.
+#pragma once
+
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "util/result.h"
+
+namespace sandrun::storage {
+
+// Owns one file descriptor; closes it on destruction. Move-only.
+class UniqueFd {
+ public:
+  UniqueFd() = default;
+  explicit UniqueFd(int fd) : fd_(fd) {}
+  UniqueFd(UniqueFd&& other) noexcept : fd_(other.Release()) {}
+  UniqueFd& operator=(UniqueFd&& other) noexcept;
+  UniqueFd(const UniqueFd&) = delete;
+  UniqueFd& operator=(const UniqueFd&) = delete;
+  ~UniqueFd() { Reset(); }
+
+  int get() const { return fd_; }
+  bool valid() const { return fd_ >= 0; }
+  int Release();
+  void Reset(int fd = -1);
+
+ private:
+  int fd_ = -1;
+};
+
+// An Error with code "storage" whose message is "<call>(<arg>): <strerror(err)>".
+Error StorageError(std::string_view call, std::string_view arg, int err);
+
+// The current errno (read here so callers outside this file need not touch it).
+int LastErrno();
+
+// Splits a workspace-relative path on '/'. Returns false (and leaves `out` unspecified) when
+// the path is empty, absolute, has an empty, "." or ".." segment, or contains a NUL byte:
+// such a path cannot have come from WalkWorkspace and must not be joined onto a directory.
+bool SplitRelativePath(const std::string& path, std::vector<std::string>* out);
+
+// Opens `name` in `dirfd` as a directory without following a symlink in its last component
+// (O_NOFOLLOW | O_DIRECTORY). Returns an invalid fd and sets errno on failure.
+UniqueFd OpenDirAt(int dirfd, const std::string& name);
+
+// Why opening `name` in `dirfd` with O_NOFOLLOW failed with `err`, as a files_skipped reason:
+// "symlink" when it is (now) a symlink, else "not_regular" (gone, replaced, unreadable).
+// O_NOFOLLOW | O_DIRECTORY on a symlink fails with ENOTDIR, not ELOOP, hence the lstat.
+const char* SkipReasonForFailedOpen(int dirfd, const std::string& name, int err);
+
+// Reads the names in the directory `fd` (without "." and ".."), at most `max_names` of them;
+// sets *truncated when more were present. Takes no ownership of `fd`; its offset is reset.
+// Errors: the directory cannot be read.
+Result<std::vector<std::string>> ListDir(int fd, size_t max_names, bool* truncated);
+
+// Removes `name` (a file or a whole directory tree) from `dirfd` without following symlinks.
+// Best effort: keeps going past entries it cannot remove. Returns false if anything stayed.
+bool RemoveTreeAt(int dirfd, const std::string& name);
+
+}  // namespace sandrun::storage

@@ -1,0 +1,184 @@
+#include "sys/syscalls.h"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/mount.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+
+namespace sandrun::sys {
+
+Error ErrnoError(const std::string& code, const std::string& what) {
+  int err = errno;
+  return MakeError(code, what + ": " + std::strerror(err), err);
+}
+
+Result<Pipe> MakePipe() {
+  int fds[2];
+  if (::pipe2(fds, O_CLOEXEC) != 0) return ErrnoError("pipe", "pipe2");
+  return Pipe{UniqueFd(fds[0]), UniqueFd(fds[1])};
+}
+
+Status SetNonBlocking(int fd) {
+  int flags = ::fcntl(fd, F_GETFL);
+  if (flags < 0 || ::fcntl(fd, F_SETFL, flags | O_NONBLOCK) != 0) {
+    return ErrnoError("fcntl", "fcntl(O_NONBLOCK)");
+  }
+  return OkStatus();
+}
+
+Status WriteFile(const std::string& path, const std::string& data, int mode) {
+  UniqueFd fd(::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, mode));
+  if (!fd.valid()) return ErrnoError("write_file", "open " + path);
+  if (!WriteAll(fd.get(), data.data(), data.size())) {
+    return ErrnoError("write_file", "write " + path);
+  }
+  return OkStatus();
+}
+
+Result<std::string> ReadFile(const std::string& path, size_t max_bytes) {
+  UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+  if (!fd.valid()) return ErrnoError("read_file", "open " + path);
+  std::string out;
+  char buf[8192];
+  for (;;) {
+    ssize_t n = ::read(fd.get(), buf, sizeof buf);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) return ErrnoError("read_file", "read " + path);
+    if (n == 0) break;
+    out.append(buf, static_cast<size_t>(n));
+    if (out.size() > max_bytes) return MakeError("read_file", path + ": larger than expected");
+  }
+  return out;
+}
+
+Status MakeDirs(const std::string& path, int mode) {
+  std::string partial;
+  size_t pos = 0;
+  while (pos <= path.size()) {
+    size_t next = path.find('/', pos);
+    if (next == std::string::npos) next = path.size();
+    partial = path.substr(0, next);
+    if (!partial.empty() && ::mkdir(partial.c_str(), mode) != 0 && errno != EEXIST) {
+      return ErrnoError("mkdir", "mkdir " + partial);
+    }
+    pos = next + 1;
+  }
+  return OkStatus();
+}
+
+namespace {
+
+// Removes everything below the open directory `dirfd` (which it closes).
+Status RemoveBelow(int dirfd, const std::string& shown, dev_t dev) {
+  DIR* dir = ::fdopendir(dirfd);
+  if (dir == nullptr) {
+    ::close(dirfd);
+    return ErrnoError("remove", "fdopendir " + shown);
+  }
+  Status status = OkStatus();
+  while (struct dirent* entry = ::readdir(dir)) {
+    const char* name = entry->d_name;
+    if (std::strcmp(name, ".") == 0 || std::strcmp(name, "..") == 0) continue;
+    struct stat st;
+    if (::fstatat(::dirfd(dir), name, &st, AT_SYMLINK_NOFOLLOW) != 0) continue;
+    if (S_ISDIR(st.st_mode)) {
+      if (st.st_dev != dev) {
+        status = MakeError("remove", shown + "/" + name + ": is another mount, not removed");
+        continue;
+      }
+      int child = ::openat(::dirfd(dir), name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+      if (child < 0) continue;
+      Status s = RemoveBelow(child, shown + "/" + name, dev);
+      if (!s.ok()) status = s;
+      if (::unlinkat(::dirfd(dir), name, AT_REMOVEDIR) != 0 && status.ok()) {
+        status = ErrnoError("remove", "rmdir " + shown + "/" + name);
+      }
+    } else if (::unlinkat(::dirfd(dir), name, 0) != 0 && status.ok()) {
+      status = ErrnoError("remove", "unlink " + shown + "/" + name);
+    }
+  }
+  ::closedir(dir);
+  return status;
+}
+
+}  // namespace
+
+Status RemoveTree(const std::string& path) {
+  struct stat st;
+  if (::lstat(path.c_str(), &st) != 0) {
+    if (errno == ENOENT) return OkStatus();
+    return ErrnoError("remove", "lstat " + path);
+  }
+  if (!S_ISDIR(st.st_mode)) {
+    if (::unlink(path.c_str()) != 0) return ErrnoError("remove", "unlink " + path);
+    return OkStatus();
+  }
+  int fd = ::open(path.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+  if (fd < 0) return ErrnoError("remove", "open " + path);
+  Status s = RemoveBelow(fd, path, st.st_dev);
+  if (!s.ok()) return s;
+  if (::rmdir(path.c_str()) != 0) return ErrnoError("remove", "rmdir " + path);
+  return OkStatus();
+}
+
+Status MountTmpfs(const std::string& target, uint64_t size_bytes, uid_t uid, gid_t gid,
+                  int mode) {
+  std::string options = "size=" + std::to_string(size_bytes) + ",mode=" +
+                        std::to_string(mode / 64) + std::to_string((mode / 8) % 8) +
+                        std::to_string(mode % 8) + ",uid=" + std::to_string(uid) +
+                        ",gid=" + std::to_string(gid);
+  if (::mount("tmpfs", target.c_str(), "tmpfs", MS_NOSUID | MS_NODEV, options.c_str()) != 0) {
+    return ErrnoError("mount", "mount tmpfs on " + target + " (" + options + ")");
+  }
+  return OkStatus();
+}
+
+Status Unmount(const std::string& target) {
+  if (::umount2(target.c_str(), MNT_DETACH) != 0) return ErrnoError("umount", "umount " + target);
+  return OkStatus();
+}
+
+Result<ExitInfo> Reap(pid_t pid) {
+  ExitInfo info;
+  for (;;) {
+    pid_t r = ::wait4(pid, &info.wait_status, __WALL, &info.usage);
+    if (r == pid) return info;
+    if (r < 0 && errno == EINTR) continue;
+    return ErrnoError("wait", "wait4 " + std::to_string(pid));
+  }
+}
+
+void KillPidfd(int pidfd) {
+  if (pidfd >= 0) ::syscall(SYS_pidfd_send_signal, pidfd, SIGKILL, nullptr, 0);
+}
+
+bool WriteAll(int fd, const void* data, size_t size) {
+  const char* p = static_cast<const char*>(data);
+  while (size > 0) {
+    ssize_t n = ::write(fd, p, size);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return false;
+    p += n;
+    size -= static_cast<size_t>(n);
+  }
+  return true;
+}
+
+bool WriteFileInChild(const char* path, const char* text, size_t size) {
+  int fd = ::open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0644);
+  if (fd < 0) return false;
+  bool ok = WriteAll(fd, text, size);
+  ::close(fd);
+  return ok;
+}
+
+int LastErrno() { return errno; }
+
+}  // namespace sandrun::sys

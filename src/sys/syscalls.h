@@ -1,0 +1,67 @@
+// The one home of raw syscalls and errno reads (STYLE.md): thin wrappers that turn failures
+// into Result errors naming the call. Functions marked "child-safe" are async-signal-safe
+// and allocate nothing: they may run in a clone(2)d child of a multi-threaded process.
+#pragma once
+
+#include <sys/resource.h>
+#include <sys/types.h>
+
+#include <cstdint>
+#include <string>
+
+#include "sys/unique_fd.h"
+#include "util/result.h"
+
+namespace sandrun::sys {
+
+// Error with code `code`, errno and "<what>: strerror" as message. Reads errno: call right
+// after the failing call. Not child-safe (allocates).
+Error ErrnoError(const std::string& code, const std::string& what);
+
+struct Pipe {
+  UniqueFd read;
+  UniqueFd write;
+};
+// pipe2(O_CLOEXEC). Errors: "pipe".
+Result<Pipe> MakePipe();
+
+Status SetNonBlocking(int fd);
+
+// Writes all of `data` to a file created/truncated at `path` with `mode`. Not child-safe.
+Status WriteFile(const std::string& path, const std::string& data, int mode = 0644);
+// Reads a whole (small) file. Errors: open/read failures.
+Result<std::string> ReadFile(const std::string& path, size_t max_bytes = 1 << 20);
+
+// mkdir -p with mode. Errors name the path.
+Status MakeDirs(const std::string& path, int mode = 0755);
+// rm -rf without following symlinks (openat/unlinkat + O_NOFOLLOW). Crossing into another
+// mount is refused. Errors name the path.
+Status RemoveTree(const std::string& path);
+
+// Mounts a tmpfs of `size_bytes` at `target` owned by uid:gid with mode. Errors: "mount".
+Status MountTmpfs(const std::string& target, uint64_t size_bytes, uid_t uid, gid_t gid,
+                  int mode);
+// umount2(target, MNT_DETACH). Errors: "umount".
+Status Unmount(const std::string& target);
+
+// pidfd-based wait helpers.
+// Blocks until the process behind `pid` exits and reaps it with wait4; returns the wait
+// status and resource usage (of the process and its reaped descendants).
+struct ExitInfo {
+  int wait_status = 0;
+  struct rusage usage {};
+};
+Result<ExitInfo> Reap(pid_t pid);
+
+// Sends SIGKILL to `pidfd`'s process (pidfd_send_signal). Errors ignored when already gone.
+void KillPidfd(int pidfd);
+
+// Child-safe helpers ----------------------------------------------------------------------
+// write(2) all bytes, retrying on EINTR; returns false on error. Child-safe.
+bool WriteAll(int fd, const void* data, size_t size);
+// Writes `text` (NUL-terminated) to a path (O_CREAT|O_TRUNC). Child-safe.
+bool WriteFileInChild(const char* path, const char* text, size_t size);
+// Current errno. Child-safe.
+int LastErrno();
+
+}  // namespace sandrun::sys

@@ -1,0 +1,301 @@
+// Tests for storage/artifact_store.cc: what lands in the store, how it is named and signed,
+// and that a workspace changed behind our back cannot make us copy anything else.
+#define BOOST_TEST_MODULE storage_artifact_store
+#include "storage/artifact_store.h"
+
+#include <signal.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <boost/test/unit_test.hpp>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "storage/signed_link.h"
+#include "test_util.h"
+
+namespace sandrun::storage {
+namespace {
+
+using testing::EmptyZip;
+using testing::Exists;
+using testing::ReadFile;
+using testing::TempDir;
+using testing::TinyPng;
+using testing::WriteFile;
+
+constexpr int64_t kNow = 1700000000;
+constexpr const char* kXlsx = "application/vnd.openxmlformats-officedocument.spreadsheetml.sheet";
+
+struct StoreFixture {
+  StoreFixture() {
+    options.artifacts_root = state / "artifacts";
+    options.public_base_url = "https://sandrun.example";
+    options.link_secret = "s3cr3t";
+    options.user_dir_key = "user-key";
+    options.link_ttl_s = 600;
+    options.now_epoch_s = kNow;
+  }
+
+  std::string RunDir(const std::string& run_id, const std::string& user = "alice") const {
+    return options.artifacts_root + "/" + UserDir(user, options.user_dir_key) + "/" + run_id;
+  }
+
+  std::vector<FoundFile> WalkFiles() const {
+    auto walk = WalkWorkspace(workspace.path(), {});
+    BOOST_TEST_REQUIRE(walk.ok());
+    return walk->files;
+  }
+
+  PublishResult PublishOk(const std::vector<FoundFile>& files, const std::string& run_id) const {
+    auto result = Publish(workspace.path(), files, "alice", run_id, options);
+    BOOST_TEST_REQUIRE(result.ok(), (result.ok() ? "" : result.error().message));
+    return std::move(result).value();
+  }
+
+  const ArtifactFile* Find(const PublishResult& result, const std::string& path) const {
+    for (const ArtifactFile& f : result.files) {
+      if (f.path == path) return &f;
+    }
+    return nullptr;
+  }
+
+  TempDir workspace;
+  TempDir state;
+  PublishOptions options;
+};
+
+mode_t Mode(const std::string& path) {
+  struct stat st {};
+  lstat(path.c_str(), &st);
+  return st.st_mode & 07777;
+}
+
+}  // namespace
+
+BOOST_FIXTURE_TEST_SUITE(ArtifactStore, StoreFixture)
+
+BOOST_AUTO_TEST_CASE(copies_bytes_and_reports_size_and_sha256) {
+  WriteFile(workspace / "data/out.csv", "a,b\n1,2\n");
+  const PublishResult result = PublishOk(WalkFiles(), "run-1");
+  BOOST_TEST_REQUIRE(result.files.size() == 1u);
+  const ArtifactFile& f = result.files[0];
+  BOOST_TEST(f.name == "out.csv");
+  BOOST_TEST(f.path == "data/out.csv");
+  BOOST_TEST(f.size == 8u);
+  // sha256sum of "a,b\n1,2\n".
+  BOOST_TEST(f.sha256 == "492d5ea496056f1a6a6592241032fab764c321596317930b4fa0e1e8bc3b7470");
+  BOOST_TEST(ReadFile(RunDir("run-1") + "/data/out.csv") == "a,b\n1,2\n");
+  BOOST_TEST(result.skipped.empty());
+}
+
+BOOST_AUTO_TEST_CASE(mime_comes_from_content_and_name) {
+  WriteFile(workspace / "plot.png", TinyPng());
+  WriteFile(workspace / "noext", TinyPng());
+  WriteFile(workspace / "table.csv", "a,b\n1,2\n");
+  WriteFile(workspace / "book.xlsx", EmptyZip());
+  WriteFile(workspace / "bundle.zip", EmptyZip());
+  WriteFile(workspace / "fake.png", "just some text\n");
+  const PublishResult result = PublishOk(WalkFiles(), "run-1");
+  BOOST_TEST(Find(result, "plot.png")->mime == "image/png");
+  BOOST_TEST(Find(result, "noext")->mime == "image/png");
+  BOOST_TEST(Find(result, "table.csv")->mime == "text/csv");
+  BOOST_TEST(Find(result, "book.xlsx")->mime == kXlsx);
+  BOOST_TEST(Find(result, "bundle.zip")->mime == "application/zip");
+  BOOST_TEST(Find(result, "fake.png")->mime == "text/plain");  // content wins over the name
+}
+
+BOOST_AUTO_TEST_CASE(url_is_encoded_and_signed_like_nginx_expects) {
+  WriteFile(workspace / "out dir/my report #1.csv", "x");
+  options.public_base_url = "https://sandrun.example/";  // a trailing slash is tolerated
+  const PublishResult result = PublishOk(WalkFiles(), "run-1");
+  BOOST_TEST_REQUIRE(result.files.size() == 1u);
+  const std::string user_dir = UserDir("alice", options.user_dir_key);
+  const int64_t expires = kNow + 600;
+  const std::string uri = "/files/" + user_dir + "/run-1/out dir/my report #1.csv";
+  const std::string expected =
+      "https://sandrun.example/files/" + user_dir +
+      "/run-1/out%20dir/my%20report%20%231.csv?md5=" + SecureLinkMd5(uri, expires, "s3cr3t") +
+      "&expires=" + std::to_string(expires);
+  BOOST_TEST(result.files[0].url == expected);
+  BOOST_TEST(result.files[0].expires_at == expires);
+  BOOST_TEST(result.files[0].url.find("alice") == std::string::npos);
+}
+
+BOOST_AUTO_TEST_CASE(leaves_no_temp_files_and_sets_permissions_despite_umask) {
+  WriteFile(workspace / "a/b/c.txt", "x");
+  WriteFile(workspace / "d.txt", "y");
+  const mode_t old_umask = umask(077);
+  const PublishResult result = PublishOk(WalkFiles(), "run-1");
+  umask(old_umask);
+  BOOST_TEST(result.files.size() == 2u);
+  for (const std::string& rel : testing::ListTree(options.artifacts_root)) {
+    BOOST_TEST(rel.find(".tmp-") == std::string::npos, rel);
+  }
+  const std::string run = RunDir("run-1");
+  BOOST_TEST(Mode(run + "/a/b/c.txt") == 0644u);
+  BOOST_TEST(Mode(run + "/d.txt") == 0644u);
+  BOOST_TEST(Mode(run + "/a/b") == 0755u);
+  BOOST_TEST(Mode(run) == 0755u);
+  BOOST_TEST(Mode(options.artifacts_root + "/" + UserDir("alice", options.user_dir_key)) == 0755u);
+}
+
+BOOST_AUTO_TEST_CASE(component_replaced_by_symlink_is_not_followed) {
+  WriteFile(workspace / "data/out.csv", "mine");
+  const std::vector<FoundFile> files = WalkFiles();
+  // Between walk and publish, data/ becomes a symlink to a directory with a file of the same
+  // name: following it would publish "SECRET".
+  WriteFile(state / "outside/out.csv", "SECRET");
+  BOOST_TEST_REQUIRE(rename((workspace / "data").c_str(), (workspace / "data_real").c_str()) == 0);
+  BOOST_TEST_REQUIRE(symlink((state / "outside").c_str(), (workspace / "data").c_str()) == 0);
+  const PublishResult result = PublishOk(files, "run-1");
+  BOOST_TEST(result.files.empty());
+  BOOST_TEST_REQUIRE(result.skipped.size() == 1u);
+  BOOST_TEST(result.skipped[0].path == "data/out.csv");
+  BOOST_TEST(result.skipped[0].reason == "symlink");
+  BOOST_TEST(!Exists(RunDir("run-1") + "/data/out.csv"));
+}
+
+BOOST_AUTO_TEST_CASE(file_replaced_by_symlink_is_not_followed) {
+  WriteFile(workspace / "report.txt", "mine");
+  const std::vector<FoundFile> files = WalkFiles();
+  BOOST_TEST_REQUIRE(unlink((workspace / "report.txt").c_str()) == 0);
+  BOOST_TEST_REQUIRE(symlink("/etc/passwd", (workspace / "report.txt").c_str()) == 0);
+  const PublishResult result = PublishOk(files, "run-1");
+  BOOST_TEST(result.files.empty());
+  BOOST_TEST_REQUIRE(result.skipped.size() == 1u);
+  BOOST_TEST(result.skipped[0].reason == "symlink");
+  BOOST_TEST(!Exists(RunDir("run-1") + "/report.txt"));
+}
+
+BOOST_AUTO_TEST_CASE(file_replaced_by_fifo_or_removed_is_skipped_without_blocking) {
+  WriteFile(workspace / "fifo.txt", "x");
+  WriteFile(workspace / "gone.txt", "x");
+  const std::vector<FoundFile> files = WalkFiles();
+  BOOST_TEST_REQUIRE(unlink((workspace / "fifo.txt").c_str()) == 0);
+  BOOST_TEST_REQUIRE(mkfifo((workspace / "fifo.txt").c_str(), 0644) == 0);
+  BOOST_TEST_REQUIRE(unlink((workspace / "gone.txt").c_str()) == 0);
+  const PublishResult result = PublishOk(files, "run-1");
+  BOOST_TEST(result.files.empty());
+  BOOST_TEST_REQUIRE(result.skipped.size() == 2u);
+  BOOST_TEST(result.skipped[0].reason == "not_regular");
+  BOOST_TEST(result.skipped[1].reason == "not_regular");
+  BOOST_TEST(!Exists(RunDir("run-1")));  // nothing published: no empty run directory
+}
+
+BOOST_AUTO_TEST_CASE(file_grown_past_walked_size_is_skipped) {
+  WriteFile(workspace / "log.txt", "short");
+  const std::vector<FoundFile> files = WalkFiles();
+  WriteFile(workspace / "log.txt", std::string(200000, 'x'));
+  const PublishResult result = PublishOk(files, "run-1");
+  BOOST_TEST(result.files.empty());
+  BOOST_TEST_REQUIRE(result.skipped.size() == 1u);
+  BOOST_TEST(result.skipped[0].reason == "too_large");
+  BOOST_TEST(testing::ListTree(options.artifacts_root).size() <= 1u);  // at most the user dir
+}
+
+BOOST_AUTO_TEST_CASE(paths_not_from_the_walk_are_refused) {
+  WriteFile(state / "escape", "SECRET");
+  const std::vector<FoundFile> files = {
+      {"../escape", 6}, {"/etc/passwd", 100000}, {"a//b", 1}, {"./a", 1}, {"", 0}, {"a/", 1}};
+  const PublishResult result = PublishOk(files, "run-1");
+  BOOST_TEST(result.files.empty());
+  BOOST_TEST_REQUIRE(result.skipped.size() == files.size());
+  for (const SkippedFile& s : result.skipped) BOOST_TEST(s.reason == "ignored", s.path);
+}
+
+BOOST_AUTO_TEST_CASE(hostile_names_are_published_and_encoded) {
+  const std::vector<std::string> names = {"new\nline", "bad\xff", "-rf", std::string(255, 'n')};
+  for (const std::string& name : names) WriteFile(workspace / name, name);
+  const PublishResult result = PublishOk(WalkFiles(), "run-1");
+  BOOST_TEST_REQUIRE(result.files.size() == names.size());
+  for (const std::string& name : names) {
+    BOOST_TEST(ReadFile(RunDir("run-1") + "/" + name) == name);
+  }
+  BOOST_TEST(Find(result, "new\nline")->url.find("/new%0Aline?md5=") != std::string::npos);
+  BOOST_TEST(Find(result, "bad\xff")->url.find("/bad%FF?md5=") != std::string::npos);
+}
+
+BOOST_AUTO_TEST_CASE(write_error_removes_the_whole_run) {
+  WriteFile(workspace / "a.txt", "small");
+  WriteFile(workspace / "b.bin", std::string(5000, 'x'));
+  const std::vector<FoundFile> files = WalkFiles();
+  // RLIMIT_FSIZE makes the second copy fail with EFBIG, like a full disk would with ENOSPC,
+  // without needing root to mount a small file system. SIGXFSZ is ignored so write(2)
+  // returns the error instead of killing the test.
+  rlimit old_limit{};
+  BOOST_TEST_REQUIRE(getrlimit(RLIMIT_FSIZE, &old_limit) == 0);
+  rlimit limit = old_limit;
+  limit.rlim_cur = 1000;
+  auto old_handler = signal(SIGXFSZ, SIG_IGN);
+  BOOST_TEST_REQUIRE(setrlimit(RLIMIT_FSIZE, &limit) == 0);
+  auto result = Publish(workspace.path(), files, "alice", "run-1", options);
+  setrlimit(RLIMIT_FSIZE, &old_limit);
+  signal(SIGXFSZ, old_handler);
+  BOOST_TEST_REQUIRE(!result.ok());
+  BOOST_TEST(result.error().code == "storage");
+  BOOST_TEST(result.error().message.find(RunDir("run-1") + "/b.bin") != std::string::npos,
+             result.error().message);
+  BOOST_TEST(result.error().message.find("File too large") != std::string::npos);
+  BOOST_TEST(!Exists(RunDir("run-1")));  // a.txt, published first, is gone too
+}
+
+BOOST_AUTO_TEST_CASE(concurrent_publishes_from_several_threads) {
+  WriteFile(workspace / "plot.png", TinyPng());
+  WriteFile(workspace / "table.csv", "a,b\n1,2\n");
+  const std::vector<FoundFile> files = WalkFiles();
+  constexpr int kThreads = 8;
+  std::vector<std::string> errors(kThreads);
+  std::vector<PublishResult> results(kThreads);
+  std::vector<std::thread> threads;
+  for (int i = 0; i < kThreads; ++i) {
+    threads.emplace_back([&, i] {
+      auto r = Publish(workspace.path(), files, "alice", "run-" + std::to_string(i), options);
+      if (r.ok()) {
+        results[i] = std::move(r).value();
+      } else {
+        errors[i] = r.error().message;
+      }
+    });
+  }
+  for (std::thread& t : threads) t.join();
+  for (int i = 0; i < kThreads; ++i) {
+    BOOST_TEST(errors[i].empty(), errors[i]);
+    BOOST_TEST_REQUIRE(results[i].files.size() == 2u);
+    BOOST_TEST(Find(results[i], "plot.png")->mime == "image/png");
+    BOOST_TEST(Find(results[i], "table.csv")->mime == "text/csv");
+    BOOST_TEST(ReadFile(RunDir("run-" + std::to_string(i)) + "/plot.png") == TinyPng());
+  }
+}
+
+BOOST_AUTO_TEST_CASE(users_get_separate_directories) {
+  WriteFile(workspace / "x.txt", "x");
+  const std::vector<FoundFile> files = WalkFiles();
+  BOOST_TEST_REQUIRE(Publish(workspace.path(), files, "alice", "run-1", options).ok());
+  BOOST_TEST_REQUIRE(Publish(workspace.path(), files, "bob", "run-2", options).ok());
+  BOOST_TEST(Exists(RunDir("run-1", "alice") + "/x.txt"));
+  BOOST_TEST(Exists(RunDir("run-2", "bob") + "/x.txt"));
+  BOOST_TEST(!Exists(RunDir("run-2", "alice")));
+}
+
+BOOST_AUTO_TEST_CASE(bad_run_id_is_refused) {
+  WriteFile(workspace / "x.txt", "x");
+  const std::vector<FoundFile> files = WalkFiles();
+  for (const std::string run_id : {"", ".", "..", "../x", "a/b"}) {
+    auto result = Publish(workspace.path(), files, "alice", run_id, options);
+    BOOST_TEST(!result.ok(), run_id);
+  }
+  BOOST_TEST(!Exists(options.artifacts_root + "/x"));
+}
+
+BOOST_AUTO_TEST_CASE(nothing_to_publish_creates_nothing) {
+  const PublishResult result = PublishOk({}, "run-1");
+  BOOST_TEST(result.files.empty());
+  BOOST_TEST(!Exists(options.artifacts_root));
+}
+
+BOOST_AUTO_TEST_SUITE_END()
+
+}  // namespace sandrun::storage

@@ -1,0 +1,283 @@
+// Tests for storage/export.cc: the workspace walk never follows a symlink, never opens a FIFO,
+// and stays bounded on hostile trees.
+#define BOOST_TEST_MODULE storage_export
+#include "storage/export.h"
+
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <boost/test/unit_test.hpp>
+#include <cerrno>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "storage/walk_limits.h"
+#include "test_util.h"
+
+namespace sandrun::storage {
+namespace {
+
+using testing::TempDir;
+using testing::WriteFile;
+
+std::vector<std::string> Paths(const std::vector<FoundFile>& files) {
+  std::vector<std::string> out;
+  for (const FoundFile& f : files) out.push_back(f.path);
+  return out;
+}
+
+// The reason `path` was skipped for, or "" when it was not.
+std::string ReasonFor(const WalkResult& result, const std::string& path) {
+  for (const SkippedFile& s : result.skipped) {
+    if (s.path == path) return s.reason;
+  }
+  return "";
+}
+
+bool Mentions(const WalkResult& result, const std::string& prefix) {
+  for (const FoundFile& f : result.files) {
+    if (f.path.rfind(prefix, 0) == 0) return true;
+  }
+  for (const SkippedFile& s : result.skipped) {
+    if (s.path.rfind(prefix, 0) == 0) return true;
+  }
+  return false;
+}
+
+WalkResult Walk(const TempDir& dir, const ExportOptions& options = {}) {
+  auto result = WalkWorkspace(dir.path(), options);
+  BOOST_TEST_REQUIRE(result.ok(), (result.ok() ? "" : result.error().message));
+  return std::move(result).value();
+}
+
+void BindSocket(const std::string& path) {
+  const int fd = socket(AF_UNIX, SOCK_STREAM, 0);
+  BOOST_TEST_REQUIRE(fd >= 0);
+  sockaddr_un addr{};
+  addr.sun_family = AF_UNIX;
+  BOOST_TEST_REQUIRE(path.size() < sizeof addr.sun_path);
+  std::memcpy(addr.sun_path, path.c_str(), path.size() + 1);
+  BOOST_TEST_REQUIRE(bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0);
+  close(fd);  // the socket inode stays in the directory
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_SUITE(Export)
+
+BOOST_AUTO_TEST_CASE(lists_regular_files_in_sorted_order_with_sizes) {
+  TempDir dir;
+  WriteFile(dir / "b.txt", "bb");
+  WriteFile(dir / "a/z.csv", "1,2\n");
+  WriteFile(dir / "a/deep/er/x.bin", std::string(1000, 'x'));
+  WriteFile(dir / "a-b", "");
+  const WalkResult result = Walk(dir);
+  // Byte order of the whole path: "a-b" < "a/..." because '-' (0x2d) < '/' (0x2f).
+  const std::vector<std::string> expected = {"a-b", "a/deep/er/x.bin", "a/z.csv", "b.txt"};
+  BOOST_TEST(Paths(result.files) == expected, boost::test_tools::per_element());
+  BOOST_TEST(result.files[1].size == 1000u);
+  BOOST_TEST(result.files[0].size == 0u);
+  BOOST_TEST(result.skipped.empty());
+  BOOST_TEST(!result.limit_hit);
+}
+
+BOOST_AUTO_TEST_CASE(skips_symlinks_without_following_them) {
+  TempDir dir;
+  WriteFile(dir / "real.txt", "ok");
+  BOOST_TEST_REQUIRE(symlink("/etc/passwd", (dir / "passwd").c_str()) == 0);
+  BOOST_TEST_REQUIRE(symlink("/etc", (dir / "etc").c_str()) == 0);
+  std::filesystem::create_directory(dir / "sub");
+  BOOST_TEST_REQUIRE(symlink("..", (dir / "sub/up").c_str()) == 0);
+  const WalkResult result = Walk(dir);
+  BOOST_TEST(Paths(result.files) == std::vector<std::string>{"real.txt"},
+             boost::test_tools::per_element());
+  BOOST_TEST(ReasonFor(result, "passwd") == "symlink");
+  BOOST_TEST(ReasonFor(result, "etc") == "symlink");
+  BOOST_TEST(ReasonFor(result, "sub/up") == "symlink");
+  BOOST_TEST(!Mentions(result, "etc/"));  // the linked directory was not entered
+  BOOST_TEST(!result.limit_hit);
+}
+
+BOOST_AUTO_TEST_CASE(skips_fifo_and_socket_without_opening_them) {
+  TempDir dir;
+  // Opening this FIFO for reading would block forever (no writer): the walk finishing at all
+  // is part of the assertion.
+  BOOST_TEST_REQUIRE(mkfifo((dir / "fifo").c_str(), 0644) == 0);
+  BindSocket(dir / "sock");
+  WriteFile(dir / "out.txt", "x");
+  const WalkResult result = Walk(dir);
+  BOOST_TEST(Paths(result.files) == std::vector<std::string>{"out.txt"},
+             boost::test_tools::per_element());
+  BOOST_TEST(ReasonFor(result, "fifo") == "not_regular");
+  BOOST_TEST(ReasonFor(result, "sock") == "not_regular");
+}
+
+BOOST_AUTO_TEST_CASE(skips_device_nodes) {
+  TempDir dir;
+  // mknod needs CAP_MKNOD (root on the CI machines); without it there is nothing to test.
+  if (mknod((dir / "null").c_str(), S_IFCHR | 0666, makedev(1, 3)) != 0) {
+    BOOST_TEST_MESSAGE("skipped: mknod failed (" << std::strerror(errno) << "), needs CAP_MKNOD");
+    return;
+  }
+  const WalkResult result = Walk(dir);
+  BOOST_TEST(result.files.empty());
+  BOOST_TEST(ReasonFor(result, "null") == "not_regular");
+}
+
+BOOST_AUTO_TEST_CASE(ignored_dirs_are_one_entry_and_never_counted) {
+  TempDir dir;
+  for (int i = 0; i < 1000; ++i) WriteFile(dir / (".cache/pip/f" + std::to_string(i)), "x");
+  WriteFile(dir / "pkg/__pycache__/mod.cpython-311.pyc", "x");
+  WriteFile(dir / "__pycache__/top.pyc", "x");
+  WriteFile(dir / ".local/lib/big", std::string(5000, 'x'));
+  WriteFile(dir / "pkg/mod.py", "x");
+  WriteFile(dir / "main.txt", "x");
+  ExportOptions options;
+  options.max_files = 2;
+  options.max_file_bytes = 100;
+  const WalkResult result = Walk(dir, options);
+  BOOST_TEST(Paths(result.files) == (std::vector<std::string>{"main.txt", "pkg/mod.py"}),
+             boost::test_tools::per_element());
+  BOOST_TEST(ReasonFor(result, ".cache") == "ignored");
+  BOOST_TEST(ReasonFor(result, ".local") == "ignored");
+  BOOST_TEST(ReasonFor(result, "__pycache__") == "ignored");
+  BOOST_TEST(ReasonFor(result, "pkg/__pycache__") == "ignored");
+  BOOST_TEST(result.skipped.size() == 4u);  // one entry per directory, none for their files
+  BOOST_TEST(!result.limit_hit);
+}
+
+BOOST_AUTO_TEST_CASE(ignored_dirs_match_a_relative_path_prefix) {
+  TempDir dir;
+  WriteFile(dir / "data/tmp/a", "x");
+  WriteFile(dir / "other/tmp/b", "x");
+  ExportOptions options;
+  options.ignored_dirs = {"data/tmp/"};
+  const WalkResult result = Walk(dir, options);
+  BOOST_TEST(Paths(result.files) == std::vector<std::string>{"other/tmp/b"},
+             boost::test_tools::per_element());
+  BOOST_TEST(ReasonFor(result, "data/tmp") == "ignored");
+}
+
+BOOST_AUTO_TEST_CASE(too_large_files_are_skipped_and_set_limit_hit) {
+  TempDir dir;
+  WriteFile(dir / "small", std::string(100, 'x'));
+  WriteFile(dir / "big", std::string(101, 'x'));
+  ExportOptions options;
+  options.max_file_bytes = 100;
+  const WalkResult result = Walk(dir, options);
+  BOOST_TEST(Paths(result.files) == std::vector<std::string>{"small"},
+             boost::test_tools::per_element());
+  BOOST_TEST(ReasonFor(result, "big") == "too_large");
+  BOOST_TEST(result.limit_hit);
+}
+
+BOOST_AUTO_TEST_CASE(files_past_max_files_are_skipped_in_sorted_order) {
+  TempDir dir;
+  for (const char* name : {"e", "c", "a", "d", "b"}) WriteFile(dir / name, "x");
+  ExportOptions options;
+  options.max_files = 3;
+  const WalkResult result = Walk(dir, options);
+  BOOST_TEST(Paths(result.files) == (std::vector<std::string>{"a", "b", "c"}),
+             boost::test_tools::per_element());
+  BOOST_TEST(ReasonFor(result, "d") == "too_many");
+  BOOST_TEST(ReasonFor(result, "e") == "too_many");
+  BOOST_TEST(result.limit_hit);
+}
+
+BOOST_AUTO_TEST_CASE(unchanged_inputs_are_left_out_and_changed_ones_exported) {
+  TempDir dir;
+  WriteFile(dir / "in/same.csv", "a,b\n1,2\n");
+  WriteFile(dir / "in/changed.csv", "a,b\n1,3\n");
+  ExportOptions options;
+  // sha256 of "a,b\n1,2\n" (sha256sum); upper case to show the comparison ignores case.
+  const std::string kSha = "492D5EA496056F1A6A6592241032FAB764C321596317930B4FA0E1E8BC3B7470";
+  options.unchanged_inputs = {{"in/same.csv", kSha}, {"in/changed.csv", kSha}};
+  const WalkResult result = Walk(dir, options);
+  BOOST_TEST(Paths(result.files) == std::vector<std::string>{"in/changed.csv"},
+             boost::test_tools::per_element());
+  BOOST_TEST(result.skipped.empty());  // left out silently, see export.cc
+}
+
+BOOST_AUTO_TEST_CASE(hostile_names_are_listed_byte_for_byte) {
+  TempDir dir;
+  const std::vector<std::string> names = {
+      "new\nline", std::string(255, 'n'), "bad\xff\xfe utf8", "-rf", "--help",
+      " space ",   "quote\"'`$(x)",       "back\\slash"};
+  for (const std::string& name : names) WriteFile(dir / name, "x");
+  const WalkResult result = Walk(dir);
+  std::vector<std::string> expected = names;
+  std::sort(expected.begin(), expected.end());
+  BOOST_TEST(Paths(result.files) == expected, boost::test_tools::per_element());
+}
+
+BOOST_AUTO_TEST_CASE(directory_past_depth_bound_is_skipped) {
+  TempDir dir;
+  std::string rel;
+  for (int i = 0; i < 70; ++i) rel += (rel.empty() ? "" : "/") + std::string("d");
+  WriteFile(dir / (rel + "/deep.txt"), "x");
+  WriteFile(dir / "top.txt", "x");
+  const WalkResult result = Walk(dir);
+  BOOST_TEST(Paths(result.files) == std::vector<std::string>{"top.txt"},
+             boost::test_tools::per_element());
+  // Depth 0 is the workspace; the 65th nested "d" is the first one not entered.
+  std::string skipped;
+  for (int i = 0; i < 65; ++i) skipped += (skipped.empty() ? "" : "/") + std::string("d");
+  BOOST_TEST(ReasonFor(result, skipped) == "too_many");
+  BOOST_TEST(result.skipped.size() == 1u);
+  BOOST_TEST(result.limit_hit);
+}
+
+BOOST_AUTO_TEST_CASE(walk_stops_reading_past_entry_bound) {
+  TempDir dir;
+  for (int i = 0; i < 60; ++i) WriteFile(dir / ("many/" + std::to_string(i)), "");
+  WriteFile(dir / "top.txt", "");
+  ExportOptions options;
+  options.max_files = 1000;
+  WalkLimits limits;
+  limits.max_entries = 50;  // the default (100000) would take seconds to build here
+  auto result = WalkWorkspaceWithLimits(dir.path(), options, limits);
+  BOOST_TEST_REQUIRE(result.ok());
+  // "many" and "top.txt" are 2 entries; 48 names of many/ fit, the rest is never read.
+  BOOST_TEST(result->files.size() == 49u);
+  BOOST_TEST(ReasonFor(*result, "many") == "too_many");
+  BOOST_TEST(result->skipped.size() == 1u);
+  BOOST_TEST(result->limit_hit);
+}
+
+BOOST_AUTO_TEST_CASE(entry_bound_covers_the_whole_tree_not_each_directory) {
+  TempDir dir;
+  for (int d = 0; d < 10; ++d) {
+    for (int i = 0; i < 10; ++i)
+      WriteFile(dir / ("d" + std::to_string(d) + "/" + std::to_string(i)), "");
+  }
+  WalkLimits limits;
+  limits.max_entries = 35;
+  auto result = WalkWorkspaceWithLimits(dir.path(), {}, limits);
+  BOOST_TEST_REQUIRE(result.ok());
+  // 10 directory entries + 25 files are read: d2 is cut short, d3..d9 are not read at all.
+  BOOST_TEST(result->files.size() == 25u);
+  BOOST_TEST(ReasonFor(*result, "d2") == "too_many");
+  BOOST_TEST(ReasonFor(*result, "d9") == "too_many");
+  BOOST_TEST(result->limit_hit);
+}
+
+BOOST_AUTO_TEST_CASE(default_limits_are_the_documented_ones) {
+  BOOST_TEST(WalkLimits{}.max_depth == 64);
+  BOOST_TEST(WalkLimits{}.max_entries == 100000u);
+}
+
+BOOST_AUTO_TEST_CASE(missing_workspace_is_a_storage_error) {
+  auto result = WalkWorkspace("/nonexistent/sandrun/workspace", {});
+  BOOST_TEST_REQUIRE(!result.ok());
+  BOOST_TEST(result.error().code == "storage");
+  BOOST_TEST(result.error().message.find("/nonexistent/sandrun/workspace") != std::string::npos);
+}
+
+BOOST_AUTO_TEST_SUITE_END()
+
+}  // namespace sandrun::storage
