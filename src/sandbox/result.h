@@ -18,6 +18,13 @@ enum class RunOutcome {
 
 const char* OutcomeName(RunOutcome outcome);
 
+// For test and log output.
+template <typename Stream>
+Stream& operator<<(Stream& out, RunOutcome outcome) {
+  out << OutcomeName(outcome);
+  return out;
+}
+
 struct SandboxResult {
   RunOutcome outcome = RunOutcome::kExited;
   int exit_code = -1;  // -1 when not exited

@@ -1,0 +1,143 @@
+#define BOOST_TEST_MODULE run_codec
+#include "api/run_codec.h"
+
+#include <rapidjson/document.h>
+
+#include <boost/test/unit_test.hpp>
+
+using namespace sandrun;
+
+namespace {
+
+config::Config TestConfig() {
+  config::Config c;
+  c.languages = {{"python", {"py", "python3"}, "main.py", {"/usr/bin/python3", "{file}"}},
+                 {"bash", {"sh"}, "main.sh", {"/bin/bash", "{file}"}}};
+  c.ceilings.memory_mb = 1024;
+  return c;
+}
+
+std::optional<api::ApiError> Decode(const std::string& body, api::RunRequest* out = nullptr,
+                                    const std::string& header_user = "") {
+  static config::Config config = TestConfig();
+  api::RunRequest scratch;
+  return api::DecodeRunRequest(body, header_user, config, out ? out : &scratch);
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_SUITE(RunCodec)
+
+BOOST_AUTO_TEST_CASE(decodes_a_minimal_request_with_alias) {
+  api::RunRequest r;
+  BOOST_TEST(!Decode(R"j({"language":"py","code":"print(1)"})j", &r));
+  BOOST_TEST(r.language->name == "python");
+  BOOST_TEST(r.code == "print(1)");
+  BOOST_TEST(r.user == "anonymous");
+  BOOST_TEST(r.limits.memory_mb == 512);
+}
+
+BOOST_AUTO_TEST_CASE(bad_json_names_the_offset) {
+  auto err = Decode(R"({"language":)");
+  BOOST_TEST_REQUIRE(err.has_value());
+  BOOST_TEST(err->status == 400);
+  BOOST_TEST(err->code == "invalid_json");
+  BOOST_TEST(err->message.find("offset 12") != std::string::npos);
+}
+
+BOOST_AUTO_TEST_CASE(unknown_field_is_named) {
+  auto err = Decode(R"({"language":"py","code":"1","colour":"red"})");
+  BOOST_TEST_REQUIRE(err.has_value());
+  BOOST_TEST(err->code == "unknown_field");
+  BOOST_TEST(err->field == "colour");
+}
+
+BOOST_AUTO_TEST_CASE(wrong_type_is_named) {
+  auto err = Decode(R"({"language":"py","code":42})");
+  BOOST_TEST_REQUIRE(err.has_value());
+  BOOST_TEST(err->code == "wrong_type");
+  BOOST_TEST(err->field == "code");
+}
+
+BOOST_AUTO_TEST_CASE(unknown_language_lists_the_configured_ones) {
+  auto err = Decode(R"({"language":"cobol","code":"x"})");
+  BOOST_TEST_REQUIRE(err.has_value());
+  BOOST_TEST(err->code == "unknown_language");
+  BOOST_TEST(err->message.find("python, bash") != std::string::npos);
+}
+
+BOOST_AUTO_TEST_CASE(limit_above_ceiling_is_refused_and_lower_is_taken) {
+  auto err = Decode(R"({"language":"py","code":"x","limits":{"memory_mb":2048}})");
+  BOOST_TEST_REQUIRE(err.has_value());
+  BOOST_TEST(err->code == "limit_above_ceiling");
+  BOOST_TEST(err->field == "limits.memory_mb");
+  api::RunRequest r;
+  BOOST_TEST(!Decode(R"({"language":"py","code":"x","limits":{"memory_mb":1024,"wall_time_s":2}})",
+                     &r));
+  BOOST_TEST(r.limits.memory_mb == 1024);
+  BOOST_TEST(r.limits.wall_time_s == 2);
+}
+
+BOOST_AUTO_TEST_CASE(unknown_limit_and_fraction_are_refused) {
+  BOOST_TEST(Decode(R"({"language":"py","code":"x","limits":{"gpu":1}})")->field == "limits.gpu");
+  BOOST_TEST(Decode(R"({"language":"py","code":"x","limits":{"wall_time_s":1.5}})")->code ==
+             "wrong_type");
+  BOOST_TEST(Decode(R"({"language":"py","code":"x","limits":{"wall_time_s":0}})")->code ==
+             "limit_below_minimum");
+}
+
+BOOST_AUTO_TEST_CASE(network_is_forbidden_with_403) {
+  auto err = Decode(R"({"language":"py","code":"x","network":true})");
+  BOOST_TEST_REQUIRE(err.has_value());
+  BOOST_TEST(err->status == 403);
+  BOOST_TEST(!Decode(R"({"language":"py","code":"x","network":false})"));
+}
+
+BOOST_AUTO_TEST_CASE(nul_bytes_in_code_are_kept) {
+  api::RunRequest r;
+  BOOST_TEST(!Decode("{\"language\":\"py\",\"code\":\"a\\u0000b\"}", &r));
+  BOOST_TEST(r.code.size() == 3u);
+}
+
+BOOST_AUTO_TEST_CASE(invalid_utf8_body_is_refused) {
+  auto err = Decode("{\"language\":\"py\",\"code\":\"\xff\"}");
+  BOOST_TEST_REQUIRE(err.has_value());
+  BOOST_TEST(err->code == "invalid_json");
+}
+
+BOOST_AUTO_TEST_CASE(deep_nesting_does_not_crash) {
+  std::string body = R"({"language":"py","code":"x","limits":)" + std::string(100000, '[') +
+                     std::string(100000, ']') + "}";
+  auto err = Decode(body);
+  BOOST_TEST_REQUIRE(err.has_value());
+  BOOST_TEST(err->status == 400);
+}
+
+BOOST_AUTO_TEST_CASE(header_user_applies_when_body_has_none) {
+  api::RunRequest r;
+  BOOST_TEST(!Decode(R"({"language":"py","code":"x"})", &r, "alice"));
+  BOOST_TEST(r.user == "alice");
+  BOOST_TEST(!Decode(R"({"language":"py","code":"x","user":"bob"})", &r, "alice"));
+  BOOST_TEST(r.user == "bob");
+}
+
+BOOST_AUTO_TEST_CASE(encodes_nulls_and_replaces_invalid_utf8) {
+  api::RunResponse r;
+  r.id = "abc";
+  r.status = "error";
+  r.exit_code = 139;
+  r.stdout_stream.text = "broken \xff\xfe bytes";
+  r.files_skipped.push_back({"passwd", "symlink"});
+  std::string json = api::EncodeRunResponse(r);
+  rapidjson::Document doc;
+  doc.Parse<rapidjson::kParseValidateEncodingFlag>(json.c_str());
+  BOOST_TEST_REQUIRE(!doc.HasParseError());
+  BOOST_TEST(doc["exit_code"].GetInt() == 139);
+  BOOST_TEST(doc["signal"].IsNull());
+  BOOST_TEST(std::string(doc["stdout"].GetString()) == "broken \xEF\xBF\xBD\xEF\xBF\xBD bytes");
+  BOOST_TEST(std::string(doc["stderr"].GetString()).empty());
+  BOOST_TEST(doc["files_skipped"][0]["reason"].GetString() == std::string("symlink"));
+  BOOST_TEST(doc["limits"]["wall_time_s"].GetInt() == 10);
+}
+
+BOOST_AUTO_TEST_SUITE_END()

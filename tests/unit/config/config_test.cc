@@ -1,0 +1,113 @@
+#define BOOST_TEST_MODULE config
+#include "config/config.h"
+
+#include <stdlib.h>
+#include <unistd.h>
+
+#include <boost/test/unit_test.hpp>
+#include <fstream>
+
+namespace {
+
+// A temporary state dir with a link secret, removed at the end.
+struct StateDir {
+  std::string path;
+  StateDir() {
+    char tmpl[] = "/tmp/sandrun-config-test-XXXXXX";
+    path = mkdtemp(tmpl);
+    std::ofstream(path + "/link_secret.conf") << "set $sandrun_link_secret \"abcdef0123456789abcdef\";\n";
+  }
+  ~StateDir() { std::system(("rm -rf '" + path + "'").c_str()); }
+  std::string Write(const std::string& text) {
+    std::string file = path + "/sandrun.jsonc";
+    std::ofstream(file) << text;
+    return file;
+  }
+};
+
+}  // namespace
+
+using sandrun::config::Load;
+
+BOOST_AUTO_TEST_SUITE(Config)
+
+BOOST_AUTO_TEST_CASE(reads_jsonc_with_comments_and_derives_paths) {
+  StateDir dir;
+  auto c = Load(dir.Write("{\n  // the quick-start\n  \"state_dir\": \"" + dir.path +
+                          "\",\n  \"allow_anonymous\": true, /* trailing */\n"
+                          "  \"limits\": {\"wall_time_s\": 5},\n}\n"));
+  BOOST_TEST_REQUIRE(c.ok(), (c.ok() ? "" : c.error().message));
+  BOOST_TEST(c->fcgi_socket == dir.path + "/sandrun.sock");
+  BOOST_TEST(c->artifacts_dir == dir.path + "/artifacts");
+  BOOST_TEST(c->link_secret == "abcdef0123456789abcdef");
+  BOOST_TEST(c->limits.wall_time_s == 5);
+  BOOST_TEST(c->languages.size() == 2u);
+}
+
+BOOST_AUTO_TEST_CASE(unknown_key_is_named) {
+  StateDir dir;
+  auto c = Load(dir.Write("{\"state_dir\": \"" + dir.path + "\", \"allow_anonymus\": true}"));
+  BOOST_TEST_REQUIRE(!c.ok());
+  BOOST_TEST(c.error().message.find("allow_anonymus") != std::string::npos);
+}
+
+BOOST_AUTO_TEST_CASE(wrong_type_is_named) {
+  StateDir dir;
+  auto c = Load(dir.Write("{\"state_dir\": \"" + dir.path + "\", \"link_ttl_s\": \"soon\"}"));
+  BOOST_TEST_REQUIRE(!c.ok());
+  BOOST_TEST(c.error().message.find("link_ttl_s") != std::string::npos);
+}
+
+BOOST_AUTO_TEST_CASE(default_limit_above_ceiling_is_refused) {
+  StateDir dir;
+  auto c = Load(dir.Write("{\"state_dir\": \"" + dir.path + "\", \"allow_anonymous\": true, "
+                          "\"limits\": {\"memory_mb\": 4096}, \"ceilings\": {\"memory_mb\": 1024}}"));
+  BOOST_TEST_REQUIRE(!c.ok());
+  BOOST_TEST(c.error().message.find("limits.memory_mb") != std::string::npos);
+}
+
+BOOST_AUTO_TEST_CASE(requires_a_token_unless_anonymous) {
+  StateDir dir;
+  auto c = Load(dir.Write("{\"state_dir\": \"" + dir.path + "\"}"));
+  BOOST_TEST_REQUIRE(!c.ok());
+  BOOST_TEST(c.error().message.find("token") != std::string::npos);
+  std::ofstream(dir.path + "/tokens") << "# comment\nsecret-token-1\n";
+  c = Load(dir.Write("{\"state_dir\": \"" + dir.path + "\", \"tokens_file\": \"" + dir.path +
+                     "/tokens\"}"));
+  BOOST_TEST_REQUIRE(c.ok());
+  BOOST_TEST(c->tokens.size() == 1u);
+  BOOST_TEST(c->tokens[0] == "secret-token-1");
+}
+
+BOOST_AUTO_TEST_CASE(env_overrides_file) {
+  StateDir dir;
+  setenv("SANDRUN_LINK_TTL_S", "77", 1);
+  auto c = Load(dir.Write("{\"state_dir\": \"" + dir.path + "\", \"allow_anonymous\": true, "
+                          "\"link_ttl_s\": 5}"));
+  unsetenv("SANDRUN_LINK_TTL_S");
+  BOOST_TEST_REQUIRE(c.ok());
+  BOOST_TEST(c->link_ttl_s == 77);
+}
+
+BOOST_AUTO_TEST_CASE(finds_languages_by_alias) {
+  StateDir dir;
+  auto c = Load(dir.Write("{\"state_dir\": \"" + dir.path + "\", \"allow_anonymous\": true}"));
+  BOOST_TEST_REQUIRE(c.ok());
+  for (const char* alias : {"python", "py", "python3", "py3"}) {
+    BOOST_TEST(sandrun::config::FindLanguage(*c, alias)->name == "python");
+  }
+  for (const char* alias : {"bash", "sh", "shell"}) {
+    BOOST_TEST(sandrun::config::FindLanguage(*c, alias)->name == "bash");
+  }
+  BOOST_TEST(sandrun::config::FindLanguage(*c, "cobol") == nullptr);
+}
+
+BOOST_AUTO_TEST_CASE(bad_secret_file_is_refused) {
+  StateDir dir;
+  std::ofstream(dir.path + "/link_secret.conf") << "nothing here\n";
+  auto c = Load(dir.Write("{\"state_dir\": \"" + dir.path + "\", \"allow_anonymous\": true}"));
+  BOOST_TEST_REQUIRE(!c.ok());
+  BOOST_TEST(c.error().message.find("link_secret_file") != std::string::npos);
+}
+
+BOOST_AUTO_TEST_SUITE_END()
