@@ -123,6 +123,14 @@ std::optional<ApiError> DecodeRunRequest(const std::string& body, const std::str
   }
   if (!has_code) return Bad("missing_field", "'code' is required (with 'language')", "code");
   if (!has_language) return Bad("missing_field", "'language' is required with 'code'", "language");
+  // No interpreter accepts a NUL byte in source (Python: "source code cannot contain null
+  // bytes"; bash drops it silently, changing the program): refuse rather than run a mangled
+  // program.
+  if (size_t nul = out->code.find('\0'); nul != std::string::npos) {
+    return Bad("invalid_code", "'code' contains a null byte (U+0000) at byte offset " +
+                                   std::to_string(nul) +
+                                   "; source code cannot contain null bytes", "code");
+  }
   out->language = config::FindLanguage(config, language);
   if (out->language == nullptr) {
     std::string known;

@@ -30,7 +30,8 @@ class Service {
   HttpResponse Handle(const HttpRequest& request);
 
  private:
-  HttpResponse HandleRun(const HttpRequest& request);
+  // `trusted`: skip bearer-token checks (the start-up self-test).
+  HttpResponse HandleRun(const HttpRequest& request, bool trusted = false);
   HttpResponse HandleHealth() const;
   HttpResponse HandleMetrics() const;
   bool Authorized(const HttpRequest& request) const;

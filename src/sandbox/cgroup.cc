@@ -70,16 +70,21 @@ Status RemoveCgroupDir(const std::string& path) {
   return sys::ErrnoError("cgroup", "rmdir " + path);
 }
 
-// Removes every run directory below `base`; returns how many were removed.
+// Removes the run directories below `base` that a crashed daemon left: empty of processes
+// and older than a minute. A live daemon sharing the same parent (a second instance, a test
+// stack) keeps its runs: they have processes, or were created moments ago.
 int SweepDir(const std::string& base) {
   int removed = 0;
   DIR* dir = ::opendir(base.c_str());
   if (dir == nullptr) return 0;
+  const time_t now = ::time(nullptr);
   while (struct dirent* e = ::readdir(dir)) {
     if (e->d_type != DT_DIR || e->d_name[0] == '.') continue;
     std::string child = base + "/" + e->d_name;
-    // Kill what a crashed daemon left (its sandboxes died with their init, normally).
-    (void)Write(child + "/cgroup.kill", "1");
+    struct stat st;
+    if (::stat(child.c_str(), &st) != 0 || now - st.st_mtime < 60) continue;
+    auto procs = sys::ReadFile(child + "/cgroup.procs");
+    if (!procs.ok() || !procs->empty()) continue;
     if (RemoveCgroupDir(child).ok()) ++removed;
   }
   ::closedir(dir);
@@ -102,6 +107,7 @@ class RunCgroupV1 : public RunCgroup {
     CgroupStats stats;
     // dirs_[0] is memory, dirs_[1] pids, dirs_[2] cpuacct (optional).
     stats.oom_kills = std::max<int64_t>(0, ReadKeyed(dirs_[0] + "/memory.oom_control", "oom_kill"));
+    stats.pids_limit_hits = std::max<int64_t>(0, ReadKeyed(dirs_[1] + "/pids.events", "max"));
     int64_t peak = ReadNumber(dirs_[0] + "/memory.max_usage_in_bytes");
     if (peak >= 0) stats.peak_memory_kb = peak / 1024;
     if (dirs_.size() > 2) {
@@ -173,6 +179,7 @@ class RunCgroupV2 : public RunCgroup {
   CgroupStats Stats() const override {
     CgroupStats stats;
     stats.oom_kills = std::max<int64_t>(0, ReadKeyed(dir_ + "/memory.events", "oom_kill"));
+    stats.pids_limit_hits = std::max<int64_t>(0, ReadKeyed(dir_ + "/pids.events", "max"));
     int64_t usec = ReadKeyed(dir_ + "/cpu.stat", "usage_usec");
     if (usec >= 0) stats.cpu_usage_ms = usec / 1000;
     int64_t peak = ReadNumber(dir_ + "/memory.peak");  // Linux 5.19+

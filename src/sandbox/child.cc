@@ -19,6 +19,7 @@
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -121,22 +122,39 @@ bool ClearCapabilitySets() {
   Fail(ChildStep::kExec, 0);
 }
 
-// Init of the pid namespace: reap everything; report when the program itself ends.
+// Init of the pid namespace: reap everything; when the program itself ends, give what it
+// left running a short grace (so a fork bomb shows up as a hit process limit and a
+// background writer can flush), then report and exit, which kills the rest (SIGKILL to
+// every process of the namespace, pid_namespaces(7)). Returns at once when nothing is left.
 [[noreturn]] void RunInit(pid_t program) {
   ::close(0);
   ::close(1);
   ::close(2);
   ::close(kSyncFd);
+  int program_status = 0;
   for (;;) {
     int status = 0;
     pid_t pid = ::waitpid(-1, &status, __WALL);
     if (pid < 0 && sys::LastErrno() == EINTR) continue;
-    if (pid == program || pid < 0) {
-      ChildReport report{ChildReport::kProgramExited, ChildStep::kNone, 0, 0, status};
-      sys::WriteAll(kReportFd, &report, sizeof report);
-      ::_exit(0);
+    if (pid == program) {
+      program_status = status;
+      break;
     }
+    if (pid < 0) break;  // ECHILD: cannot happen before the program ends
   }
+  constexpr int kGraceSteps = 20;  // 20 x 5 ms
+  for (int step = 0; step < kGraceSteps; ++step) {
+    int status = 0;
+    pid_t pid;
+    while ((pid = ::waitpid(-1, &status, __WALL | WNOHANG)) > 0) {
+    }
+    if (pid < 0 && sys::LastErrno() == ECHILD) break;  // nothing left
+    struct timespec pause = {0, 5 * 1000 * 1000};
+    ::nanosleep(&pause, nullptr);
+  }
+  ChildReport report{ChildReport::kProgramExited, ChildStep::kNone, 0, 0, program_status};
+  sys::WriteAll(kReportFd, &report, sizeof report);
+  ::_exit(0);
 }
 
 }  // namespace

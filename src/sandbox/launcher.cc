@@ -265,6 +265,7 @@ Result<SandboxResult> Launcher::Run(const SandboxSpec& spec) const {
   }
   if (stats.cpu_usage_ms >= 0) result.cpu_ms = stats.cpu_usage_ms;
   if (stats.peak_memory_kb >= 0) result.max_rss_kb = stats.peak_memory_kb;
+  result.process_limit_hits = stats.pids_limit_hits;
   result.stdout_text = out.Text();
   result.stderr_text = err.Text();
   result.stdout_truncated = out.truncated();

@@ -36,6 +36,7 @@ struct SandboxResult {
   int64_t wall_ms = 0;
   int64_t cpu_ms = 0;
   int64_t max_rss_kb = 0;
+  int64_t process_limit_hits = 0;  // forks the kernel refused at the process limit
 };
 
 }  // namespace sandrun::sandbox

@@ -80,14 +80,16 @@ void WriteResponse(FCGX_Request& req, const api::HttpResponse& response, const s
   FCGX_PutStr(response.body.data(), static_cast<int>(response.body.size()), req.out);
 }
 
-void Log(const api::HttpRequest& request, int status, int64_t ms) {
+void Log(const api::HttpRequest& request, const api::HttpResponse& response, int64_t ms) {
+  const int status = response.status;
   std::time_t now = std::time(nullptr);
   char when[32];
   std::strftime(when, sizeof when, "%Y-%m-%dT%H:%M:%SZ", std::gmtime(&now));
   std::lock_guard lock(g_log_mu);
-  std::fprintf(stderr, "%s id=%s %s %s -> %d (%lld ms)\n", when, request.request_id.c_str(),
+  std::fprintf(stderr, "%s id=%s %s %s -> %d (%lld ms)%s%s\n", when, request.request_id.c_str(),
                request.method.c_str(), util::SanitizeUtf8(request.path).c_str(), status,
-               static_cast<long long>(ms));
+               static_cast<long long>(ms), status >= 500 ? ": " : "",
+               status >= 500 ? response.body.c_str() : "");
 }
 
 }  // namespace
@@ -130,7 +132,7 @@ void FcgiServer::Worker(const Handler& handler) {
                   : handler(request);
     WriteResponse(req, response, request.request_id);
     FCGX_Finish_r(&req);
-    Log(request, response.status,
+    Log(request, response,
         std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() -
                                                               start).count());
   }

@@ -93,10 +93,19 @@ BOOST_AUTO_TEST_CASE(network_is_forbidden_with_403) {
   BOOST_TEST(!Decode(R"({"language":"py","code":"x","network":false})"));
 }
 
-BOOST_AUTO_TEST_CASE(nul_bytes_in_code_are_kept) {
+BOOST_AUTO_TEST_CASE(nul_byte_in_code_is_refused_with_its_offset) {
+  auto err = Decode("{\"language\":\"py\",\"code\":\"ab\\u0000c\"}");
+  BOOST_TEST_REQUIRE(err.has_value());
+  BOOST_TEST(err->code == "invalid_code");
+  BOOST_TEST(err->field == "code");
+  BOOST_TEST(err->message.find("null byte") != std::string::npos);
+  BOOST_TEST(err->message.find("offset 2") != std::string::npos);
+}
+
+BOOST_AUTO_TEST_CASE(nul_bytes_in_stdin_are_kept) {
   api::RunRequest r;
-  BOOST_TEST(!Decode("{\"language\":\"py\",\"code\":\"a\\u0000b\"}", &r));
-  BOOST_TEST(r.code.size() == 3u);
+  BOOST_TEST(!Decode("{\"language\":\"py\",\"code\":\"x\",\"stdin\":\"a\\u0000b\"}", &r));
+  BOOST_TEST(r.stdin_data.size() == 3u);
 }
 
 BOOST_AUTO_TEST_CASE(invalid_utf8_body_is_refused) {

@@ -1,0 +1,331 @@
+# shellcheck shell=bash
+# Shared by scripts/serve and scripts/test: Debian packages, build, state directory, and
+# starting/stopping the local stack (nginx + sandrund). Source it; it defines functions and
+# SR_* variables and runs nothing by itself.
+#
+# Variables set by the functions (read them after the call that sets them):
+#   SR_REPO            repository root
+#   SR_BUILD           build directory (SANDRUN_BUILD_DIR, default <repo>/build)
+#   SR_STATE           state directory (absolute)
+#   SR_CONFIG          generated daemon config, <state>/sandrun.jsonc
+#   SR_NGINX_DIR       nginx prefix, <state>/nginx
+#   SR_FCGI_SOCKET, SR_ARTIFACTS_DIR, SR_LINK_SECRET_FILE   paths from the config
+#   SR_NGINX_USER      www-data or root
+#   SR_DAEMON_PID, SR_NGINX_PID                                           while running
+
+SR_REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
+SR_BUILD="${SANDRUN_BUILD_DIR:-$SR_REPO/build}"
+SR_DAEMON_PID=""
+SR_NGINX_PID=""
+SR_APT_UPDATED=0
+
+sr_log() { printf '[sandrun] %s\n' "$*" >&2; }
+sr_warn() { printf '[sandrun] WARNING: %s\n' "$*" >&2; }
+sr_die() {
+  printf '[sandrun] ERROR: %s\n' "$*" >&2
+  exit 1
+}
+
+sr_require_root() {
+  [[ $EUID -eq 0 ]] || sr_die "run as root (it installs Debian packages and builds sandboxes)"
+}
+
+# Prints the package names in the given list files (comments and blank lines dropped).
+sr_read_package_lists() {
+  local f
+  for f in "$@"; do
+    [[ -r $f ]] || sr_die "package list $f not found"
+    sed -e 's/#.*//' -e 's/[[:space:]]\+/\n/g' "$f" | sed '/^$/d'
+  done
+}
+
+# Installs the packages named in the given list files that are not installed yet.
+# Runs `apt-get update` at most once per process, and only when something is missing.
+sr_install_packages() {
+  local pkg status
+  local -a missing=()
+  while read -r pkg; do
+    status="$(dpkg-query -W -f='${db:Status-Status}' "$pkg" 2>/dev/null || true)"
+    [[ $status == installed ]] || missing+=("$pkg")
+  done < <(sr_read_package_lists "$@")
+  if [[ ${#missing[@]} -eq 0 ]]; then
+    return 0
+  fi
+  sr_log "installing Debian packages: ${missing[*]}"
+  export DEBIAN_FRONTEND=noninteractive
+  if [[ $SR_APT_UPDATED -eq 0 ]]; then
+    apt-get update -q
+    SR_APT_UPDATED=1
+  fi
+  apt-get install -y -q --no-install-recommends "${missing[@]}"
+}
+
+# Configures and builds into $SR_BUILD. Extra arguments go to the cmake configure step.
+# -DSANDRUN_WERROR=ON is added when CI=true.
+sr_build() {
+  local -a args=(-DCMAKE_BUILD_TYPE="${SANDRUN_BUILD_TYPE:-RelWithDebInfo}")
+  if [[ ${CI:-} == true ]]; then
+    args+=(-DSANDRUN_WERROR=ON)
+  fi
+  sr_log "building into $SR_BUILD"
+  cmake -S "$SR_REPO" -B "$SR_BUILD" "${args[@]}" "$@"
+  cmake --build "$SR_BUILD" -j "$(nproc)"
+}
+
+# The daemon binary: SANDRUN_DAEMON, or the one in the build directory.
+sr_daemon_binary() {
+  printf '%s\n' "${SANDRUN_DAEMON:-$SR_BUILD/src/sandrund}"
+}
+
+# Writes a fresh link secret file (one nginx `set` directive, DESIGN.md §7) unless one exists,
+# and checks the format of an existing one.
+sr_ensure_link_secret() {
+  local file="$1" tmp
+  if [[ ! -s $file ]]; then
+    mkdir -p "$(dirname "$file")"
+    tmp="$(mktemp "$file.XXXXXX")"
+    # shellcheck disable=SC2016 # $sandrun_link_secret is an nginx variable
+    printf 'set $sandrun_link_secret "%s";\n' "$(openssl rand -hex 32)" >"$tmp"
+    chmod 0640 "$tmp"
+    mv -f "$tmp" "$file"
+    sr_log "wrote a new link secret to $file"
+  fi
+  # shellcheck disable=SC2016 # literal nginx variable
+  grep -Eqx 'set \$sandrun_link_secret "[0-9a-f]{64}";' "$file" ||
+    sr_die "$file is not one line 'set \$sandrun_link_secret \"<64 hex digits>\";' (delete it to make a new one)"
+}
+
+# Creates the state directory and the daemon config <state>/sandrun.jsonc, regenerated on every
+# start from: the quick-start defaults below (anonymous use allowed: ONLY this local config does
+# that), merged with the JSON object in the file SANDRUN_CONFIG_EXTRA if set (plain JSON, no
+# comments; nested objects such as "limits" and "ceilings" merge key by key).
+# Usage: sr_setup_state PORT
+sr_setup_state() {
+  local port="$1" base extra key value
+  SR_STATE="${SANDRUN_STATE_DIR:-$SR_REPO/.state}"
+  mkdir -p "$SR_STATE"
+  SR_STATE="$(cd "$SR_STATE" && pwd)"
+  # nginx workers (www-data) must be able to traverse it to reach files and the socket.
+  chmod 0755 "$SR_STATE"
+  SR_CONFIG="$SR_STATE/sandrun.jsonc"
+  SR_NGINX_DIR="$SR_STATE/nginx"
+
+  base="$(jq -n --arg state "$SR_STATE" --arg url "http://127.0.0.1:$port" '{
+    state_dir: $state,
+    fcgi_socket: ($state + "/sandrun.sock"),
+    artifacts_dir: ($state + "/artifacts"),
+    runs_dir: ($state + "/runs"),
+    link_secret_file: ($state + "/link_secret.conf"),
+    public_url: $url,
+    allow_anonymous: true
+  }')"
+  extra='{}'
+  if [[ -n ${SANDRUN_CONFIG_EXTRA:-} ]]; then
+    [[ -r $SANDRUN_CONFIG_EXTRA ]] || sr_die "SANDRUN_CONFIG_EXTRA=$SANDRUN_CONFIG_EXTRA is not readable"
+    extra="$(jq -e 'if type == "object" then . else error("not a JSON object") end' \
+      "$SANDRUN_CONFIG_EXTRA")" || sr_die "SANDRUN_CONFIG_EXTRA=$SANDRUN_CONFIG_EXTRA: need a JSON object (no comments)"
+  fi
+  {
+    printf '// Generated by scripts/serve on every start; edits here are lost.\n'
+    printf '// Local quick start only: anonymous use is allowed. Override keys with a JSON file named\n'
+    printf '// by SANDRUN_CONFIG_EXTRA, or SANDRUN_<KEY> variables. All keys: docs/sandrun.example.jsonc\n'
+    jq -n --argjson a "$base" --argjson b "$extra" '$a * $b'
+  } >"$SR_CONFIG.tmp"
+  mv -f "$SR_CONFIG.tmp" "$SR_CONFIG"
+
+  # jq cannot read the comment lines; read the keys back from the merged object.
+  for key in fcgi_socket artifacts_dir link_secret_file; do
+    value="$(jq -n -er --argjson a "$base" --argjson b "$extra" --arg k "$key" '($a * $b)[$k]')"
+    [[ $value == /* ]] || sr_die "config key $key must be an absolute path, got '$value'"
+    case "$key" in
+      fcgi_socket) SR_FCGI_SOCKET="$value" ;;
+      artifacts_dir) SR_ARTIFACTS_DIR="$value" ;;
+      link_secret_file) SR_LINK_SECRET_FILE="$value" ;;
+    esac
+  done
+  # A unix socket path must fit in sun_path (108 bytes with the NUL).
+  [[ ${#SR_FCGI_SOCKET} -lt 108 ]] ||
+    sr_die "socket path $SR_FCGI_SOCKET is too long for a unix socket; use a shorter SANDRUN_STATE_DIR"
+
+  # runs_dir is left to the daemon, which owns its permissions.
+  mkdir -p "$SR_ARTIFACTS_DIR" "$(dirname "$SR_FCGI_SOCKET")" \
+    "$SR_NGINX_DIR/logs" "$SR_NGINX_DIR/tmp" "$SR_STATE/logs"
+  chmod 0755 "$SR_ARTIFACTS_DIR" "$SR_NGINX_DIR" "$SR_NGINX_DIR/tmp"
+  sr_ensure_link_secret "$SR_LINK_SECRET_FILE"
+}
+
+# Chooses the nginx worker user: www-data when it can reach everything a worker touches (the
+# socket's directory, the artifacts, nginx's temp directories), else root with a warning. The
+# master process runs as root and reads the config and the link secret itself.
+sr_pick_nginx_user() {
+  local dir
+  SR_NGINX_USER=www-data
+  if ! id -u www-data >/dev/null 2>&1; then
+    SR_NGINX_USER=root
+    sr_warn "no www-data user: nginx workers run as root"
+    return 0
+  fi
+  for dir in "$(dirname "$SR_FCGI_SOCKET")" "$SR_ARTIFACTS_DIR" "$SR_NGINX_DIR/tmp"; do
+    if ! runuser -u www-data -- test -x "$dir"; then
+      SR_NGINX_USER=root
+      sr_warn "www-data cannot reach $dir (is a parent directory mode 0700, like /root?):" \
+        "nginx workers run as root. Put the state directory elsewhere, e.g." \
+        "SANDRUN_STATE_DIR=/var/lib/sandrun, to run them as www-data."
+      return 0
+    fi
+  done
+}
+
+# Renders nginx/sandrun.conf.in into <nginx dir>/nginx.conf.
+# Usage: sr_render_nginx LISTEN NGINX_DIR FCGI_SOCKET ARTIFACTS_DIR LINK_SECRET_FILE USER
+sr_render_nginx() {
+  local listen="$1" dir="$2" socket="$3" artifacts="$4" secret="$5" user="$6" v
+  for v in "$@"; do
+    # Values go into nginx directives unquoted and into sed replacements.
+    [[ $v =~ ^[A-Za-z0-9_./:@+-]+$ ]] || sr_die "unsafe character in nginx setting '$v'"
+  done
+  sed -e "s|@LISTEN@|$listen|g" -e "s|@NGINX_DIR@|$dir|g" -e "s|@FCGI_SOCKET@|$socket|g" \
+    -e "s|@ARTIFACTS_DIR@|$artifacts|g" -e "s|@LINK_SECRET_FILE@|$secret|g" \
+    -e "s|@NGINX_USER@|$user|g" "$SR_REPO/nginx/sandrun.conf.in" >"$dir/nginx.conf.tmp"
+  if grep -n '@[A-Z_]*@' "$dir/nginx.conf.tmp"; then
+    sr_die "placeholders left in the rendered nginx config"
+  fi
+  mv -f "$dir/nginx.conf.tmp" "$dir/nginx.conf"
+}
+
+# `nginx -t` on a rendered config; prints nginx's own output.
+sr_nginx_test() {
+  local dir="$1"
+  nginx -t -p "$dir/" -c "$dir/nginx.conf"
+}
+
+# True if /proc/PID/cmdline contains STRING (NULs read as spaces).
+sr_cmdline_has() {
+  local pid="$1" needle="$2" cmdline
+  cmdline="$(tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null)" || return 1
+  [[ $cmdline == *"$needle"* ]]
+}
+
+# Refuses to start a second stack on the same state directory.
+sr_check_not_running() {
+  local pid proc
+  if [[ -s $SR_NGINX_DIR/nginx.pid ]]; then
+    pid="$(<"$SR_NGINX_DIR/nginx.pid")"
+    if [[ $pid =~ ^[0-9]+$ ]] && sr_cmdline_has "$pid" "$SR_NGINX_DIR/nginx.conf"; then
+      sr_die "nginx for $SR_STATE is already running (pid $pid); stop that scripts/serve first"
+    fi
+  fi
+  for proc in /proc/[0-9]*; do
+    pid="${proc#/proc/}"
+    [[ $pid == "$$" ]] && continue
+    if sr_cmdline_has "$pid" "--config $SR_CONFIG "; then
+      sr_die "sandrund for $SR_STATE is already running (pid $pid); stop that scripts/serve first"
+    fi
+  done
+}
+
+# Starts sandrund and nginx in the background (children of this shell). Each gets SIGTERM
+# from the kernel if this shell dies, even by SIGKILL (setpriv --pdeathsig), so nothing
+# outlives it. Usage: sr_stack_start LISTEN
+sr_stack_start() {
+  local listen="$1" daemon
+  daemon="$(sr_daemon_binary)"
+  [[ -x $daemon ]] || sr_die "$daemon not found: build first (or unset SANDRUN_SKIP_BUILD)"
+  sr_check_not_running
+  sr_pick_nginx_user
+  sr_render_nginx "$listen" "$SR_NGINX_DIR" "$SR_FCGI_SOCKET" "$SR_ARTIFACTS_DIR" \
+    "$SR_LINK_SECRET_FILE" "$SR_NGINX_USER"
+  sr_nginx_test "$SR_NGINX_DIR" 2>"$SR_NGINX_DIR/logs/test.log" || {
+    cat "$SR_NGINX_DIR/logs/test.log" >&2
+    sr_die "nginx rejected $SR_NGINX_DIR/nginx.conf"
+  }
+  # No daemon of this config is alive (checked above), so a socket file left is stale.
+  rm -f "$SR_FCGI_SOCKET"
+
+  sr_log "starting sandrund: $daemon --config $SR_CONFIG (log: $SR_STATE/logs/sandrund.log)"
+  # The script's own knobs are not daemon keys; keep them out of its SANDRUN_* environment.
+  env -u SANDRUN_STATE_DIR -u SANDRUN_SKIP_INSTALL -u SANDRUN_SKIP_BUILD \
+    -u SANDRUN_CONFIG_EXTRA -u SANDRUN_BUILD_DIR -u SANDRUN_BUILD_TYPE -u SANDRUN_DAEMON \
+    -u SANDRUN_HEALTH_TIMEOUT_S \
+    setpriv --pdeathsig TERM -- "$daemon" --config "$SR_CONFIG" \
+    </dev/null >>"$SR_STATE/logs/sandrund.log" 2>&1 &
+  SR_DAEMON_PID=$!
+
+  sr_log "starting nginx on $listen as user $SR_NGINX_USER (logs: $SR_NGINX_DIR/logs/)"
+  setpriv --pdeathsig TERM -- nginx -p "$SR_NGINX_DIR/" -c "$SR_NGINX_DIR/nginx.conf" \
+    -g 'daemon off;' </dev/null &
+  SR_NGINX_PID=$!
+}
+
+# Prints the last lines of the daemon's and nginx's logs.
+sr_print_logs() {
+  local f
+  for f in "$SR_STATE/logs/sandrund.log" "$SR_NGINX_DIR/logs/error.log"; do
+    if [[ -s $f ]]; then
+      printf -- '----- last lines of %s -----\n' "$f" >&2
+      tail -n 40 "$f" >&2
+    fi
+  done
+}
+
+# Waits until GET /healthz through nginx answers 200.
+# Usage: sr_wait_healthy URL TIMEOUT_S
+sr_wait_healthy() {
+  local url="$1" timeout="$2" code deadline rc
+  deadline=$((SECONDS + timeout))
+  while :; do
+    if ! kill -0 "$SR_DAEMON_PID" 2>/dev/null; then
+      rc=0
+      wait "$SR_DAEMON_PID" || rc=$?
+      SR_DAEMON_PID=""
+      sr_print_logs
+      sr_die "sandrund exited during start-up (status $rc)"
+    fi
+    if ! kill -0 "$SR_NGINX_PID" 2>/dev/null; then
+      sr_print_logs
+      sr_die "nginx exited during start-up"
+    fi
+    code="$(curl -s -o /dev/null -w '%{http_code}' --max-time 10 "$url" || true)"
+    [[ $code == 200 ]] && return 0
+    if ((SECONDS >= deadline)); then
+      sr_print_logs
+      curl -s --max-time 10 "$url" >&2 || true
+      echo >&2
+      sr_die "GET $url did not answer 200 within ${timeout}s (last status: $code)"
+    fi
+    sleep 0.5
+  done
+}
+
+# Sends SIG to PID, waits up to SECS for it to exit, then SIGKILLs it; reaps it if it is our
+# child. Usage: sr_stop_pid PID SIG SECS NAME
+sr_stop_pid() {
+  local pid="$1" sig="$2" secs="$3" name="$4" i
+  [[ -n $pid ]] || return 0
+  if kill -0 "$pid" 2>/dev/null; then
+    kill "-$sig" "$pid" 2>/dev/null || true
+    for ((i = 0; i < secs * 10; i++)); do
+      kill -0 "$pid" 2>/dev/null || break
+      # A zombie child counts as gone; `wait` below reaps it.
+      [[ $(awk '{print $3}' "/proc/$pid/stat" 2>/dev/null) == Z ]] && break
+      sleep 0.1
+    done
+    if kill -0 "$pid" 2>/dev/null && [[ $(awk '{print $3}' "/proc/$pid/stat" 2>/dev/null) != Z ]]; then
+      sr_warn "$name (pid $pid) did not stop within ${secs}s after SIG$sig; killing it"
+      kill -KILL "$pid" 2>/dev/null || true
+    fi
+  fi
+  wait "$pid" 2>/dev/null || true
+}
+
+# Stops nginx (graceful QUIT: lets downloads finish) then sandrund (TERM: it ends its
+# sandboxes). Safe to call more than once.
+sr_stack_stop() {
+  if [[ -n $SR_NGINX_PID || -n $SR_DAEMON_PID ]]; then
+    sr_log "stopping nginx and sandrund"
+  fi
+  sr_stop_pid "$SR_NGINX_PID" QUIT 10 nginx
+  SR_NGINX_PID=""
+  sr_stop_pid "$SR_DAEMON_PID" TERM 30 sandrund
+  SR_DAEMON_PID=""
+}

@@ -1,0 +1,306 @@
+// Every case of ../shared/cases/cases.jsonl as a named test against the live stack
+// (nginx + sandrund via scripts/serve). Each case's `expect` keys are checked, and its
+// `must` / `must_not` become host-side assertions that hold for every case:
+//   - no process of the run is left (host uids of the sandbox user and its root),
+//   - no run directory, workspace mount or run cgroup is left,
+//   - nothing owned by the sandbox's host uids appears outside the artifact store,
+//   - a listener the test opens on the host's 127.0.0.1 receives no connection.
+// Case files are data from shared/ (kept beside the repository, as in CI).
+#include <arpa/inet.h>
+#include <dirent.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <boost/test/unit_test.hpp>
+#include <chrono>
+#include <fstream>
+#include <functional>
+#include <set>
+
+#include <rapidjson/document.h>
+#include <rapidjson/stringbuffer.h>
+#include <rapidjson/writer.h>
+
+#include "helpers.h"
+#include "stack.h"
+
+namespace sandrun::integration {
+namespace {
+
+constexpr uid_t kSandboxUid = 64000;  // default sandbox_uid; +1 is the sandbox's root
+
+std::string CasesPath(const std::string& file) {
+  return std::string(SANDRUN_SOURCE_DIR) + "/../shared/cases/" + file;
+}
+
+struct Case {
+  std::string id;
+  std::string line;  // the whole JSON line
+};
+
+std::vector<Case> LoadCases(const std::string& file) {
+  std::vector<Case> cases;
+  std::ifstream in(CasesPath(file));
+  std::string line;
+  while (std::getline(in, line)) {
+    rapidjson::Document doc;
+    doc.Parse(line.c_str());
+    if (doc.HasParseError() || !doc.IsObject() || !doc.HasMember("id")) continue;
+    cases.push_back({doc["id"].GetString(), line});
+  }
+  return cases;
+}
+
+std::string ToJson(const rapidjson::Value& v) {
+  rapidjson::StringBuffer buffer;
+  rapidjson::Writer<rapidjson::StringBuffer> w(buffer);
+  v.Accept(w);
+  return buffer.GetString();
+}
+
+
+// Paths below `dir` (depth-limited) owned by the sandbox's host uids.
+void FindSandboxOwned(const std::string& dir, int depth, std::vector<std::string>* out) {
+  if (depth < 0) return;
+  DIR* d = ::opendir(dir.c_str());
+  if (d == nullptr) return;
+  while (struct dirent* e = ::readdir(d)) {
+    std::string name = e->d_name;
+    if (name == "." || name == "..") continue;
+    std::string path = dir + "/" + name;
+    struct stat st;
+    if (::lstat(path.c_str(), &st) != 0) continue;
+    if (st.st_uid == kSandboxUid || st.st_uid == kSandboxUid + 1) out->push_back(path);
+    if (S_ISDIR(st.st_mode)) FindSandboxOwned(path, depth - 1, out);
+  }
+  ::closedir(d);
+}
+
+int SandboxProcessCount() {
+  int n = 0;
+  DIR* proc = ::opendir("/proc");
+  while (struct dirent* e = ::readdir(proc)) {
+    if (e->d_name[0] < '0' || e->d_name[0] > '9') continue;
+    struct stat st;
+    if (::stat((std::string("/proc/") + e->d_name).c_str(), &st) != 0) continue;
+    if (st.st_uid == kSandboxUid || st.st_uid == kSandboxUid + 1) ++n;
+  }
+  ::closedir(proc);
+  return n;
+}
+
+// Run cgroups left under any "sandrun" cgroup directory of the v1 or v2 hierarchies.
+int LeftoverRunCgroups() {
+  int n = 0;
+  std::function<void(const std::string&, int)> walk = [&](const std::string& dir, int depth) {
+    if (depth < 0) return;
+    DIR* d = ::opendir(dir.c_str());
+    if (d == nullptr) return;
+    while (struct dirent* e = ::readdir(d)) {
+      if (e->d_type != DT_DIR || e->d_name[0] == '.') continue;
+      std::string path = dir + "/" + e->d_name;
+      if (std::string(e->d_name) == "sandrun") {
+        // v1: run dirs directly below; v2: below "runs".
+        DIR* runs = ::opendir(path.c_str());
+        while (struct dirent* r = runs ? ::readdir(runs) : nullptr) {
+          std::string rn = r->d_name;
+          if (r->d_type == DT_DIR && rn.size() == 32) ++n;
+        }
+        if (runs) ::closedir(runs);
+      } else {
+        walk(path, depth - 1);
+      }
+    }
+    ::closedir(d);
+  };
+  walk("/sys/fs/cgroup", 4);
+  return n;
+}
+
+// A TCP listener on the host's loopback that no sandbox may reach.
+class HostListener {
+ public:
+  HostListener() {
+    fd_ = ::socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    ::bind(fd_, reinterpret_cast<sockaddr*>(&addr), sizeof addr);
+    ::listen(fd_, 16);
+  }
+  ~HostListener() { ::close(fd_); }
+  int Accepted() {
+    int n = 0;
+    for (int c; (c = ::accept(fd_, nullptr, nullptr)) >= 0; ++n) ::close(c);
+    return n;
+  }
+
+ private:
+  int fd_ = -1;
+};
+
+HostListener& Listener() {
+  static HostListener listener;
+  return listener;
+}
+
+std::set<std::string> SandboxOwnedOutsideWorkspace() {
+  std::vector<std::string> owned;
+  // Shallow in /tmp: other stacks' state dirs (a developer's, a benchmark's) live there.
+  for (const char* dir : {"/tmp", "/var/tmp", "/dev/shm", "/run"}) FindSandboxOwned(dir, 0, &owned);
+  FindSandboxOwned(Stack::Get().state_dir() + "/runs", 3, &owned);
+  return {owned.begin(), owned.end()};
+}
+
+void CheckHostIsClean(const std::string& id, const std::set<std::string>& owned_before) {
+  BOOST_TEST_CONTEXT("case " << id << ": host after the run") {
+    BOOST_TEST(SandboxProcessCount() == 0, "a process of the run is still alive");
+    std::vector<std::string> runs;
+    DIR* d = ::opendir((Stack::Get().state_dir() + "/runs").c_str());
+    while (struct dirent* e = d ? ::readdir(d) : nullptr) {
+      if (e->d_name[0] != '.') runs.push_back(e->d_name);
+    }
+    if (d) ::closedir(d);
+    BOOST_TEST(runs.empty(), "run directories left: " << runs.size());
+    std::ifstream mounts("/proc/self/mountinfo");
+    std::string line;
+    int run_mounts = 0;
+    while (std::getline(mounts, line)) {
+      if (line.find(Stack::Get().state_dir() + "/runs/") != std::string::npos) ++run_mounts;
+    }
+    BOOST_TEST(run_mounts == 0, "workspace mounts left");
+    BOOST_TEST(LeftoverRunCgroups() == 0, "run cgroups left");
+    std::vector<std::string> added;
+    for (const auto& path : SandboxOwnedOutsideWorkspace()) {
+      if (owned_before.count(path) == 0) added.push_back(path);
+    }
+    BOOST_TEST(added.empty(), "files of the sandbox user outside the workspace: "
+                                  << (added.empty() ? "" : added[0]));
+    BOOST_TEST(Listener().Accepted() == 0, "the sandbox reached a host loopback listener");
+  }
+}
+
+void RunCase(const Case& c) {
+  rapidjson::Document doc;
+  doc.Parse(c.line.c_str());
+  const rapidjson::Value& expect = doc["expect"];
+  const std::string body = ToJson(doc["request"]);
+  Listener();  // opened before the first run
+  const std::set<std::string> owned_before = SandboxOwnedOutsideWorkspace();
+  auto start = std::chrono::steady_clock::now();
+  HttpResponse http = Post("/run", body);
+  double wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  BOOST_TEST_MESSAGE(c.id << ": HTTP " << http.status << " in " << wall_s << " s: "
+                          << http.body.substr(0, 600));
+
+  // status: a string or a list; "http_4xx" = refused before running.
+  std::set<std::string> allowed;
+  if (expect.HasMember("status")) {
+    if (expect["status"].IsString()) allowed.insert(expect["status"].GetString());
+    if (expect["status"].IsArray()) {
+      for (const auto& s : expect["status"].GetArray()) allowed.insert(s.GetString());
+    }
+  }
+  if (http.status >= 400 && http.status < 500) {
+    BOOST_TEST(allowed.count("http_4xx") == 1u, c.id << ": refused with " << http.status << ": "
+                                                     << http.body);
+    ServiceError err = ParseServiceError(http.body);
+    BOOST_TEST(!err.message.empty());
+    CheckHostIsClean(c.id, owned_before);
+    return;
+  }
+  BOOST_TEST_REQUIRE(http.status == 200, c.id << ": HTTP " << http.status << ": " << http.body);
+  rapidjson::Document r = ParseJson(http.body);
+  const std::string status = Str(r, "status");
+  BOOST_TEST((allowed.empty() || allowed.count(status) == 1u),
+             c.id << ": status " << status << " not in the expected set; stderr: "
+                  << (r.HasMember("stderr") ? r["stderr"].GetString() : ""));
+  // Both streams are always there.
+  BOOST_TEST_REQUIRE(r["stdout"].IsString());
+  BOOST_TEST_REQUIRE(r["stderr"].IsString());
+  const std::string output = std::string(r["stdout"].GetString()) + r["stderr"].GetString();
+
+  for (const char* key : {"exit_code", "signal"}) {
+    if (!expect.HasMember(key)) continue;
+    if (expect[key].IsNull()) {
+      BOOST_TEST(r[key].IsNull(), c.id << ": " << key << " should be null");
+    } else {
+      BOOST_TEST((r[key].IsInt() && r[key].GetInt() == expect[key].GetInt()),
+                 c.id << ": " << key << " should be " << expect[key].GetInt());
+    }
+  }
+  if (expect.HasMember("output_contains")) {
+    for (const auto& s : expect["output_contains"].GetArray()) {
+      BOOST_TEST(output.find(s.GetString()) != std::string::npos,
+                 c.id << ": output lacks '" << s.GetString() << "': " << output.substr(0, 2000));
+    }
+  }
+  if (expect.HasMember("output_not_contains")) {
+    for (const auto& s : expect["output_not_contains"].GetArray()) {
+      BOOST_TEST(output.find(s.GetString()) == std::string::npos,
+                 c.id << ": output has '" << s.GetString() << "'");
+    }
+  }
+  std::set<std::string> exported;
+  int64_t total_bytes = 0;
+  for (const auto& f : r["files"].GetArray()) {
+    exported.insert(f["path"].GetString());
+    total_bytes += f["size"].GetInt64();
+  }
+  if (expect.HasMember("files_exported")) {
+    for (const auto& s : expect["files_exported"].GetArray()) {
+      BOOST_TEST(exported.count(s.GetString()) == 1u, c.id << ": not exported: " << s.GetString());
+    }
+  }
+  if (expect.HasMember("files_not_exported")) {
+    for (const auto& s : expect["files_not_exported"].GetArray()) {
+      BOOST_TEST(exported.count(s.GetString()) == 0u, c.id << ": exported: " << s.GetString());
+    }
+  }
+  if (expect.HasMember("max_files_exported")) {
+    BOOST_TEST(exported.size() <= expect["max_files_exported"].GetUint64());
+  }
+  if (expect.HasMember("max_total_file_bytes")) {
+    BOOST_TEST(total_bytes <= expect["max_total_file_bytes"].GetInt64());
+  }
+  if (expect.HasMember("max_wall_s")) {
+    BOOST_TEST(wall_s <= expect["max_wall_s"].GetDouble(), c.id << ": took " << wall_s << " s");
+  }
+  // Every exported file must be downloadable with its announced bytes, and none may carry
+  // host content (the link target of a planted symlink).
+  for (const auto& f : r["files"].GetArray()) {
+    HttpResponse download = GetUrl(f["url"].GetString());
+    BOOST_TEST(download.status == 200, c.id << ": download of " << f["path"].GetString());
+    BOOST_TEST(Sha256Hex(download.body) == f["sha256"].GetString());
+    BOOST_TEST(download.body.find("root:x:0:0") == std::string::npos);
+  }
+  CheckHostIsClean(c.id, owned_before);
+}
+
+struct CaseRegistrar {
+  explicit CaseRegistrar(const std::string& file) {
+    auto& suite = boost::unit_test::framework::current_auto_test_suite();
+    std::vector<Case> cases = LoadCases(file);
+    if (cases.empty()) {
+      const std::string path = CasesPath(file);
+      suite.add(boost::unit_test::make_test_case(
+          [path] { BOOST_FAIL("no cases read from " << path << " (shared/ beside the repo)"); },
+          "cases_file_missing", __FILE__, __LINE__));
+    }
+    for (const Case& c : cases) {
+      suite.add(boost::unit_test::make_test_case([c] { RunCase(c); }, c.id, __FILE__, __LINE__));
+    }
+  }
+};
+
+}  // namespace
+
+BOOST_AUTO_TEST_SUITE(SharedCases)
+// Registered at static initialisation, inside this suite (one test per case id).
+static CaseRegistrar cases_registrar("cases.jsonl");
+BOOST_AUTO_TEST_SUITE_END()
+
+}  // namespace sandrun::integration

@@ -1,0 +1,61 @@
+// The local stack under test: nginx in front of sandrund, both started by scripts/serve with
+// SANDRUN_SKIP_INSTALL=1 SANDRUN_SKIP_BUILD=1 (the daemon of this build tree), on a free
+// loopback port, with a temporary state directory and a test config.
+//
+// Used as the Boost.Test global fixture (main.cc): setup() starts the stack and waits for
+// GET /healthz; teardown() sends SIGTERM to scripts/serve and checks that no nginx or sandrund
+// of this state directory is left. The state directory is removed unless a test failed or
+// SANDRUN_KEEP_STATE=1.
+#pragma once
+
+#include <sys/types.h>
+
+#include <string>
+#include <vector>
+
+namespace sandrun::integration {
+
+class Stack {
+ public:
+  Stack();
+  ~Stack();
+  Stack(const Stack&) = delete;
+  Stack& operator=(const Stack&) = delete;
+
+  // Boost.Test global fixture hooks. setup() throws std::runtime_error with the logs' tails
+  // if the stack does not become healthy.
+  void setup();
+  void teardown();
+
+  // The running stack; only valid between setup() and teardown().
+  static Stack& Get();
+
+  int port() const { return port_; }
+  const std::string& state_dir() const { return state_dir_; }
+  // "http://127.0.0.1:PORT", the public_url links are built on.
+  std::string base_url() const;
+  std::string artifacts_dir() const { return state_dir_ + "/artifacts"; }
+  // link_ttl_s in the test config.
+  static constexpr int kLinkTtlS = 600;
+
+  // The secret from <state>/link_secret.conf (`set $sandrun_link_secret "<hex>";`).
+  std::string LinkSecret() const;
+
+  // Last lines of scripts/serve's output, the daemon log and nginx's error log.
+  std::string LogTails() const;
+
+ private:
+  void WriteTestConfig(const std::string& path) const;
+  void StartServe();
+  void WaitHealthy();
+  // Pids of this stack's nginx master, its workers and sandrund (from /proc).
+  std::vector<pid_t> StackPids() const;
+  // Waits for scripts/serve to exit; false after timeout_s.
+  bool WaitServeExit(int timeout_s);
+
+  std::string state_dir_;
+  int port_ = 0;
+  pid_t serve_pid_ = -1;
+};
+
+}  // namespace sandrun::integration
