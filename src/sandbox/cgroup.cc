@@ -133,6 +133,10 @@ class RunCgroupV1 : public RunCgroup {
 class CgroupManagerV1 : public CgroupManager {
  public:
   explicit CgroupManagerV1(std::vector<std::string> bases) : bases_(std::move(bases)) {}
+  // Removes the daemon's own directories when no run is left in them (a clean stop).
+  ~CgroupManagerV1() override {
+    for (const auto& base : bases_) ::rmdir(base.c_str());
+  }
   std::string version() const override { return "v1"; }
   Result<std::unique_ptr<RunCgroup>> Create(const std::string& run_id, uint64_t memory_bytes,
                                             int64_t max_processes) override {

@@ -14,6 +14,7 @@ one keep-alive connection).
 """
 
 import argparse
+import atexit
 import datetime
 import http.client
 import json
@@ -290,6 +291,7 @@ def main():
         raise BenchError(f"GET {args.url}/healthz: HTTP {status}: {data[:500]!r}")
 
     workdir = tempfile.mkdtemp(prefix="sandrun-bench-")
+    atexit.register(shutil.rmtree, workdir, ignore_errors=True)
     runsc_base = ["runsc", *shlex.split(args.runsc_flags), "do", "--cwd", "/tmp"]
 
     programs = [
@@ -381,7 +383,6 @@ def main():
                f"sequential requests ({client.connects} TCP connection(s) used); "
                "`usage.wall_ms` is the daemon's clock from clone(2) to reaping the sandbox")
     print("\n".join(out))
-    shutil.rmtree(workdir, ignore_errors=True)
 
 
 if __name__ == "__main__":

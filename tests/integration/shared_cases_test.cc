@@ -30,7 +30,6 @@
 namespace sandrun::integration {
 namespace {
 
-constexpr uid_t kSandboxUid = 64000;  // default sandbox_uid; +1 is the sandbox's root
 
 std::string CasesPath(const std::string& file) {
   return std::string(SANDRUN_SOURCE_DIR) + "/../shared/cases/" + file;
@@ -73,7 +72,8 @@ void FindSandboxOwned(const std::string& dir, int depth, std::vector<std::string
     std::string path = dir + "/" + name;
     struct stat st;
     if (::lstat(path.c_str(), &st) != 0) continue;
-    if (st.st_uid == kSandboxUid || st.st_uid == kSandboxUid + 1) out->push_back(path);
+    const uid_t uid = Stack::Get().sandbox_uid();  // +1 is the sandbox's root
+    if (st.st_uid == uid || st.st_uid == uid + 1) out->push_back(path);
     if (S_ISDIR(st.st_mode)) FindSandboxOwned(path, depth - 1, out);
   }
   ::closedir(d);
@@ -86,37 +86,31 @@ int SandboxProcessCount() {
     if (e->d_name[0] < '0' || e->d_name[0] > '9') continue;
     struct stat st;
     if (::stat((std::string("/proc/") + e->d_name).c_str(), &st) != 0) continue;
-    if (st.st_uid == kSandboxUid || st.st_uid == kSandboxUid + 1) ++n;
+    const uid_t uid = Stack::Get().sandbox_uid();
+    if (st.st_uid == uid || st.st_uid == uid + 1) ++n;
   }
   ::closedir(proc);
   return n;
 }
 
-// Run cgroups left under any "sandrun" cgroup directory of the v1 or v2 hierarchies.
+// Run cgroups (32-hex-digit names) left below this stack's cgroup directory, in the v1
+// hierarchies (run dirs right below it) or v2 (below its "runs").
 int LeftoverRunCgroups() {
   int n = 0;
-  std::function<void(const std::string&, int)> walk = [&](const std::string& dir, int depth) {
+  std::function<void(const std::string&, int, bool)> walk = [&](const std::string& dir, int depth,
+                                                                bool inside) {
     if (depth < 0) return;
     DIR* d = ::opendir(dir.c_str());
     if (d == nullptr) return;
     while (struct dirent* e = ::readdir(d)) {
       if (e->d_type != DT_DIR || e->d_name[0] == '.') continue;
-      std::string path = dir + "/" + e->d_name;
-      if (std::string(e->d_name) == "sandrun") {
-        // v1: run dirs directly below; v2: below "runs".
-        DIR* runs = ::opendir(path.c_str());
-        while (struct dirent* r = runs ? ::readdir(runs) : nullptr) {
-          std::string rn = r->d_name;
-          if (r->d_type == DT_DIR && rn.size() == 32) ++n;
-        }
-        if (runs) ::closedir(runs);
-      } else {
-        walk(path, depth - 1);
-      }
+      const std::string name = e->d_name;
+      if (inside && name.size() == 32) ++n;
+      walk(dir + "/" + name, depth - 1, inside || name == Stack::Get().cgroup_name());
     }
     ::closedir(d);
   };
-  walk("/sys/fs/cgroup", 4);
+  walk("/sys/fs/cgroup", 6, false);
   return n;
 }
 

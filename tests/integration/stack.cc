@@ -106,6 +106,8 @@ void Stack::setup() {
   chmod(dir, 0755);
   state_dir_ = dir;
   port_ = FreeLoopbackPort();
+  // An even uid in 70000..89998 derived from the port: distinct per concurrent stack.
+  sandbox_uid_ = static_cast<uid_t>(70000 + 2 * (port_ % 10000));
   std::cerr << "integration stack: state " << state_dir_ << ", port " << port_ << std::endl;
   WriteTestConfig(state_dir_ + "/test-config.json");
   StartServe();
@@ -118,6 +120,9 @@ void Stack::WriteTestConfig(const std::string& path) const {
   std::ofstream out(path);
   out << R"({
   "link_ttl_s": )" << kLinkTtlS << R"(,
+  "sandbox_uid": )" << sandbox_uid_ << R"(,
+  "sandbox_gid": )" << sandbox_uid_ << R"(,
+  "cgroup_name": ")" << cgroup_name() << R"(",
   "max_concurrent_runs": 2,
   "ceilings": {"wall_time_s": 60, "cpu_time_s": 60, "memory_mb": 2048}
 }

@@ -37,6 +37,11 @@ class Stack {
   std::string artifacts_dir() const { return state_dir_ + "/artifacts"; }
   // link_ttl_s in the test config.
   static constexpr int kLinkTtlS = 600;
+  // The stack's own sandbox host uid (and uid + 1), so that processes and files of this
+  // stack's runs can be told from those of another stack on the same machine.
+  uid_t sandbox_uid() const { return sandbox_uid_; }
+  // The stack's own cgroup directory name (config cgroup_name), for the same reason.
+  std::string cgroup_name() const { return "sandrun-it-" + std::to_string(port_); }
 
   // The secret from <state>/link_secret.conf (`set $sandrun_link_secret "<hex>";`).
   std::string LinkSecret() const;
@@ -55,6 +60,7 @@ class Stack {
 
   std::string state_dir_;
   int port_ = 0;
+  uid_t sandbox_uid_ = 0;
   pid_t serve_pid_ = -1;
 };
 
