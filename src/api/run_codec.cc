@@ -4,6 +4,7 @@
 #include <rapidjson/error/en.h>
 #include <rapidjson/stringbuffer.h>
 #include <rapidjson/writer.h>
+#include <openssl/evp.h>
 
 #include "util/text.h"
 
@@ -70,11 +71,148 @@ void String(Writer& w, const std::string& raw) {
 
 }  // namespace
 
+std::string CheckRelativePath(const std::string& path) {
+  if (path.empty()) return "is empty";
+  if (path.size() > kMaxInputPathBytes) {
+    return "is longer than " + std::to_string(kMaxInputPathBytes) + " bytes";
+  }
+  if (path[0] == '/') return "must be relative to the workspace (no leading '/')";
+  size_t start = 0;
+  while (start <= path.size()) {
+    size_t end = path.find('/', start);
+    if (end == std::string::npos) end = path.size();
+    std::string segment = path.substr(start, end - start);
+    if (segment.empty()) return "has an empty segment ('//' or a trailing '/')";
+    if (segment == "." || segment == "..") return "must not contain '.' or '..' segments";
+    if (segment.size() > kMaxInputNameBytes) {
+      return "has a name longer than " + std::to_string(kMaxInputNameBytes) + " bytes";
+    }
+    for (unsigned char c : segment) {
+      if (c < 0x20 || c == 0x7f) return "contains a control character or NUL byte";
+    }
+    if (start == 0 && segment == ".sandrun") return "'.sandrun/' is reserved";
+    start = end + 1;
+  }
+  return "";
+}
+
+namespace {
+
+// Standard base64 (RFC 4648 §4) through OpenSSL; whitespace-free input, padding required.
+std::optional<std::string> DecodeBase64(const std::string& text) {
+  if (text.size() % 4 != 0) return std::nullopt;
+  std::string out(text.size() / 4 * 3, '\0');
+  int n = EVP_DecodeBlock(reinterpret_cast<unsigned char*>(out.data()),
+                          reinterpret_cast<const unsigned char*>(text.data()),
+                          static_cast<int>(text.size()));
+  if (n < 0) return std::nullopt;
+  size_t pad = 0;
+  if (!text.empty() && text.back() == '=') ++pad;
+  if (text.size() > 1 && text[text.size() - 2] == '=') ++pad;
+  out.resize(static_cast<size_t>(n) - pad);
+  return out;
+}
+
+std::optional<ApiError> CheckCode(const std::string& code, const std::string& field) {
+  // No interpreter accepts a NUL byte in source (Python: "source code cannot contain null
+  // bytes"; bash drops it silently, changing the program): refuse rather than run a mangled
+  // program.
+  if (size_t nul = code.find('\0'); nul != std::string::npos) {
+    return Bad("invalid_code", "'" + field + "' contains a null byte (U+0000) at byte offset " +
+                                   std::to_string(nul) + "; source code cannot contain null bytes",
+               field);
+  }
+  return std::nullopt;
+}
+
+std::optional<ApiError> FindLanguage(const config::Config& config, const std::string& name,
+                                     const std::string& field, const config::Language** out) {
+  *out = config::FindLanguage(config, name);
+  if (*out != nullptr) return std::nullopt;
+  std::string known;
+  for (const auto& l : config.languages) known += std::string(known.empty() ? "" : ", ") + l.name;
+  return Bad("unknown_language", "unknown language '" + util::SanitizeUtf8(name) +
+                                     "' (configured: " + known + ")", field);
+}
+
+std::optional<ApiError> DecodeSnippets(const Value& v, const config::Config& config,
+                                       std::vector<CodeStep>* steps) {
+  if (!v.IsArray() || v.Empty()) {
+    return Bad("wrong_type", "'snippets' must be a non-empty array of {language, code}", "snippets");
+  }
+  if (v.Size() > 64) return Bad("too_large", "at most 64 snippets per request", "snippets");
+  for (rapidjson::SizeType i = 0; i < v.Size(); ++i) {
+    const std::string field = "snippets[" + std::to_string(i) + "]";
+    const Value& s = v[i];
+    if (!s.IsObject()) return Bad("wrong_type", "'" + field + "' must be an object", field);
+    CodeStep step;
+    std::string language;
+    for (auto it = s.MemberBegin(); it != s.MemberEnd(); ++it) {
+      std::string name(it->name.GetString(), it->name.GetStringLength());
+      std::optional<ApiError> err;
+      if (name == "language") {
+        err = GetString(it->value, (field + ".language").c_str(), &language);
+      } else if (name == "code") {
+        err = GetString(it->value, (field + ".code").c_str(), &step.code);
+      } else {
+        return Bad("unknown_field", "unknown field '" + util::SanitizeUtf8(name) + "' in " + field,
+                   field + "." + util::SanitizeUtf8(name));
+      }
+      if (err) return err;
+    }
+    if (language.empty()) return Bad("missing_field", "'" + field + ".language' is required", field + ".language");
+    if (!s.HasMember("code")) return Bad("missing_field", "'" + field + ".code' is required", field + ".code");
+    if (auto err = FindLanguage(config, language, field + ".language", &step.language)) return err;
+    if (auto err = CheckCode(step.code, field + ".code")) return err;
+    step.title = "snippet " + std::to_string(i) + " (" + step.language->name + ")";
+    steps->push_back(std::move(step));
+  }
+  return std::nullopt;
+}
+
+std::optional<ApiError> DecodeFiles(const Value& v, const config::Limits& limits,
+                                    std::vector<InputFile>* files) {
+  if (!v.IsArray()) return Bad("wrong_type", "'files' must be an array of {path, content_base64}", "files");
+  if (v.Size() > kMaxInputFiles) {
+    return Bad("too_large", "at most " + std::to_string(kMaxInputFiles) + " input files", "files");
+  }
+  for (rapidjson::SizeType i = 0; i < v.Size(); ++i) {
+    const std::string field = "files[" + std::to_string(i) + "]";
+    const Value& f = v[i];
+    if (!f.IsObject() || !f.HasMember("path") || !f["path"].IsString() ||
+        !f.HasMember("content_base64") || !f["content_base64"].IsString() || f.MemberCount() != 2) {
+      return Bad("wrong_type", "'" + field + "' must be {\"path\": string, \"content_base64\": string}", field);
+    }
+    InputFile file;
+    file.path.assign(f["path"].GetString(), f["path"].GetStringLength());
+    if (std::string why = CheckRelativePath(file.path); !why.empty()) {
+      return Bad("invalid_path", "'" + field + ".path' " + why, field + ".path");
+    }
+    for (const auto& earlier : *files) {
+      if (earlier.path == file.path) return Bad("invalid_path", "'" + field + ".path' repeats an earlier path", field + ".path");
+    }
+    auto content = DecodeBase64(std::string(f["content_base64"].GetString(),
+                                            f["content_base64"].GetStringLength()));
+    if (!content) {
+      return Bad("invalid_base64", "'" + field + ".content_base64' is not valid base64 (RFC 4648)", field + ".content_base64");
+    }
+    if (content->size() >= static_cast<uint64_t>(limits.file_size_mb) << 20) {
+      return Bad("too_large", "'" + field + "' is larger than file_size_mb", field);
+    }
+    file.content = std::move(*content);
+    files->push_back(std::move(file));
+  }
+  return std::nullopt;
+}
+
+}  // namespace
+
 std::optional<ApiError> DecodeRunRequest(const std::string& body, const std::string& header_user,
+                                         const std::string& header_session,
                                          const config::Config& config, RunRequest* out) {
   rapidjson::Document doc;
-  // kParseStopWhenDoneFlag off: trailing garbage is an error. Depth is bounded by RapidJSON's
-  // iterative parser, so deep nesting cannot overflow the stack.
+  // kParseStopWhenDoneFlag off: trailing garbage is an error. The iterative parser keeps deep
+  // nesting off the stack.
   doc.Parse<rapidjson::kParseIterativeFlag | rapidjson::kParseValidateEncodingFlag>(body.data(),
                                                                                    body.size());
   if (doc.HasParseError()) {
@@ -85,8 +223,13 @@ std::optional<ApiError> DecodeRunRequest(const std::string& body, const std::str
   }
   if (!doc.IsObject()) return Bad("wrong_type", "request body must be a JSON object", "");
   out->limits = config.limits;
-  std::string language;
-  bool has_code = false, has_language = false, has_user = false;
+  // Limits first: input files are checked against them.
+  if (doc.HasMember("limits")) {
+    if (auto err = DecodeLimits(doc["limits"], config, &out->limits)) return err;
+  }
+  std::string language, code, markdown;
+  bool has_code = false, has_language = false, has_user = false, has_session = false;
+  bool has_snippets = false, has_markdown = false, has_block = false;
   for (auto it = doc.MemberBegin(); it != doc.MemberEnd(); ++it) {
     std::string name(it->name.GetString(), it->name.GetStringLength());
     const Value& v = it->value;
@@ -95,15 +238,33 @@ std::optional<ApiError> DecodeRunRequest(const std::string& body, const std::str
       err = GetString(v, "language", &language);
       has_language = true;
     } else if (name == "code") {
-      err = GetString(v, "code", &out->code);
+      err = GetString(v, "code", &code);
       has_code = true;
     } else if (name == "stdin") {
       err = GetString(v, "stdin", &out->stdin_data);
     } else if (name == "user") {
       err = GetString(v, "user", &out->user);
       has_user = true;
+    } else if (name == "session") {
+      err = GetString(v, "session", &out->session);
+      has_session = true;
     } else if (name == "limits") {
-      err = DecodeLimits(v, config, &out->limits);
+      continue;  // decoded above
+    } else if (name == "snippets") {
+      err = DecodeSnippets(v, config, &out->steps);
+      has_snippets = true;
+    } else if (name == "markdown") {
+      err = GetString(v, "markdown", &markdown);
+      has_markdown = true;
+    } else if (name == "block") {
+      if (!v.IsInt() || v.GetInt() < 0) return Bad("wrong_type", "'block' must be an integer >= 0", "block");
+      out->block = v.GetInt();
+      has_block = true;
+    } else if (name == "continue_on_error") {
+      if (!v.IsBool()) return Bad("wrong_type", "'continue_on_error' must be true or false", name);
+      out->continue_on_error = v.GetBool();
+    } else if (name == "files") {
+      err = DecodeFiles(v, out->limits, &out->files);
     } else if (name == "network") {
       if (!v.IsBool()) return Bad("wrong_type", "'network' must be true or false", "network");
       if (v.GetBool()) {
@@ -111,37 +272,37 @@ std::optional<ApiError> DecodeRunRequest(const std::string& body, const std::str
                         "network access is disabled on this server (the config grants none)",
                         "network"};
       }
-    } else if (name == "snippets" || name == "markdown" || name == "block" || name == "files" ||
-               name == "session" || name == "continue_on_error") {
-      return Bad("not_supported", "'" + name + "' is part of the API but not supported by this "
-                                  "server version yet; send 'language' and 'code'", name);
     } else {
       return Bad("unknown_field", "unknown field '" + util::SanitizeUtf8(name) + "'",
                  util::SanitizeUtf8(name));
     }
     if (err) return err;
   }
-  if (!has_code) return Bad("missing_field", "'code' is required (with 'language')", "code");
-  if (!has_language) return Bad("missing_field", "'language' is required with 'code'", "language");
-  // No interpreter accepts a NUL byte in source (Python: "source code cannot contain null
-  // bytes"; bash drops it silently, changing the program): refuse rather than run a mangled
-  // program.
-  if (size_t nul = out->code.find('\0'); nul != std::string::npos) {
-    return Bad("invalid_code", "'code' contains a null byte (U+0000) at byte offset " +
-                                   std::to_string(nul) +
-                                   "; source code cannot contain null bytes", "code");
+  const int sources = (has_code ? 1 : 0) + (has_snippets ? 1 : 0) + (has_markdown ? 1 : 0);
+  if (sources == 0) {
+    return Bad("missing_field", "one of 'code' (with 'language'), 'snippets' or 'markdown' is required", "code");
   }
-  out->language = config::FindLanguage(config, language);
-  if (out->language == nullptr) {
-    std::string known;
-    for (const auto& l : config.languages) known += std::string(known.empty() ? "" : ", ") + l.name;
-    return Bad("unknown_language", "unknown language '" + util::SanitizeUtf8(language) +
-                                       "' (configured: " + known + ")", "language");
+  if (sources > 1) {
+    return Bad("conflicting_fields", "send exactly one of 'code', 'snippets' and 'markdown'",
+               has_markdown ? "markdown" : "snippets");
   }
+  if (has_block && !has_markdown) return Bad("conflicting_fields", "'block' goes with 'markdown'", "block");
+  if (has_language && !has_code) return Bad("conflicting_fields", "'language' goes with 'code'", "language");
+  if (has_code) {
+    if (!has_language) return Bad("missing_field", "'language' is required with 'code'", "language");
+    CodeStep step;
+    if (auto err = FindLanguage(config, language, "language", &step.language)) return err;
+    if (auto err = CheckCode(code, "code")) return err;
+    step.code = std::move(code);
+    out->steps.push_back(std::move(step));
+  }
+  if (has_markdown) out->markdown = std::move(markdown);
   if (!has_user && !header_user.empty()) out->user = header_user;
   if (out->user.empty() || out->user.size() > 256) {
     return Bad("wrong_type", "'user' must be 1 to 256 bytes", "user");
   }
+  if (!has_session && !header_session.empty()) out->session = header_session;
+  if (out->session.size() > 256) return Bad("wrong_type", "'session' must be at most 256 bytes", "session");
   return std::nullopt;
 }
 
@@ -206,6 +367,52 @@ std::string EncodeRunResponse(const RunResponse& r) {
   Key(w, "max_rss_kb");
   w.Int64(r.max_rss_kb);
   w.EndObject();
+  if (r.steps) {
+    Key(w, "snippets");
+    w.StartArray();
+    for (const auto& step : *r.steps) {
+      w.StartObject();
+      Key(w, "index");
+      w.Int(step.index);
+      Key(w, "language");
+      String(w, step.language);
+      Key(w, "status");
+      String(w, step.status);
+      Key(w, "exit_code");
+      step.exit_code ? w.Int(*step.exit_code) : w.Null();
+      Key(w, "signal");
+      step.signal ? w.Int(*step.signal) : w.Null();
+      Key(w, "stdout");
+      String(w, step.stdout_stream.text);
+      Key(w, "stderr");
+      String(w, step.stderr_stream.text);
+      Key(w, "stdout_truncated");
+      w.Bool(step.stdout_stream.truncated);
+      Key(w, "stderr_truncated");
+      w.Bool(step.stderr_stream.truncated);
+      Key(w, "wall_ms");
+      w.Int64(step.wall_ms);
+      w.EndObject();
+    }
+    w.EndArray();
+  }
+  if (r.plan) {
+    Key(w, "plan");
+    w.StartArray();
+    for (const auto& entry : *r.plan) {
+      w.StartObject();
+      Key(w, "index");
+      w.Int(entry.index);
+      Key(w, "language");
+      String(w, entry.language);
+      Key(w, "run");
+      w.Bool(entry.run);
+      Key(w, "reason");
+      String(w, entry.reason);
+      w.EndObject();
+    }
+    w.EndArray();
+  }
   Key(w, "limits");
   w.StartObject();
   for (const auto& k : config::LimitKeys()) {

@@ -20,24 +20,76 @@ struct ApiError {
   std::string field;
 };
 
-struct RunRequest {
+// One program to run, from `code`, one of `snippets`, or a block of `markdown`.
+struct CodeStep {
   const config::Language* language = nullptr;
   std::string code;
-  std::string stdin_data;
+  int block_index = -1;   // with markdown: the block it came from
+  std::string save_as;    // non-empty: write `code` to this workspace path instead of running
+  std::string title;      // header line in the joined output, e.g. "snippet 2 (bash)"
+};
+
+// An input file placed in the workspace before the run.
+struct InputFile {
+  std::string path;     // validated: relative, no "..", no NUL, bounded length
+  std::string content;  // decoded bytes
+};
+
+struct RunRequest {
+  std::vector<CodeStep> steps;  // from `code` (one) or `snippets`; empty with `markdown`
+  std::optional<std::string> markdown;
+  int block = -1;               // with markdown: only this block
+  bool continue_on_error = false;
+  std::string stdin_data;       // given to the last step
+  std::vector<InputFile> files;
   std::string user = "anonymous";
+  std::string session;          // "" = fresh workspace
   config::Limits limits;  // defaults, lowered or raised (up to the ceilings) by the request
 };
 
-// Decodes and validates `body`. `header_user` (X-Sandrun-User) applies when the body has no
-// `user`. Errors: invalid_json (with offset), unknown_field, wrong_type, missing_field,
-// unknown_language, limit_above_ceiling, not_supported (a v1 field this build does not
-// implement yet), network_forbidden (403).
+// Bounds on `files` (DESIGN.md §8: hostile names never escape; sizes capped).
+constexpr size_t kMaxInputFiles = 100;
+constexpr size_t kMaxInputPathBytes = 1024;
+constexpr size_t kMaxInputNameBytes = 255;
+
+// Decodes and validates `body`. `header_user` / `header_session` (X-Sandrun-User,
+// X-Sandrun-Session) apply when the body has no `user` / `session`. Errors: invalid_json
+// (with offset), unknown_field, wrong_type, missing_field, conflicting_fields,
+// unknown_language, limit_above_ceiling, limit_below_minimum, invalid_code, invalid_path,
+// invalid_base64, too_large, network_forbidden (403).
 std::optional<ApiError> DecodeRunRequest(const std::string& body, const std::string& header_user,
+                                         const std::string& header_session,
                                          const config::Config& config, RunRequest* out);
+
+// Checks a workspace-relative path given by a client (an input file's path): relative,
+// '/'-separated, no empty, "." or ".." segment, no NUL, no control characters, segments of at
+// most kMaxInputNameBytes and a whole of at most kMaxInputPathBytes, not under ".sandrun/".
+// Returns "" when valid, else why not.
+std::string CheckRelativePath(const std::string& path);
 
 struct StreamResult {
   std::string text;  // raw bytes; encoded with invalid UTF-8 replaced by U+FFFD
   bool truncated = false;
+};
+
+// The outcome of one step (snippet or markdown block).
+struct StepResult {
+  int index = 0;
+  std::string language;
+  std::string status;
+  std::optional<int> exit_code;
+  std::optional<int> signal;
+  StreamResult stdout_stream;
+  StreamResult stderr_stream;
+  int64_t wall_ms = 0;
+};
+
+// One block of a markdown message in the run plan (DESIGN.md §5).
+struct PlanEntry {
+  int index = 0;
+  std::string language;
+  bool run = false;
+  std::string reason;
 };
 
 struct RunResponse {
@@ -53,6 +105,8 @@ struct RunResponse {
   int64_t cpu_ms = 0;
   int64_t max_rss_kb = 0;
   config::Limits limits;
+  std::optional<std::vector<StepResult>> steps;  // `snippets` in JSON: with snippets/markdown
+  std::optional<std::vector<PlanEntry>> plan;     // with markdown
 };
 
 std::string EncodeRunResponse(const RunResponse& response);

@@ -10,8 +10,10 @@
 
 #include "api/admission.h"
 #include "api/http.h"
+#include "api/run_codec.h"
 #include "config/config.h"
 #include "sandbox/launcher.h"
+#include "storage/session_store.h"
 
 namespace sandrun::api {
 
@@ -32,6 +34,15 @@ class Service {
  private:
   // `trusted`: skip bearer-token checks (the start-up self-test).
   HttpResponse HandleRun(const HttpRequest& request, bool trusted = false);
+  // Runs run.steps in order in one workspace (stops at the first failure unless
+  // continue_on_error) and joins their results. status "sandbox_error" (message in
+  // stderr) when a sandbox could not be built.
+  RunResponse RunSteps(const RunRequest& run, const std::string& id, const std::string& workspace,
+                       const std::string& tmp, const std::string& root) const;
+  // Turns a markdown message into steps and the plan (DESIGN.md §5).
+  std::optional<ApiError> PlanMarkdown(const std::string& markdown, int block,
+                                       std::vector<CodeStep>* steps,
+                                       std::optional<std::vector<PlanEntry>>* plan) const;
   HttpResponse HandleHealth() const;
   HttpResponse HandleMetrics() const;
   bool Authorized(const HttpRequest& request) const;
@@ -40,6 +51,7 @@ class Service {
 
   const config::Config& config_;
   const sandbox::Launcher* launcher_;
+  storage::SessionStore sessions_;
   std::string health_error_;
   mutable Admission admission_;
   mutable std::mutex metrics_mu_;

@@ -59,6 +59,10 @@ const std::vector<Key>& Keys() {
       {"cgroup_name", &Config::cgroup_name, "string", 0,
        "directory created under the daemon's cgroup"},
       {"timezone", &Config::timezone, "string", 0, "TZ inside the sandbox (default the host's)"},
+      {"session_wait_s", &Config::session_wait_s, "int", 0,
+       "longest wait for a session's previous run before 409 (s)"},
+      {"session_idle_s", &Config::session_idle_s, "int", 60,
+       "sessions unused this long are deleted (s)"},
   };
   return kKeys;
 }

@@ -63,6 +63,8 @@ struct Config {
   bool require_cgroups = true;
   std::string cgroup_name = "sandrun";
   std::string timezone;             // "" = host's
+  int64_t session_wait_s = 30;      // a run waits this long for its session's previous run
+  int64_t session_idle_s = 86400;   // sessions unused this long are deleted
   Limits limits;                    // defaults
   Limits ceilings{300, 300, 8192, 1024, 64 << 20, 10000, 1024, 8192};
   std::vector<Language> languages;  // default: python, bash

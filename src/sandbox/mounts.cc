@@ -125,7 +125,11 @@ MountPlan BuildMountPlan(const SandboxSpec& spec) {
   b.File("/etc/group", Group());
   b.File("/etc/hostname", "sandbox\n");
 
-  b.Tmpfs("/tmp", kSafe, "size=" + disk + ",mode=1777,uid=1000,gid=1000");
+  if (spec.tmp_dir.empty()) {
+    b.Tmpfs("/tmp", kSafe, "size=" + disk + ",mode=1777,uid=1000,gid=1000");
+  } else {
+    b.Bind(spec.tmp_dir, "/tmp", kSafe);
+  }
   // The workspace (a size-limited tmpfs the parent mounted on the host) at both names.
   b.Bind(spec.workspace_dir, "/home/user", kSafe);
   b.Bind(spec.workspace_dir, "/mnt/data", kSafe);

@@ -29,6 +29,9 @@ struct SandboxSpec {
   // Host directory mounted at /home/user and /mnt/data (the workspace). Must exist and be
   // writable by host_uid.
   std::string workspace_dir;
+  // Host directory mounted at /tmp (shared by the steps of one run); "" = a fresh tmpfs of
+  // limits.disk_bytes.
+  std::string tmp_dir;
   // Empty host directory used as the mount point of the new root inside the sandbox's own
   // mount namespace (nothing becomes visible on the host).
   std::string root_dir;

@@ -123,6 +123,7 @@ void Stack::WriteTestConfig(const std::string& path) const {
   "sandbox_uid": )" << sandbox_uid_ << R"(,
   "sandbox_gid": )" << sandbox_uid_ << R"(,
   "cgroup_name": ")" << cgroup_name() << R"(",
+  "session_wait_s": 3,
   "max_concurrent_runs": 2,
   "ceilings": {"wall_time_s": 60, "cpu_time_s": 60, "memory_mb": 2048}
 }

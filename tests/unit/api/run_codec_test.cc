@@ -21,7 +21,7 @@ std::optional<api::ApiError> Decode(const std::string& body, api::RunRequest* ou
                                     const std::string& header_user = "") {
   static config::Config config = TestConfig();
   api::RunRequest scratch;
-  return api::DecodeRunRequest(body, header_user, config, out ? out : &scratch);
+  return api::DecodeRunRequest(body, header_user, "", config, out ? out : &scratch);
 }
 
 }  // namespace
@@ -31,8 +31,9 @@ BOOST_AUTO_TEST_SUITE(RunCodec)
 BOOST_AUTO_TEST_CASE(decodes_a_minimal_request_with_alias) {
   api::RunRequest r;
   BOOST_TEST(!Decode(R"j({"language":"py","code":"print(1)"})j", &r));
-  BOOST_TEST(r.language->name == "python");
-  BOOST_TEST(r.code == "print(1)");
+  BOOST_TEST_REQUIRE(r.steps.size() == 1u);
+  BOOST_TEST(r.steps[0].language->name == "python");
+  BOOST_TEST(r.steps[0].code == "print(1)");
   BOOST_TEST(r.user == "anonymous");
   BOOST_TEST(r.limits.memory_mb == 512);
 }
@@ -147,6 +148,68 @@ BOOST_AUTO_TEST_CASE(encodes_nulls_and_replaces_invalid_utf8) {
   BOOST_TEST(std::string(doc["stderr"].GetString()).empty());
   BOOST_TEST(doc["files_skipped"][0]["reason"].GetString() == std::string("symlink"));
   BOOST_TEST(doc["limits"]["wall_time_s"].GetInt() == 10);
+}
+
+BOOST_AUTO_TEST_SUITE_END()
+
+BOOST_AUTO_TEST_SUITE(RunCodecV1Fields)
+
+BOOST_AUTO_TEST_CASE(snippets_become_steps_in_order) {
+  api::RunRequest r;
+  BOOST_TEST(!Decode(R"j({"snippets":[{"language":"sh","code":"echo a"},{"language":"py","code":"print(2)"}],"continue_on_error":true})j", &r));
+  BOOST_TEST_REQUIRE(r.steps.size() == 2u);
+  BOOST_TEST(r.steps[0].language->name == "bash");
+  BOOST_TEST(r.steps[1].language->name == "python");
+  BOOST_TEST(r.continue_on_error);
+}
+
+BOOST_AUTO_TEST_CASE(snippet_errors_name_the_index) {
+  auto err = Decode(R"j({"snippets":[{"language":"py","code":"1"},{"language":"cobol","code":"2"}]})j");
+  BOOST_TEST_REQUIRE(err.has_value());
+  BOOST_TEST(err->field == "snippets[1].language");
+  err = Decode(R"j({"snippets":[{"language":"py"}]})j");
+  BOOST_TEST(err->field == "snippets[0].code");
+}
+
+BOOST_AUTO_TEST_CASE(exactly_one_source_of_code) {
+  BOOST_TEST(Decode(R"j({"language":"py","code":"1","markdown":"x"})j")->code == "conflicting_fields");
+  BOOST_TEST(Decode(R"j({"stdin":"x"})j")->code == "missing_field");
+  BOOST_TEST(Decode(R"j({"language":"py","code":"1","block":0})j")->code == "conflicting_fields");
+}
+
+BOOST_AUTO_TEST_CASE(input_files_are_decoded) {
+  api::RunRequest r;
+  BOOST_TEST(!Decode(R"j({"language":"py","code":"1","files":[{"path":"data/in.csv","content_base64":"MSwyCg=="}]})j", &r));
+  BOOST_TEST_REQUIRE(r.files.size() == 1u);
+  BOOST_TEST(r.files[0].path == "data/in.csv");
+  BOOST_TEST(r.files[0].content == "1,2\n");
+}
+
+BOOST_AUTO_TEST_CASE(hostile_input_paths_are_refused) {
+  for (const char* path : {"../x", "/etc/passwd", "a/../../b", "a//b", "", "a\\nb", ".sandrun/main.py", "./x"}) {
+    std::string body = std::string(R"j({"language":"py","code":"1","files":[{"path":")j") + path +
+                       R"j(","content_base64":""}]})j";
+    auto err = Decode(body);
+    BOOST_TEST_REQUIRE(err.has_value(), "accepted: " << path);
+    BOOST_TEST(err->field == "files[0].path");
+  }
+  std::string long_name(300, 'a');
+  auto err = Decode(R"j({"language":"py","code":"1","files":[{"path":")j" + long_name +
+                    R"j(","content_base64":""}]})j");
+  BOOST_TEST(err->code == "invalid_path");
+}
+
+BOOST_AUTO_TEST_CASE(bad_base64_is_refused) {
+  auto err = Decode(R"j({"language":"py","code":"1","files":[{"path":"a","content_base64":"!!!"}]})j");
+  BOOST_TEST_REQUIRE(err.has_value());
+  BOOST_TEST(err->code == "invalid_base64");
+}
+
+BOOST_AUTO_TEST_CASE(session_from_header_when_body_has_none) {
+  static config::Config config = TestConfig();
+  api::RunRequest r;
+  BOOST_TEST(!api::DecodeRunRequest(R"j({"language":"py","code":"1"})j", "", "chat-1", config, &r));
+  BOOST_TEST(r.session == "chat-1");
 }
 
 BOOST_AUTO_TEST_SUITE_END()

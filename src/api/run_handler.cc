@@ -1,0 +1,402 @@
+// POST /run: decode -> admission -> workspace (session, input files) -> steps in the
+// sandbox -> export and publish -> JSON. Service::HandleRun is the only entry.
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <chrono>
+
+#include "api/run_codec.h"
+#include "api/service.h"
+#include "storage/artifact_store.h"
+#include "storage/digest.h"
+#include "storage/export.h"
+#include "sys/syscalls.h"
+#include "util/text.h"
+
+namespace sandrun::api {
+namespace {
+
+constexpr char kProgramDir[] = "/home/user/.sandrun";
+
+// Directory of one run on the host: one size-limited tmpfs (so hard links to outside inodes
+// fail with EXDEV and a disk-filling loop hits ENOSPC, not the host's disk) holding the
+// workspace and the run's /tmp, and an empty directory for the new root. Removed whole.
+class RunDir {
+ public:
+  explicit RunDir(std::string path) : path_(std::move(path)) {}
+  ~RunDir() {
+    if (mounted_) (void)sys::Unmount(path_ + "/fs");
+    (void)sys::RemoveTree(path_);
+  }
+  Status Create(uint64_t disk_bytes, uid_t uid, gid_t gid) {
+    Status s = sys::MakeDirs(path_ + "/fs", 0755);
+    if (s.ok()) s = sys::MakeDirs(root(), 0755);
+    if (s.ok()) s = sys::MountTmpfs(path_ + "/fs", disk_bytes, 0, 0, 0755);
+    mounted_ = s.ok();
+    if (s.ok()) s = MakeOwnedDir(workspace(), 0755, uid, gid);
+    if (s.ok()) s = MakeOwnedDir(tmp(), 01777, uid, gid);
+    if (s.ok()) s = MakeOwnedDir(workspace() + "/.sandrun", 0755, 0, 0);
+    return s;
+  }
+  std::string workspace() const { return path_ + "/fs/ws"; }
+  std::string tmp() const { return path_ + "/fs/tmp"; }
+  std::string root() const { return path_ + "/root"; }
+
+ private:
+  static Status MakeOwnedDir(const std::string& path, int mode, uid_t uid, gid_t gid) {
+    if (::mkdir(path.c_str(), 0700) != 0) return sys::ErrnoError("sandbox_error", "mkdir " + path);
+    if (::chown(path.c_str(), uid, gid) != 0 || ::chmod(path.c_str(), mode) != 0) {
+      return sys::ErrnoError("sandbox_error", "chown/chmod " + path);
+    }
+    return OkStatus();
+  }
+  std::string path_;
+  bool mounted_ = false;
+};
+
+std::vector<std::string> SandboxEnv(const config::Config& config) {
+  std::vector<std::string> env = {
+      "HOME=/home/user",
+      "USER=user",
+      "LOGNAME=user",
+      "LANG=C.UTF-8",
+      "LC_ALL=C.UTF-8",
+      "PATH=/home/user/.local/bin:/usr/local/bin:/usr/bin:/bin",
+      "PYTHONUNBUFFERED=1",
+      // The program file lives in .sandrun/; modules the code writes beside it in the
+      // workspace (helper.py) must import as if the program ran from there.
+      "PYTHONPATH=/home/user",
+      "PYTHONIOENCODING=utf-8",
+      "PYTHONDONTWRITEBYTECODE=1",
+      "MPLBACKEND=Agg",
+      "MPLCONFIGDIR=/tmp/matplotlib",
+      "XDG_CACHE_HOME=/home/user/.cache",
+      "TMPDIR=/tmp",
+      // pip as users type it: user-site installs, Debian's PEP 668 refusal lifted inside
+      // the sandbox only, and a fast failure without network (no retries, short timeout).
+      "PIP_USER=1",
+      "PIP_BREAK_SYSTEM_PACKAGES=1",
+      "PIP_DISABLE_PIP_VERSION_CHECK=1",
+      "PIP_NO_INPUT=1",
+      "PIP_RETRIES=0",
+      "PIP_TIMEOUT=3",
+      "PIP_CACHE_DIR=/home/user/.cache/pip",
+  };
+  if (!config.timezone.empty()) env.push_back("TZ=" + config.timezone);
+  return env;
+}
+
+std::string StatusOf(const sandbox::SandboxResult& r) {
+  using sandbox::RunOutcome;
+  switch (r.outcome) {
+    case RunOutcome::kExited: return r.exit_code == 0 ? "ok" : "error";
+    case RunOutcome::kSignaled: return "killed";
+    case RunOutcome::kWallTimeout:
+    case RunOutcome::kCpuTimeout: return "timeout";
+    case RunOutcome::kMemoryLimit: return "memory_limit";
+    case RunOutcome::kOutputLimit: return "output_limit";
+  }
+  return "error";
+}
+
+// A line appended to stderr saying which limit stopped the run, so neither the user nor the
+// model has to guess from a bare SIGKILL.
+std::string LimitNote(const sandbox::SandboxResult& r, const config::Limits& limits) {
+  using sandbox::RunOutcome;
+  switch (r.outcome) {
+    case RunOutcome::kWallTimeout:
+      return "sandrun: stopped: wall-clock time limit of " + std::to_string(limits.wall_time_s) +
+             " s reached";
+    case RunOutcome::kCpuTimeout:
+      return "sandrun: stopped: CPU time limit of " + std::to_string(limits.cpu_time_s) +
+             " s reached";
+    case RunOutcome::kMemoryLimit:
+      return "sandrun: stopped: memory limit of " + std::to_string(limits.memory_mb) +
+             " MiB reached";
+    case RunOutcome::kOutputLimit:
+      return "sandrun: stopped: output limit exceeded (" + std::to_string(limits.output_bytes) +
+             " bytes of stdout + stderr)";
+    default:
+      return "";
+  }
+}
+
+void AppendLine(std::string& text, const std::string& line) {
+  if (!text.empty() && text.back() != '\n') text.push_back('\n');
+  text += line + "\n";
+}
+
+// Writes `content` to the workspace-relative `path` (already validated), creating parent
+// directories, never following a symlink, owned by uid:gid.
+Status WriteWorkspaceFile(const std::string& workspace, const std::string& path,
+                          const std::string& content, uid_t uid, gid_t gid) {
+  sys::UniqueFd dir(::open(workspace.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+  size_t start = 0;
+  for (size_t slash; dir.valid() && (slash = path.find('/', start)) != std::string::npos;
+       start = slash + 1) {
+    const std::string name = path.substr(start, slash - start);
+    if (::mkdirat(dir.get(), name.c_str(), 0755) == 0) {
+      sys::UniqueFd made(::openat(dir.get(), name.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+      if (made.valid()) (void)::fchown(made.get(), uid, gid);
+    }
+    dir = sys::UniqueFd(::openat(dir.get(), name.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+  }
+  if (!dir.valid()) return sys::ErrnoError("invalid_path", "cannot create the directories of " + path);
+  const std::string name = path.substr(start);
+  sys::UniqueFd fd(::openat(dir.get(), name.c_str(),
+                            O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0644));
+  if (!fd.valid()) return sys::ErrnoError("invalid_path", "cannot create " + path);
+  if (!sys::WriteAll(fd.get(), content.data(), content.size())) {
+    return sys::ErrnoError("file_limit", "cannot write " + path);
+  }
+  (void)::fchown(fd.get(), uid, gid);
+  return OkStatus();
+}
+
+std::string Sha256Hex(const std::string& data) {
+  storage::Sha256 sha;
+  sha.Update(data.data(), data.size());
+  return sha.FinalHex();
+}
+
+}  // namespace
+
+HttpResponse Service::HandleRun(const HttpRequest& request, bool trusted) {
+  if (!trusted && !Authorized(request)) {
+    HttpResponse r = ErrorResponse(401, "unauthorized",
+                                   "missing or wrong bearer token (Authorization: Bearer <token>)");
+    r.headers["WWW-Authenticate"] = "Bearer";
+    return r;
+  }
+  if (launcher_ == nullptr || !health_error_.empty()) {
+    return ErrorResponse(503, "unavailable", "this host cannot run sandboxes: " + health_error_);
+  }
+  RunRequest run;
+  if (auto err = DecodeRunRequest(request.body, request.Header("x-sandrun-user"),
+                                  request.Header("x-sandrun-session"), config_, &run)) {
+    return ErrorResponse(err->status, err->code, err->message, err->field);
+  }
+  std::optional<std::vector<PlanEntry>> plan;
+  if (run.markdown) {
+    if (auto err = PlanMarkdown(*run.markdown, run.block, &run.steps, &plan)) {
+      return ErrorResponse(err->status, err->code, err->message, err->field);
+    }
+  }
+  Admission::Ticket ticket = admission_.Acquire();
+  if (!ticket.admitted()) {
+    HttpResponse r = ErrorResponse(503, "busy", "all sandboxes are busy; retry shortly");
+    r.headers["Retry-After"] = "5";
+    return r;
+  }
+
+  const std::string id = util::RandomHex(16);
+  const config::Limits& limits = run.limits;
+  const uid_t uid = static_cast<uid_t>(config_.sandbox_uid);
+  const gid_t gid = static_cast<gid_t>(config_.sandbox_gid);
+  RunDir dir(config_.runs_dir + "/" + id);
+  if (Status s = dir.Create(static_cast<uint64_t>(limits.disk_mb) << 20, uid, gid); !s.ok()) {
+    return ErrorResponse(500, "sandbox_error", "run " + id + ": " + s.error().message);
+  }
+
+  // The files the run starts with: exported again only when changed.
+  storage::FileDigests before;
+  storage::SessionLock session;
+  if (!run.session.empty()) {
+    auto locked = sessions_.Lock(run.user, run.session, std::chrono::seconds(config_.session_wait_s));
+    if (!locked.ok()) {
+      if (locked.error().code == "session_busy") {
+        return ErrorResponse(409, "session_busy", "session '" + util::SanitizeUtf8(run.session) +
+                                                      "': " + locked.error().message, "session");
+      }
+      return ErrorResponse(500, "storage", "run " + id + ": " + locked.error().message);
+    }
+    session = std::move(*locked);
+    auto restored = sessions_.Restore(session, dir.workspace(), uid, gid);
+    if (!restored.ok()) {
+      return ErrorResponse(restored.error().code == "file_limit" ? 400 : 500,
+                           restored.error().code,
+                           "the session's files do not fit in this run's workspace (disk_mb " +
+                               std::to_string(limits.disk_mb) + "): " + restored.error().message,
+                           "limits.disk_mb");
+    }
+    before = std::move(*restored);
+  }
+  for (const auto& file : run.files) {
+    if (Status s = WriteWorkspaceFile(dir.workspace(), file.path, file.content, uid, gid); !s.ok()) {
+      return ErrorResponse(400, s.error().code, s.error().message, "files");
+    }
+    before[file.path] = Sha256Hex(file.content);
+  }
+
+  RunResponse response = RunSteps(run, id, dir.workspace(), dir.tmp(), dir.root());
+  response.plan = std::move(plan);
+  if (response.status == "sandbox_error") {
+    Count("sandbox_error", 0);
+    return ErrorResponse(500, "sandbox_error", "run " + id + ": " + response.stderr_stream.text);
+  }
+
+  storage::ExportOptions export_options;
+  export_options.max_files = static_cast<int>(limits.max_files);
+  // A file as large as RLIMIT_FSIZE was most likely cut short by it: treat as too large.
+  export_options.max_file_bytes = (static_cast<uint64_t>(limits.file_size_mb) << 20) - 1;
+  export_options.unchanged_inputs.assign(before.begin(), before.end());
+  auto walk = storage::WalkWorkspace(dir.workspace(), export_options);
+  if (walk.ok()) {
+    for (auto& skipped : walk->skipped) {
+      // .sandrun holds the program files we wrote: ours, not the user's; never listed.
+      if (skipped.path != ".sandrun") response.files_skipped.push_back(std::move(skipped));
+    }
+    storage::PublishOptions publish;
+    publish.artifacts_root = config_.artifacts_dir;
+    publish.public_base_url = PublicBaseUrl(request);
+    publish.link_secret = config_.link_secret;
+    publish.user_dir_key = config_.link_secret + ":user-dir";
+    publish.link_ttl_s = config_.link_ttl_s;
+    auto published = storage::Publish(dir.workspace(), walk->files, run.user, id, publish);
+    if (published.ok()) {
+      response.files = std::move(published->files);
+      for (auto& s : published->skipped) response.files_skipped.push_back(std::move(s));
+    } else {
+      response.status = "file_limit";
+      AppendLine(response.stderr_stream.text,
+                 "sandrun: generated files could not be saved: " + published.error().message);
+    }
+  } else {
+    AppendLine(response.stderr_stream.text,
+               "sandrun: generated files could not be listed: " + walk.error().message);
+  }
+  if (session.held()) {
+    if (Status s = sessions_.Save(session, dir.workspace()); !s.ok()) {
+      AppendLine(response.stderr_stream.text,
+                 "sandrun: the session's files could not be saved: " + s.error().message);
+    }
+  }
+  Count(response.status, response.wall_ms);
+  HttpResponse http;
+  http.body = EncodeRunResponse(response);
+  return http;
+}
+
+RunResponse Service::RunSteps(const RunRequest& run, const std::string& id,
+                              const std::string& workspace, const std::string& tmp,
+                              const std::string& root) const {
+  const config::Limits& limits = run.limits;
+  RunResponse response;
+  response.id = id;
+  response.status = "ok";
+  response.limits = limits;
+  const bool multi = run.markdown.has_value() || run.steps.size() > 1;
+  if (multi) response.steps.emplace();
+  const auto start = std::chrono::steady_clock::now();
+  uint64_t output_used = 0;
+  bool stopped = false;
+  for (size_t i = 0; i < run.steps.size(); ++i) {
+    const CodeStep& step = run.steps[i];
+    const uid_t uid = static_cast<uid_t>(config_.sandbox_uid);
+    const gid_t gid = static_cast<gid_t>(config_.sandbox_gid);
+    if (!step.save_as.empty()) {
+      if (Status s = WriteWorkspaceFile(workspace, step.save_as, step.code, uid, gid); !s.ok()) {
+        response.status = "error";
+        AppendLine(response.stderr_stream.text, "sandrun: " + s.error().message);
+        break;
+      }
+      continue;
+    }
+    if (stopped) break;
+    const int64_t elapsed_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
+                                   std::chrono::steady_clock::now() - start).count();
+    const int64_t wall_left_ms = limits.wall_time_s * 1000 - elapsed_ms;
+    const uint64_t output_left = static_cast<uint64_t>(limits.output_bytes) - std::min<uint64_t>(output_used, limits.output_bytes);
+    if (wall_left_ms <= 0 || output_left < 1024) {
+      response.status = wall_left_ms <= 0 ? "timeout" : "output_limit";
+      AppendLine(response.stderr_stream.text, "sandrun: " + step.title + " not run: the run's " +
+                                                  (wall_left_ms <= 0 ? "wall-clock time" : "output") +
+                                                  " budget is spent");
+      break;
+    }
+    // The program file: .sandrun/main.py for one step, .sandrun/<i>/main.py for several.
+    const std::string rel = multi ? std::to_string(i) + "/" + step.language->file_name
+                                  : step.language->file_name;
+    if (multi) (void)sys::MakeDirs(workspace + "/.sandrun/" + std::to_string(i), 0755);
+    if (Status s = sys::WriteFile(workspace + "/.sandrun/" + rel, step.code, 0644); !s.ok()) {
+      response.status = "sandbox_error";
+      response.stderr_stream.text = s.error().message;
+      return response;
+    }
+    sandbox::SandboxSpec spec;
+    for (const auto& arg : step.language->argv) {
+      spec.argv.push_back(arg == "{file}" ? std::string(kProgramDir) + "/" + rel : arg);
+    }
+    spec.env = SandboxEnv(config_);
+    spec.workspace_dir = workspace;
+    spec.tmp_dir = tmp;
+    spec.root_dir = root;
+    if (i + 1 == run.steps.size()) spec.stdin_data = run.stdin_data;
+    spec.host_uid = uid;
+    spec.host_gid = gid;
+    spec.run_id = id + (multi ? "-" + std::to_string(i) : "");
+    spec.limits.wall_time_ms = wall_left_ms;
+    spec.limits.cpu_time_s = limits.cpu_time_s;
+    spec.limits.memory_bytes = static_cast<uint64_t>(limits.memory_mb) << 20;
+    spec.limits.processes = limits.processes;
+    spec.limits.output_bytes = output_left;
+    spec.limits.file_size_bytes = static_cast<uint64_t>(limits.file_size_mb) << 20;
+    spec.limits.disk_bytes = static_cast<uint64_t>(limits.disk_mb) << 20;
+
+    auto result = launcher_->Run(spec);
+    if (!result.ok()) {
+      response.status = "sandbox_error";
+      response.stderr_stream.text = result.error().message;
+      return response;
+    }
+    StepResult sr;
+    sr.index = step.block_index >= 0 ? step.block_index : static_cast<int>(i);
+    sr.language = step.language->name;
+    sr.status = StatusOf(*result);
+    if (result->exit_code >= 0) sr.exit_code = result->exit_code;
+    if (result->signal > 0) sr.signal = result->signal;
+    sr.stdout_stream = {result->stdout_text, result->stdout_truncated};
+    sr.stderr_stream = {result->stderr_text, result->stderr_truncated};
+    sr.wall_ms = result->wall_ms;
+    if (std::string note = LimitNote(*result, limits); !note.empty()) {
+      AppendLine(sr.stderr_stream.text, note);
+    }
+    if (result->process_limit_hits > 0) {
+      // A run that hit its process limit did not do what it tried (a fork bomb, a pool too
+      // big): say so, and never call it "ok" even if the main program exited 0.
+      if (sr.status == "ok") sr.status = "error";
+      AppendLine(sr.stderr_stream.text,
+                 "sandrun: the run reached its process limit of " +
+                     std::to_string(limits.processes) + " (the kernel refused " +
+                     std::to_string(result->process_limit_hits) + " forks)");
+    }
+    output_used += result->stdout_text.size() + result->stderr_text.size();
+    // Joined streams: a header line per step when there are several.
+    if (multi) {
+      AppendLine(response.stdout_stream.text, "--- " + step.title + " ---");
+      if (!sr.stderr_stream.text.empty()) {
+        AppendLine(response.stderr_stream.text, "--- " + step.title + " ---");
+      }
+    }
+    response.stdout_stream.text += sr.stdout_stream.text;
+    response.stderr_stream.text += sr.stderr_stream.text;
+    response.stdout_stream.truncated |= sr.stdout_stream.truncated;
+    response.stderr_stream.truncated |= sr.stderr_stream.truncated;
+    const bool failed = sr.status != "ok";
+    // Top-level exit code and signal go with the top-level status: the first failure's.
+    if (response.status == "ok") {
+      response.exit_code = sr.exit_code;
+      response.signal = sr.signal;
+    }
+    response.wall_ms += result->wall_ms;
+    response.cpu_ms += result->cpu_ms;
+    response.max_rss_kb = std::max(response.max_rss_kb, result->max_rss_kb);
+    if (failed && response.status == "ok") response.status = sr.status;
+    if (response.steps) response.steps->push_back(std::move(sr));
+    if (failed && !run.continue_on_error) stopped = true;
+  }
+  return response;
+}
+
+}  // namespace sandrun::api
