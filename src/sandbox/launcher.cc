@@ -192,6 +192,9 @@ Result<SandboxResult> Launcher::Run(const SandboxSpec& spec) const {
   size_t stdin_written = 0;
   if (spec.stdin_data.empty()) p.in.write.Reset();
   bool out_open = true, err_open = true, exited = false, timed_out = false, flooded = false;
+  bool cpu_out = false;
+  const int64_t cpu_limit_ms = spec.limits.cpu_time_s * 1000;
+  auto next_cpu_check = start;
   ChildReport report{};
   bool have_report = false;
   const auto deadline = start + std::chrono::milliseconds(spec.limits.wall_time_ms);
@@ -207,7 +210,8 @@ Result<SandboxResult> Launcher::Run(const SandboxSpec& spec) const {
     int timeout_ms = 1000;
     if (!exited) {
       auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - now).count();
-      timeout_ms = static_cast<int>(std::max<int64_t>(0, std::min<int64_t>(left, 1000)));
+      // Wake at least every 100 ms to check the run's CPU time.
+      timeout_ms = static_cast<int>(std::max<int64_t>(0, std::min<int64_t>(left, 100)));
     }
     int ready = ::poll(fds, static_cast<nfds_t>(n), timeout_ms);
     if (ready < 0 && errno != EINTR) break;
@@ -229,6 +233,15 @@ Result<SandboxResult> Launcher::Run(const SandboxSpec& spec) const {
     if (!exited && !timed_out && Clock::now() >= deadline) {
       timed_out = true;
       sys::KillPidfd(pidfd.get());
+    }
+    // CPU time of the whole run (all its processes and threads), which RLIMIT_CPU (per
+    // process) cannot bound: checked from the cgroup between polls.
+    if (!exited && !cpu_out && cgroup && Clock::now() >= next_cpu_check) {
+      next_cpu_check = Clock::now() + std::chrono::milliseconds(100);
+      if (cgroup->Stats().cpu_usage_ms > cpu_limit_ms) {
+        cpu_out = true;
+        sys::KillPidfd(pidfd.get());
+      }
     }
     if (exited && (out_open || err_open) && ready == 0) break;  // writers gone yet no EOF: give up
   }
@@ -278,6 +291,8 @@ Result<SandboxResult> Launcher::Run(const SandboxSpec& spec) const {
     result.outcome = RunOutcome::kOutputLimit;
   } else if (timed_out) {
     result.outcome = RunOutcome::kWallTimeout;
+  } else if (cpu_out) {
+    result.outcome = RunOutcome::kCpuTimeout;
   } else if (stats.oom_kills > 0) {
     result.outcome = RunOutcome::kMemoryLimit;
   } else if (!have_report) {

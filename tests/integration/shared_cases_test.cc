@@ -25,6 +25,7 @@
 #include <rapidjson/writer.h>
 
 #include "helpers.h"
+#include "host_state.h"
 #include "stack.h"
 
 namespace sandrun::integration {
@@ -61,59 +62,6 @@ std::string ToJson(const rapidjson::Value& v) {
 }
 
 
-// Paths below `dir` (depth-limited) owned by the sandbox's host uids.
-void FindSandboxOwned(const std::string& dir, int depth, std::vector<std::string>* out) {
-  if (depth < 0) return;
-  DIR* d = ::opendir(dir.c_str());
-  if (d == nullptr) return;
-  while (struct dirent* e = ::readdir(d)) {
-    std::string name = e->d_name;
-    if (name == "." || name == "..") continue;
-    std::string path = dir + "/" + name;
-    struct stat st;
-    if (::lstat(path.c_str(), &st) != 0) continue;
-    const uid_t uid = Stack::Get().sandbox_uid();  // +1 is the sandbox's root
-    if (st.st_uid == uid || st.st_uid == uid + 1) out->push_back(path);
-    if (S_ISDIR(st.st_mode)) FindSandboxOwned(path, depth - 1, out);
-  }
-  ::closedir(d);
-}
-
-int SandboxProcessCount() {
-  int n = 0;
-  DIR* proc = ::opendir("/proc");
-  while (struct dirent* e = ::readdir(proc)) {
-    if (e->d_name[0] < '0' || e->d_name[0] > '9') continue;
-    struct stat st;
-    if (::stat((std::string("/proc/") + e->d_name).c_str(), &st) != 0) continue;
-    const uid_t uid = Stack::Get().sandbox_uid();
-    if (st.st_uid == uid || st.st_uid == uid + 1) ++n;
-  }
-  ::closedir(proc);
-  return n;
-}
-
-// Run cgroups (32-hex-digit names) left below this stack's cgroup directory, in the v1
-// hierarchies (run dirs right below it) or v2 (below its "runs").
-int LeftoverRunCgroups() {
-  int n = 0;
-  std::function<void(const std::string&, int, bool)> walk = [&](const std::string& dir, int depth,
-                                                                bool inside) {
-    if (depth < 0) return;
-    DIR* d = ::opendir(dir.c_str());
-    if (d == nullptr) return;
-    while (struct dirent* e = ::readdir(d)) {
-      if (e->d_type != DT_DIR || e->d_name[0] == '.') continue;
-      const std::string name = e->d_name;
-      if (inside && name.size() == 32) ++n;
-      walk(dir + "/" + name, depth - 1, inside || name == Stack::Get().cgroup_name());
-    }
-    ::closedir(d);
-  };
-  walk("/sys/fs/cgroup", 6, false);
-  return n;
-}
-
 // A TCP listener on the host's loopback that no sandbox may reach.
 class HostListener {
  public:
@@ -141,31 +89,11 @@ HostListener& Listener() {
   return listener;
 }
 
-std::set<std::string> SandboxOwnedOutsideWorkspace() {
-  std::vector<std::string> owned;
-  // Shallow in /tmp: other stacks' state dirs (a developer's, a benchmark's) live there.
-  for (const char* dir : {"/tmp", "/var/tmp", "/dev/shm", "/run"}) FindSandboxOwned(dir, 0, &owned);
-  FindSandboxOwned(Stack::Get().state_dir() + "/runs", 3, &owned);
-  return {owned.begin(), owned.end()};
-}
-
 void CheckHostIsClean(const std::string& id, const std::set<std::string>& owned_before) {
   BOOST_TEST_CONTEXT("case " << id << ": host after the run") {
     BOOST_TEST(SandboxProcessCount() == 0, "a process of the run is still alive");
-    std::vector<std::string> runs;
-    DIR* d = ::opendir((Stack::Get().state_dir() + "/runs").c_str());
-    while (struct dirent* e = d ? ::readdir(d) : nullptr) {
-      if (e->d_name[0] != '.') runs.push_back(e->d_name);
-    }
-    if (d) ::closedir(d);
-    BOOST_TEST(runs.empty(), "run directories left: " << runs.size());
-    std::ifstream mounts("/proc/self/mountinfo");
-    std::string line;
-    int run_mounts = 0;
-    while (std::getline(mounts, line)) {
-      if (line.find(Stack::Get().state_dir() + "/runs/") != std::string::npos) ++run_mounts;
-    }
-    BOOST_TEST(run_mounts == 0, "workspace mounts left");
+    BOOST_TEST(RunDirCount() == 0, "run directories left");
+    BOOST_TEST(RunMountCount() == 0, "workspace mounts left");
     BOOST_TEST(LeftoverRunCgroups() == 0, "run cgroups left");
     std::vector<std::string> added;
     for (const auto& path : SandboxOwnedOutsideWorkspace()) {

@@ -188,3 +188,19 @@ BOOST_AUTO_TEST_CASE(setup_failure_is_an_error_naming_the_step) {
 }
 
 BOOST_AUTO_TEST_SUITE_END()
+
+BOOST_FIXTURE_TEST_SUITE(LauncherCpu, LauncherFixture)
+
+BOOST_AUTO_TEST_CASE(cpu_time_of_all_processes_together_is_bounded) {
+  // Four busy processes: each stays under RLIMIT_CPU, together they pass the run's limit.
+  Run run("for i in 1 2 3 4; do (while :; do :; done) & done; wait");
+  run.spec.limits.cpu_time_s = 1;
+  run.spec.limits.wall_time_ms = 8000;
+  auto r = launcher->Run(run.spec);
+  BOOST_TEST_REQUIRE(r.ok());
+  BOOST_TEST(r->outcome == RunOutcome::kCpuTimeout);
+  BOOST_TEST(r->cpu_ms >= 1000);
+  BOOST_TEST(SandboxProcesses() == 0);
+}
+
+BOOST_AUTO_TEST_SUITE_END()

@@ -1,0 +1,115 @@
+#include "host_state.h"
+
+#include <dirent.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <fstream>
+#include <functional>
+#include <vector>
+
+#include "helpers.h"
+#include "stack.h"
+
+namespace sandrun::integration {
+namespace {
+
+bool IsSandboxUid(uid_t uid) {
+  const uid_t base = Stack::Get().sandbox_uid();  // +1 is the sandbox's root
+  return uid == base || uid == base + 1;
+}
+
+void FindSandboxOwned(const std::string& dir, int depth, std::vector<std::string>* out) {
+  if (depth < 0) return;
+  DIR* d = ::opendir(dir.c_str());
+  if (d == nullptr) return;
+  while (struct dirent* e = ::readdir(d)) {
+    std::string name = e->d_name;
+    if (name == "." || name == "..") continue;
+    std::string path = dir + "/" + name;
+    struct stat st;
+    if (::lstat(path.c_str(), &st) != 0) continue;
+    if (IsSandboxUid(st.st_uid)) out->push_back(path);
+    if (S_ISDIR(st.st_mode)) FindSandboxOwned(path, depth - 1, out);
+  }
+  ::closedir(d);
+}
+
+int CountEntries(const std::string& dir) {
+  int n = 0;
+  DIR* d = ::opendir(dir.c_str());
+  while (struct dirent* e = d ? ::readdir(d) : nullptr) {
+    if (e->d_name[0] != '.') ++n;
+  }
+  if (d) ::closedir(d);
+  return n;
+}
+
+}  // namespace
+
+int SandboxProcessCount() {
+  int n = 0;
+  DIR* proc = ::opendir("/proc");
+  while (struct dirent* e = ::readdir(proc)) {
+    if (e->d_name[0] < '0' || e->d_name[0] > '9') continue;
+    struct stat st;
+    if (::stat((std::string("/proc/") + e->d_name).c_str(), &st) != 0) continue;
+    if (IsSandboxUid(st.st_uid)) ++n;
+  }
+  ::closedir(proc);
+  return n;
+}
+
+int LeftoverRunCgroups() {
+  int n = 0;
+  std::function<void(const std::string&, int, bool)> walk = [&](const std::string& dir, int depth,
+                                                                bool inside) {
+    if (depth < 0) return;
+    DIR* d = ::opendir(dir.c_str());
+    if (d == nullptr) return;
+    while (struct dirent* e = ::readdir(d)) {
+      if (e->d_type != DT_DIR || e->d_name[0] == '.') continue;
+      const std::string name = e->d_name;
+      // v2 keeps "daemon" and "runs" below the stack's directory; everything else is a run.
+      if (inside && name != "daemon" && name != "runs") ++n;
+      walk(dir + "/" + name, depth - 1, inside || name == Stack::Get().cgroup_name());
+    }
+    ::closedir(d);
+  };
+  walk("/sys/fs/cgroup", 6, false);
+  return n;
+}
+
+int RunDirCount() { return CountEntries(Stack::Get().state_dir() + "/runs"); }
+
+int RunMountCount() {
+  std::ifstream mounts("/proc/self/mountinfo");
+  std::string line;
+  int n = 0;
+  while (std::getline(mounts, line)) {
+    if (line.find(Stack::Get().state_dir() + "/runs/") != std::string::npos) ++n;
+  }
+  return n;
+}
+
+int DaemonFdCount() {
+  const std::string config_arg = Stack::Get().state_dir() + "/sandrun.jsonc";
+  for (const auto& [pid, argv] : ProcessArgvs()) {
+    for (size_t i = 0; i + 1 < argv.size(); ++i) {
+      if (argv[i] == "--config" && argv[i + 1] == config_arg &&
+          argv[0].find("sandrund") != std::string::npos) {
+        return CountEntries("/proc/" + std::to_string(pid) + "/fd");
+      }
+    }
+  }
+  return -1;
+}
+
+std::set<std::string> SandboxOwnedOutsideWorkspace() {
+  std::vector<std::string> owned;
+  for (const char* dir : {"/tmp", "/var/tmp", "/dev/shm", "/run"}) FindSandboxOwned(dir, 0, &owned);
+  FindSandboxOwned(Stack::Get().state_dir() + "/runs", 3, &owned);
+  return {owned.begin(), owned.end()};
+}
+
+}  // namespace sandrun::integration

@@ -1,0 +1,26 @@
+// What a stack's runs may leave on the host, counted from /proc, /sys/fs/cgroup and the
+// state directory: the integration tests compare these before and after runs.
+#pragma once
+
+#include <sys/types.h>
+
+#include <set>
+#include <string>
+
+namespace sandrun::integration {
+
+// Processes owned by the stack's sandbox host uids (the user and the sandbox's root).
+int SandboxProcessCount();
+// Run cgroups left below the stack's cgroup directory (v1 or v2).
+int LeftoverRunCgroups();
+// Entries of <state>/runs (one per run in flight).
+int RunDirCount();
+// Mounts below <state>/runs in this mount namespace.
+int RunMountCount();
+// Open file descriptors of the stack's sandrund; -1 if it cannot be found.
+int DaemonFdCount();
+// Paths owned by the sandbox's host uids in /tmp, /var/tmp, /dev/shm, /run (top level only:
+// other stacks' state dirs live there) and below <state>/runs.
+std::set<std::string> SandboxOwnedOutsideWorkspace();
+
+}  // namespace sandrun::integration
