@@ -2,6 +2,7 @@
 #include <dirent.h>
 #include <signal.h>
 #include <sys/mount.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cstdio>
@@ -13,9 +14,11 @@
 #include "api/service.h"
 #include "config/config.h"
 #include "sandbox/cgroup.h"
+#include "sandbox/host_check.h"
 #include "sandbox/launcher.h"
 #include "sandbox/seccomp.h"
 #include "server/fcgi_server.h"
+#include "storage/janitor.h"
 #include "sys/syscalls.h"
 
 namespace {
@@ -37,45 +40,85 @@ int SweepRuns(const std::string& runs_dir) {
   while (struct dirent* e = ::readdir(dir)) {
     if (e->d_name[0] == '.') continue;
     std::string run = runs_dir + "/" + e->d_name;
-    (void)sys::Unmount(run + "/ws");
+    (void)sys::Unmount(run + "/fs");
     if (sys::RemoveTree(run).ok()) ++swept;
   }
   ::closedir(dir);
   return swept;
 }
 
+// Why `path` (which may not exist yet) cannot be reached by an unprivileged id: the first
+// existing directory on it without search permission for others. "" when reachable.
+std::string UnreachableBySandbox(const std::string& path) {
+  char cwd[4096];
+  std::string absolute = path;
+  if (absolute.empty() || absolute[0] != '/') {
+    if (::getcwd(cwd, sizeof cwd) == nullptr) return "";
+    absolute = std::string(cwd) + "/" + path;
+  }
+  std::string prefix;
+  size_t pos = 0;
+  while (pos < absolute.size()) {
+    size_t next = absolute.find('/', pos + 1);
+    if (next == std::string::npos) next = absolute.size();
+    prefix = absolute.substr(0, next);
+    struct stat st;
+    if (::stat(prefix.c_str(), &st) != 0) break;  // created later with mode 0755
+    if (S_ISDIR(st.st_mode) && (st.st_mode & S_IXOTH) == 0) {
+      return prefix + " is not searchable by others (mode " +
+             std::to_string((st.st_mode >> 6) & 7) + std::to_string((st.st_mode >> 3) & 7) +
+             std::to_string(st.st_mode & 7) + ")";
+    }
+    pos = next;
+  }
+  return "";
+}
+
 struct Host {
   std::unique_ptr<sandbox::Launcher> launcher;
-  std::string problems;  // "" when the host can sandbox
+  std::string problems;                     // "" when the host can sandbox
+  std::vector<std::string> weaker_limits;   // without cgroups (require_cgroups: false)
 };
 
-Host PrepareHost(const config::Config& config, bool verbose) {
+// Output of `nginx -V` (it prints to stderr), "" when nginx is not installed.
+std::string NginxVersionOutput() {
+  FILE* pipe = ::popen("nginx -V 2>&1", "r");
+  if (pipe == nullptr) return "";
+  std::string out;
+  char buf[4096];
+  while (size_t n = std::fread(buf, 1, sizeof buf, pipe)) out.append(buf, n);
+  return ::pclose(pipe) == 0 ? out : "";
+}
+
+// The host checks of sandbox/host_check.h, then the pieces a launcher needs. `check_nginx`:
+// only `sandrund check` looks at nginx (the daemon does not run it).
+Host PrepareHost(const config::Config& config, bool verbose, bool check_nginx) {
   Host host;
-  std::ifstream userns("/proc/sys/user/max_user_namespaces");
-  long max_userns = -1;
-  if (userns >> max_userns && max_userns == 0) {
-    host.problems += "user namespaces are disabled: sysctl -w user.max_user_namespaces=15000\n";
-  }
+  sandbox::HostFacts facts = sandbox::ReadHostFacts();
+  facts.check_nginx = check_nginx;
+  if (check_nginx) facts.nginx_version_output = NginxVersionOutput();
   auto filter = sandbox::SeccompFilter::Compile();
   if (!filter.ok()) host.problems += "seccomp: " + filter.error().message + "\n";
   std::unique_ptr<sandbox::CgroupManager> cgroups;
   auto detected = sandbox::DetectCgroups(config.cgroup_name);
   if (detected.ok()) {
     cgroups = std::move(*detected);
+    facts.cgroup_version = cgroups->version();
     int stale = cgroups->SweepStale();
     if (verbose) {
       std::fprintf(stderr, "sandrund: cgroup %s; swept %d stale run cgroups\n",
                    cgroups->version().c_str(), stale);
     }
-  } else if (config.require_cgroups) {
-    host.problems += detected.error().message +
-                     " (or set require_cgroups: false to run with weaker rlimit-only limits)\n";
   } else {
-    std::fprintf(stderr,
-                 "sandrund: WARNING: %s\nsandrund: WARNING: running without cgroups: memory is "
-                 "capped per process by RLIMIT_AS (address space) and processes per uid by "
-                 "RLIMIT_NPROC; CPU and memory usage figures come from rusage only\n",
-                 detected.error().message.c_str());
+    facts.cgroup_error = detected.error().message;
+  }
+  for (const auto& problem : sandbox::CheckHost(facts, config.require_cgroups)) {
+    host.problems += problem.what + "\n  fix: " + problem.fix + "\n";
+  }
+  host.weaker_limits = sandbox::WeakerLimits(facts);
+  for (const auto& weaker : host.weaker_limits) {
+    std::fprintf(stderr, "sandrund: WARNING: no cgroups (%s); weaker limit: %s\n",
+                 facts.cgroup_error.c_str(), weaker.c_str());
   }
   if (filter.ok() && host.problems.empty()) {
     host.launcher = std::make_unique<sandbox::Launcher>(std::move(*filter), std::move(cgroups));
@@ -83,10 +126,29 @@ Host PrepareHost(const config::Config& config, bool verbose) {
   return host;
 }
 
+// One line per janitor sweep that removed something or failed somewhere (and at start-up).
+void LogSweep(const storage::SweepStats& stats, bool always) {
+  if (!always && stats.runs_removed == 0 && stats.leftovers_removed == 0 &&
+      stats.user_dirs_removed == 0 && stats.errors.empty()) {
+    return;
+  }
+  std::fprintf(stderr,
+               "sandrund: janitor: removed %lld expired runs, %lld leftovers, %lld empty user "
+               "dirs; kept %lld runs (%llu files, %llu bytes)%s%s\n",
+               static_cast<long long>(stats.runs_removed),
+               static_cast<long long>(stats.leftovers_removed),
+               static_cast<long long>(stats.user_dirs_removed),
+               static_cast<long long>(stats.runs_kept),
+               static_cast<unsigned long long>(stats.kept.files),
+               static_cast<unsigned long long>(stats.kept.bytes),
+               stats.errors.empty() ? "" : "; first error: ",
+               stats.errors.empty() ? "" : stats.errors.front().c_str());
+}
+
 server::FcgiServer* g_server = nullptr;
 
 int Check(const config::Config& config) {
-  Host host = PrepareHost(config, false);
+  Host host = PrepareHost(config, false, /*check_nginx=*/true);
   if (!host.problems.empty()) {
     std::fputs(host.problems.c_str(), stdout);
     return 1;
@@ -126,7 +188,21 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "sandrund: config: %s\n", loaded.error().message.c_str());
     return 2;
   }
-  const config::Config& config = *loaded;
+  config::Config& config = *loaded;
+  // The sandbox's own ids (not root) build its mounts from paths below runs_dir, so every
+  // directory above it must be searchable by others. A state dir under /root (0700) is not:
+  // then runs go to /run/sandrun/<hash> unless runs_dir was set explicitly.
+  if (std::string why = UnreachableBySandbox(config.runs_dir); !why.empty()) {
+    if (config.runs_dir_configured) {
+      std::fprintf(stderr, "sandrund: config: key 'runs_dir': %s: make every directory on the "
+                   "path searchable by others (chmod o+x) or choose another path\n", why.c_str());
+      return 2;
+    }
+    const std::string fallback =
+        "/run/sandrun/" + std::to_string(std::hash<std::string>{}(config.state_dir));
+    std::fprintf(stderr, "sandrund: %s; runs go to %s instead\n", why.c_str(), fallback.c_str());
+    config.runs_dir = fallback;
+  }
   // Writes to a closed pipe (a client gone, a sandbox's stdin) must be errors, not deaths.
   ::signal(SIGPIPE, SIG_IGN);
   for (const auto& dir : {config.state_dir, config.runs_dir, config.artifacts_dir}) {
@@ -138,12 +214,13 @@ int main(int argc, char** argv) {
   int swept = SweepRuns(config.runs_dir);
   if (check) return Check(config);
 
-  Host host = PrepareHost(config, true);
+  Host host = PrepareHost(config, true, /*check_nginx=*/false);
   if (!host.problems.empty()) {
     std::fprintf(stderr, "sandrund: this host cannot run sandboxes:\n%s", host.problems.c_str());
   }
   if (host.problems.find("cgroup") != std::string::npos && config.require_cgroups) return 1;
   api::Service service(config, host.launcher.get(), host.problems);
+  service.SetWeakerLimits(host.weaker_limits);
   if (host.launcher) {
     std::string error = service.SelfTest();
     if (!error.empty()) std::fprintf(stderr, "sandrund: %s\n", error.c_str());
@@ -154,6 +231,16 @@ int main(int argc, char** argv) {
   sigaddset(&stop, SIGTERM);
   sigaddset(&stop, SIGINT);
   pthread_sigmask(SIG_BLOCK, &stop, nullptr);
+
+  // Started after the signal mask, which its thread inherits. Its first sweep runs here,
+  // before any request, and also clears what a crash left half-published or half-deleted.
+  storage::Janitor janitor(
+      {config.artifacts_dir, config.artifact_max_age_s}, config.janitor_interval_s, {},
+      [first = true](const storage::SweepStats& stats) mutable {
+        LogSweep(stats, first);
+        first = false;
+      });
+  janitor.Start();
 
   server::ServerOptions options;
   options.socket_path = config.fcgi_socket;

@@ -11,6 +11,7 @@
 #   SR_NGINX_DIR       nginx prefix, <state>/nginx
 #   SR_FCGI_SOCKET, SR_ARTIFACTS_DIR, SR_LINK_SECRET_FILE   paths from the config
 #   SR_NGINX_USER      www-data or root
+#   SR_TRUSTED_PROXIES config key trusted_proxies (SANDRUN_TRUSTED_PROXIES wins), for nginx
 #   SR_DAEMON_PID, SR_NGINX_PID                                           while running
 
 SR_REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
@@ -58,6 +59,38 @@ sr_install_packages() {
     SR_APT_UPDATED=1
   fi
   apt-get install -y -q --no-install-recommends "${missing[@]}"
+}
+
+# Makes node (>= 18) and npm available for the browser test: the machine's own when it has
+# them (e.g. a newer Node.js with its npm), else Debian's nodejs and npm packages.
+sr_ensure_node() {
+  local major
+  if ! command -v node >/dev/null || ! command -v npm >/dev/null; then
+    sr_log "installing Debian's nodejs and npm (for the browser test)"
+    export DEBIAN_FRONTEND=noninteractive
+    if [[ $SR_APT_UPDATED -eq 0 ]]; then
+      apt-get update -q
+      SR_APT_UPDATED=1
+    fi
+    apt-get install -y -q --no-install-recommends nodejs npm
+  fi
+  major="$(node -p 'process.versions.node.split(".")[0]')"
+  [[ $major -ge 18 ]] || sr_die "node $(node --version) is too old for the browser test (need >= 18)"
+}
+
+# Installs the browser test's npm packages into tests/browser/node_modules (never committed)
+# exactly as tests/browser/package-lock.json pins them, unless they are there already.
+sr_install_browser_test() {
+  local dir="$SR_REPO/tests/browser" want have
+  sr_ensure_node
+  want="$(jq -r '.packages["node_modules/playwright-core"].version' "$dir/package-lock.json")"
+  have="$(jq -r '.version' "$dir/node_modules/playwright-core/package.json" 2>/dev/null || true)"
+  if [[ $want == "$have" ]]; then
+    return 0
+  fi
+  sr_log "installing the browser test's npm packages (playwright-core $want) into $dir/node_modules"
+  # The browser is Debian's /usr/bin/chromium: playwright-core downloads none.
+  (cd "$dir" && npm ci --no-audit --no-fund --loglevel=error)
 }
 
 # Configures and builds into $SR_BUILD. Extra arguments go to the cmake configure step.
@@ -133,6 +166,10 @@ sr_setup_state() {
   } >"$SR_CONFIG.tmp"
   mv -f "$SR_CONFIG.tmp" "$SR_CONFIG"
 
+  # trusted_proxies is rendered into nginx (sr_render_nginx); the daemon only checks it.
+  SR_TRUSTED_PROXIES="${SANDRUN_TRUSTED_PROXIES-$(jq -n -r --argjson a "$base" --argjson b "$extra" \
+    '($a * $b).trusted_proxies // ""')}"
+
   # jq cannot read the comment lines; read the keys back from the merged object.
   for key in fcgi_socket artifacts_dir link_secret_file; do
     value="$(jq -n -er --argjson a "$base" --argjson b "$extra" --arg k "$key" '($a * $b)[$k]')"
@@ -176,14 +213,60 @@ sr_pick_nginx_user() {
   done
 }
 
-# Renders nginx/sandrun.conf.in into <nginx dir>/nginx.conf.
-# Usage: sr_render_nginx LISTEN NGINX_DIR FCGI_SOCKET ARTIFACTS_DIR LINK_SECRET_FILE USER
+# Writes the files nginx/sandrun.conf.in includes from the nginx dir:
+#   trusted_proxies.conf / trusted_proxies.geo  from TRUSTED (addresses or CIDR ranges,
+#                                               separated by spaces or commas);
+#   test_pages.conf   a /_test/ location serving TEST_PAGES_DIR, only when that is non-empty
+#                     (the integration tests' browser page; never in a real deployment).
+# Usage: sr_render_nginx_includes NGINX_DIR TRUSTED TEST_PAGES_DIR
+sr_render_nginx_includes() {
+  local dir="$1" trusted="$2" pages="$3" entry
+  : >"$dir/trusted_proxies.conf.tmp"
+  : >"$dir/trusted_proxies.geo.tmp"
+  for entry in ${trusted//,/ }; do
+    # The daemon checks the same key with inet_pton; this keeps nginx's syntax safe.
+    [[ $entry =~ ^[0-9A-Fa-f:.]+(/[0-9]{1,3})?$ ]] ||
+      sr_die "trusted_proxies: '$entry' is not an IP address or CIDR range"
+    printf 'set_real_ip_from %s;\n' "$entry" >>"$dir/trusted_proxies.conf.tmp"
+    printf '%s 1;\n' "$entry" >>"$dir/trusted_proxies.geo.tmp"
+  done
+  if [[ -n $pages ]]; then
+    [[ $pages =~ ^/[A-Za-z0-9_./-]+$ ]] || sr_die "unsafe test pages directory '$pages'"
+    cat >"$dir/test_pages.conf.tmp" <<EOF
+# Test pages (SANDRUN_TEST_PAGES_DIR): only integration-test stacks have this location.
+location ^~ /_test/ {
+  alias $pages/;
+  autoindex off;
+  types {
+    text/html html;
+    text/javascript js;
+    application/json json;
+  }
+  default_type application/octet-stream;
+  # Its own headers, in place of the server's: the test page runs script on this origin.
+  add_header X-Content-Type-Options nosniff always;
+  add_header Cache-Control no-store always;
+}
+EOF
+  else
+    printf '# No test pages (SANDRUN_TEST_PAGES_DIR is not set).\n' >"$dir/test_pages.conf.tmp"
+  fi
+  mv -f "$dir/trusted_proxies.conf.tmp" "$dir/trusted_proxies.conf"
+  mv -f "$dir/trusted_proxies.geo.tmp" "$dir/trusted_proxies.geo"
+  mv -f "$dir/test_pages.conf.tmp" "$dir/test_pages.conf"
+}
+
+# Renders nginx/sandrun.conf.in into <nginx dir>/nginx.conf, and the files it includes
+# (sr_render_nginx_includes) from TRUSTED and TEST_PAGES_DIR (both may be empty or absent).
+# Usage: sr_render_nginx LISTEN NGINX_DIR FCGI_SOCKET ARTIFACTS_DIR LINK_SECRET_FILE USER \
+#          [TRUSTED [TEST_PAGES_DIR]]
 sr_render_nginx() {
   local listen="$1" dir="$2" socket="$3" artifacts="$4" secret="$5" user="$6" v
-  for v in "$@"; do
+  for v in "${@:1:6}"; do
     # Values go into nginx directives unquoted and into sed replacements.
     [[ $v =~ ^[A-Za-z0-9_./:@+-]+$ ]] || sr_die "unsafe character in nginx setting '$v'"
   done
+  sr_render_nginx_includes "$dir" "${7:-}" "${8:-}"
   sed -e "s|@LISTEN@|$listen|g" -e "s|@NGINX_DIR@|$dir|g" -e "s|@FCGI_SOCKET@|$socket|g" \
     -e "s|@ARTIFACTS_DIR@|$artifacts|g" -e "s|@LINK_SECRET_FILE@|$secret|g" \
     -e "s|@NGINX_USER@|$user|g" "$SR_REPO/nginx/sandrun.conf.in" >"$dir/nginx.conf.tmp"
@@ -234,7 +317,7 @@ sr_stack_start() {
   sr_check_not_running
   sr_pick_nginx_user
   sr_render_nginx "$listen" "$SR_NGINX_DIR" "$SR_FCGI_SOCKET" "$SR_ARTIFACTS_DIR" \
-    "$SR_LINK_SECRET_FILE" "$SR_NGINX_USER"
+    "$SR_LINK_SECRET_FILE" "$SR_NGINX_USER" "${SR_TRUSTED_PROXIES:-}" "${SANDRUN_TEST_PAGES_DIR:-}"
   sr_nginx_test "$SR_NGINX_DIR" 2>"$SR_NGINX_DIR/logs/test.log" || {
     cat "$SR_NGINX_DIR/logs/test.log" >&2
     sr_die "nginx rejected $SR_NGINX_DIR/nginx.conf"
@@ -246,7 +329,7 @@ sr_stack_start() {
   # The script's own knobs are not daemon keys; keep them out of its SANDRUN_* environment.
   env -u SANDRUN_STATE_DIR -u SANDRUN_SKIP_INSTALL -u SANDRUN_SKIP_BUILD \
     -u SANDRUN_CONFIG_EXTRA -u SANDRUN_BUILD_DIR -u SANDRUN_BUILD_TYPE -u SANDRUN_DAEMON \
-    -u SANDRUN_HEALTH_TIMEOUT_S \
+    -u SANDRUN_HEALTH_TIMEOUT_S -u SANDRUN_TEST_PAGES_DIR \
     setpriv --pdeathsig TERM -- "$daemon" --config "$SR_CONFIG" \
     </dev/null >>"$SR_STATE/logs/sandrund.log" 2>&1 &
   SR_DAEMON_PID=$!

@@ -253,14 +253,24 @@ HttpResponse Service::HandleRun(const HttpRequest& request, bool trusted) {
     publish.link_secret = config_.link_secret;
     publish.user_dir_key = config_.link_secret + ":user-dir";
     publish.link_ttl_s = config_.link_ttl_s;
+    publish.max_age_s = config_.artifact_max_age_s;
+    publish.quota = {static_cast<uint64_t>(config_.user_quota_files),
+                     static_cast<uint64_t>(config_.user_quota_mb) << 20};
     auto published = storage::Publish(dir.workspace(), walk->files, run.user, id, publish);
     if (published.ok()) {
       response.files = std::move(published->files);
       for (auto& s : published->skipped) response.files_skipped.push_back(std::move(s));
+      if (published->over_quota) {
+        response.status = "file_limit";
+        AppendLine(response.stderr_stream.text,
+                   "sandrun: " + storage::DescribeOverQuota(published->requested, publish.quota));
+      }
     } else {
+      // Disk full or a write error in the store: nothing of the run was published.
       response.status = "file_limit";
       AppendLine(response.stderr_stream.text,
-                 "sandrun: generated files could not be saved: " + published.error().message);
+                 "sandrun: generated files could not be saved, none were published: " +
+                     published.error().message);
     }
   } else {
     AppendLine(response.stderr_stream.text,

@@ -8,9 +8,11 @@
 
 #include <sstream>
 
+#include "api/openapi.h"
 #include "api/run_codec.h"
 #include "storage/artifact_store.h"
 #include "storage/export.h"
+#include "storage/signed_link.h"
 #include "sys/syscalls.h"
 #include "util/text.h"
 
@@ -77,6 +79,7 @@ HttpResponse Service::Handle(const HttpRequest& request) {
     }
     if (request.path == "/healthz") return HandleHealth();
     if (request.path == "/metrics") return HandleMetrics();
+    if (request.path == "/openapi.json") return OpenApiResponse(request, config_);
     return ErrorResponse(404, "not_found", "no such endpoint: " + request.path);
   } catch (const std::exception& e) {
     return ErrorResponse(500, "internal", "request " + request.request_id + ": " + e.what());
@@ -105,25 +108,48 @@ bool Service::Authorized(const HttpRequest& request) const {
 
 std::string Service::PublicBaseUrl(const HttpRequest& request) const {
   if (!config_.public_url.empty()) return config_.public_url;
-  std::string proto = "http", host = request.Header("host");
+  std::string proto = "http", host = request.Header("host"), prefix;
   if (config_.trust_forwarded_headers) {
+    // nginx sets all three itself: its own scheme and host, or a trusted proxy's (realip).
     if (!request.Header("x-forwarded-proto").empty()) proto = request.Header("x-forwarded-proto");
     if (!request.Header("x-forwarded-host").empty()) host = request.Header("x-forwarded-host");
+    prefix = request.Header("x-forwarded-prefix");
   }
-  if (host.empty()) host = "127.0.0.1";
-  return proto + "://" + host;
+  return storage::LinkBaseUrl(proto, host, prefix);
 }
 
 HttpResponse Service::HandleHealth() const {
-  HttpResponse r;
-  std::string cgroups = launcher_ && launcher_->cgroups() ? launcher_->cgroups()->version() : "none";
+  rapidjson::StringBuffer buffer;
+  rapidjson::Writer<rapidjson::StringBuffer> w(buffer);
+  const std::string cgroups =
+      launcher_ && launcher_->cgroups() ? launcher_->cgroups()->version() : "none";
+  w.StartObject();
+  w.Key("status");
+  w.String(health_error_.empty() ? "ok" : "unavailable");
   if (!health_error_.empty()) {
-    r = ErrorResponse(503, "unhealthy", health_error_);
-    return r;
+    // The same error shape as every service error, naming the failed check or step.
+    w.Key("error");
+    w.StartObject();
+    w.Key("code");
+    w.String("unhealthy");
+    w.Key("message");
+    w.String(util::SanitizeUtf8(health_error_).c_str());
+    w.EndObject();
   }
-  r.body = "{\"status\":\"ok\",\"cgroups\":" + JsonString(cgroups) +
-           ",\"active\":" + std::to_string(admission_.active()) +
-           ",\"queued\":" + std::to_string(admission_.queued()) + "}";
+  w.Key("cgroups");
+  w.String(cgroups.c_str());
+  w.Key("weaker_limits");
+  w.StartArray();
+  for (const auto& line : weaker_limits_) w.String(line.c_str());
+  w.EndArray();
+  w.Key("active");
+  w.Int64(admission_.active());
+  w.Key("queued");
+  w.Int64(admission_.queued());
+  w.EndObject();
+  HttpResponse r;
+  r.status = health_error_.empty() ? 200 : 503;
+  r.body = buffer.GetString();
   return r;
 }
 

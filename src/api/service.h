@@ -28,6 +28,9 @@ class Service {
   // message, or "" when the self-test passed.
   std::string SelfTest();
 
+  // Limits weaker than designed on this host (no cgroups), listed by /healthz.
+  void SetWeakerLimits(std::vector<std::string> lines) { weaker_limits_ = std::move(lines); }
+
   // Never throws; unexpected exceptions become a 500 naming the request id.
   HttpResponse Handle(const HttpRequest& request);
 
@@ -53,6 +56,7 @@ class Service {
   const sandbox::Launcher* launcher_;
   storage::SessionStore sessions_;
   std::string health_error_;
+  std::vector<std::string> weaker_limits_;
   mutable Admission admission_;
   mutable std::mutex metrics_mu_;
   std::map<std::string, int64_t> runs_by_status_;

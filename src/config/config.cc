@@ -1,5 +1,6 @@
 #include "config/config.h"
 
+#include <arpa/inet.h>
 #include <rapidjson/document.h>
 #include <rapidjson/error/en.h>
 #include <unistd.h>
@@ -46,6 +47,20 @@ const std::vector<Key>& Keys() {
       {"allow_anonymous", &Config::allow_anonymous, "bool", 0,
        "accept requests without a bearer token (local quick-start only)"},
       {"tokens_file", &Config::tokens_file, "string", 0, "bearer tokens, one per line"},
+      {"bearer_tokens", &Config::bearer_tokens, "string", 0,
+       "bearer tokens given here, separated by spaces or commas (tokens_file keeps them out of "
+       "the config)"},
+      {"artifact_max_age_s", &Config::artifact_max_age_s, "int", 1,
+       "a run's published files are deleted this long after the run (s); links expire no later"},
+      {"user_quota_files", &Config::user_quota_files, "int", 1,
+       "files one user may keep published; older runs are evicted first"},
+      {"user_quota_mb", &Config::user_quota_mb, "int", 1,
+       "MiB one user may keep published; older runs are evicted first"},
+      {"janitor_interval_s", &Config::janitor_interval_s, "int", 1,
+       "how often the janitor deletes expired runs (s); it also runs at start-up"},
+      {"trusted_proxies", &Config::trusted_proxies, "string", 0,
+       "addresses or CIDR ranges of reverse proxies whose X-Forwarded-* headers nginx believes "
+       "(space/comma-separated; rendered into nginx by scripts/serve)"},
       {"max_concurrent_runs", &Config::max_concurrent_runs, "int", 0,
        "sandboxes running at once (0 = number of CPUs)"},
       {"max_queue", &Config::max_queue, "int", 0, "requests waiting for a sandbox before 503"},
@@ -181,10 +196,48 @@ Result<std::string> ReadLinkSecret(const std::string& path) {
   return text->substr(a + 1, b - a - 1);
 }
 
+// Items of a list written as one string, separated by spaces, tabs, newlines or commas.
+std::vector<std::string> SplitList(const std::string& text) {
+  std::vector<std::string> items;
+  std::string item;
+  for (const char ch : text + " ") {
+    if (ch == ' ' || ch == ',' || ch == '\t' || ch == '\n' || ch == '\r') {
+      if (!item.empty()) items.push_back(std::move(item));
+      item.clear();
+    } else {
+      item.push_back(ch);
+    }
+  }
+  return items;
+}
+
+// An IPv4/IPv6 address, optionally with a /prefix length: what nginx's set_real_ip_from and
+// geo accept. Checked here so that a typo fails at start-up, not as an nginx error later.
+bool IsAddressOrCidr(const std::string& item) {
+  const size_t slash = item.find('/');
+  const std::string address = item.substr(0, slash);
+  unsigned char buf[sizeof(in6_addr)];
+  int max_bits = 0;
+  if (inet_pton(AF_INET, address.c_str(), buf) == 1) {
+    max_bits = 32;
+  } else if (inet_pton(AF_INET6, address.c_str(), buf) == 1) {
+    max_bits = 128;
+  } else {
+    return false;
+  }
+  if (slash == std::string::npos) return true;
+  const std::string bits = item.substr(slash + 1);
+  if (bits.empty() || bits.size() > 3 || bits.find_first_not_of("0123456789") != bits.npos) {
+    return false;
+  }
+  return std::stoi(bits) <= max_bits;
+}
+
 Status Finish(Config& c) {
   if (c.state_dir.empty()) return KeyError("state_dir", "must not be empty");
   if (c.fcgi_socket.empty()) c.fcgi_socket = c.state_dir + "/sandrun.sock";
   if (c.artifacts_dir.empty()) c.artifacts_dir = c.state_dir + "/artifacts";
+  c.runs_dir_configured = !c.runs_dir.empty();
   if (c.runs_dir.empty()) c.runs_dir = c.state_dir + "/runs";
   if (c.link_secret_file.empty()) c.link_secret_file = c.state_dir + "/link_secret.conf";
   if (c.max_concurrent_runs == 0) {
@@ -206,6 +259,12 @@ Status Finish(Config& c) {
   auto secret = ReadLinkSecret(c.link_secret_file);
   if (!secret.ok()) return secret.error();
   c.link_secret = *secret;
+  for (const std::string& item : SplitList(c.trusted_proxies)) {
+    if (!IsAddressOrCidr(item)) {
+      return KeyError("trusted_proxies", "'" + item + "' is not an IP address or CIDR range");
+    }
+  }
+  c.tokens = SplitList(c.bearer_tokens);
   if (!c.tokens_file.empty()) {
     auto text = sys::ReadFile(c.tokens_file, 1 << 20);
     if (!text.ok()) return KeyError("tokens_file", text.error().message);

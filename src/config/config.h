@@ -45,7 +45,8 @@ struct Config {
   std::string state_dir = ".state";
   std::string fcgi_socket;          // default <state_dir>/sandrun.sock
   std::string artifacts_dir;        // default <state_dir>/artifacts
-  std::string runs_dir;             // default <state_dir>/runs
+  std::string runs_dir;             // default <state_dir>/runs (see RunsDirReachable)
+  bool runs_dir_configured = false; // set explicitly (file or env), not derived
   std::string link_secret_file;     // default <state_dir>/link_secret.conf
   std::string link_secret;          // read from link_secret_file
   std::string public_url;           // e.g. "http://127.0.0.1:8080"; "" = from the request
@@ -53,7 +54,16 @@ struct Config {
   int64_t link_ttl_s = 3600;
   bool allow_anonymous = false;
   std::string tokens_file;          // one bearer token per line
-  std::vector<std::string> tokens;  // read from tokens_file
+  std::string bearer_tokens;        // tokens given in the config itself, space/comma-separated
+  std::vector<std::string> tokens;  // bearer_tokens + those read from tokens_file
+  // Artifact store (DESIGN.md §4): per-user quota, file age, janitor.
+  int64_t artifact_max_age_s = 86400;  // a run's files are deleted this long after publishing
+  int64_t user_quota_files = 4096;     // files one user may keep published
+  int64_t user_quota_mb = 256;         // bytes (MiB) one user may keep published
+  int64_t janitor_interval_s = 60;     // how often the janitor deletes expired runs
+  // Peers (addresses or CIDR ranges, space/comma-separated) whose X-Forwarded-* headers nginx
+  // believes (realip); scripts/serve renders them into nginx. Empty = no proxy is trusted.
+  std::string trusted_proxies;
   int64_t max_concurrent_runs = 0;  // 0 = number of CPUs
   int64_t max_queue = 16;
   int64_t queue_wait_s = 10;

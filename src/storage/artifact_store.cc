@@ -1,7 +1,6 @@
 #include "storage/artifact_store.h"
 
 #include <fcntl.h>
-#include <openssl/rand.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -15,6 +14,7 @@
 #include "storage/fs.h"
 #include "storage/mime.h"
 #include "storage/signed_link.h"
+#include "storage/user_store.h"
 
 namespace sandrun::storage {
 namespace {
@@ -24,12 +24,6 @@ constexpr size_t kMimeHead = 64 * 1024;  // enough for libmagic to tell ZIP/Offi
 constexpr mode_t kDirMode = 0755;        // nginx (another user) must be able to read
 constexpr mode_t kFileMode = 0644;
 
-// One path segment we create ourselves: a run id or a user dir.
-bool IsPlainName(const std::string& name) {
-  return !name.empty() && name.size() <= 255 && name != "." && name != ".." &&
-         name.find('/') == std::string::npos && name.find('\0') == std::string::npos;
-}
-
 std::string TrimTrailingSlashes(std::string s) {
   while (!s.empty() && s.back() == '/') s.pop_back();
   return s;
@@ -37,17 +31,11 @@ std::string TrimTrailingSlashes(std::string s) {
 
 // A fresh temporary name in the destination directory. Collisions are harmless (O_EXCL
 // refuses them), but random names keep two publishers of one run from tripping each other.
-Result<std::string> TempName() {
-  unsigned char bytes[8];
-  if (RAND_bytes(bytes, sizeof bytes) != 1) return MakeError("storage", "RAND_bytes failed");
-  return ".tmp-" + HexEncode(bytes, sizeof bytes);
-}
+Result<std::string> TempName() { return RandomName(".tmp-"); }
 
 // Creates `name` in `dirfd` (0755) unless it exists, and opens it without following symlinks.
-Result<UniqueFd> MakeDirAt(int dirfd, const std::string& name, const std::string& path,
-                           bool* created_out = nullptr) {
+Result<UniqueFd> MakeDirAt(int dirfd, const std::string& name, const std::string& path) {
   const bool created = mkdirat(dirfd, name.c_str(), kDirMode) == 0;
-  if (created_out != nullptr) *created_out = created;
   if (!created && LastErrno() != EEXIST) return StorageError("mkdirat", path, LastErrno());
   UniqueFd fd = OpenDirAt(dirfd, name);
   if (!fd.valid()) return StorageError("openat", path, LastErrno());
@@ -150,6 +138,11 @@ Status Publisher::PublishOne(const FoundFile& file, PublishResult* result) {
     result->skipped.push_back({file.path, "ignored"});
     return OkStatus();
   }
+  if (parts.front() == kRecordDir) {
+    // The store keeps its run record there; the export walk ignores ".sandrun/" anyway.
+    result->skipped.push_back({file.path, "ignored"});
+    return OkStatus();
+  }
   Source source = OpenSource(workspace_fd_, parts);
   if (source.skip_reason != nullptr) {
     result->skipped.push_back({file.path, source.skip_reason});
@@ -243,17 +236,9 @@ ArtifactFile Publisher::Describe(const FoundFile& file, const std::string& name,
   return artifact;
 }
 
-// The opened <root>/<user-dir> and <root>/<user-dir>/<run-id>.
-struct RunDir {
-  UniqueFd user_fd;
-  UniqueFd run_fd;
-  std::string run_path;
-  bool created = false;  // the run directory is new (not from an earlier Publish of the run)
-};
-
-Result<RunDir> OpenRunDir(const std::string& root, const std::string& user_dir,
-                          const std::string& run_id) {
-  // The root is the daemon's own configured directory; plain path resolution is fine there.
+// The artifacts root, created if missing. It is the daemon's own configured directory, so
+// plain path resolution is fine there.
+Result<UniqueFd> OpenRoot(const std::string& root) {
   std::error_code ec;
   std::filesystem::create_directories(root, ec);
   if (ec) {
@@ -261,15 +246,71 @@ Result<RunDir> OpenRunDir(const std::string& root, const std::string& user_dir,
   }
   UniqueFd root_fd(open(root.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
   if (!root_fd.valid()) return StorageError("open", root, LastErrno());
-  RunDir run;
-  auto user_fd = MakeDirAt(root_fd.get(), user_dir, root + "/" + user_dir);
-  if (!user_fd.ok()) return user_fd.error();
-  run.user_fd = std::move(*user_fd);
-  run.run_path = root + "/" + user_dir + "/" + run_id;
-  auto run_fd = MakeDirAt(run.user_fd.get(), run_id, run.run_path, &run.created);
-  if (!run_fd.ok()) return run_fd.error();
-  run.run_fd = std::move(*run_fd);
-  return run;
+  return root_fd;
+}
+
+// The staging directory of a run being published: .staging-<run-id> in the user directory.
+struct Staging {
+  std::string name;
+  UniqueFd fd;
+};
+
+// Creates the staging directory; the caller holds the user directory's lock. Errors: the run
+// id is already published or being published, or mkdirat fails.
+Result<Staging> MakeStaging(const UserDirLock& lock, const std::string& run_id) {
+  struct stat st;
+  if (fstatat(lock.fd(), run_id.c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0) {
+    return MakeError("storage", lock.path() + "/" + run_id + ": run already published", EEXIST);
+  }
+  Staging staging;
+  staging.name = std::string(kStagingPrefix) + run_id;
+  const std::string path = lock.path() + "/" + staging.name;
+  // EEXIST here: the same run id is being published by another call right now.
+  if (mkdirat(lock.fd(), staging.name.c_str(), kDirMode) != 0) {
+    return StorageError("mkdirat", path, LastErrno());
+  }
+  staging.fd = OpenDirAt(lock.fd(), staging.name);
+  if (!staging.fd.valid()) return StorageError("openat", path, LastErrno());
+  // mkdirat's mode is filtered by the umask; nginx still has to be able to read.
+  if (fchmod(staging.fd.get(), kDirMode) != 0) return StorageError("fchmod", path, LastErrno());
+  return staging;
+}
+
+// Writes the run record, makes room for `run` and renames its staging directory to the run
+// id, under the user's lock: two runs of one user going live at once would otherwise both
+// count the same free room.
+// Returns the trash names of the evicted runs, to be deleted once unlocked. On error the
+// staging directory is left for the caller to discard.
+Result<std::vector<std::string>> GoLive(UserDirLock& lock, const Staging& staging, RunInfo run,
+                                        const Quota& quota, PublishResult* result) {
+  if (Status s = lock.Relock(); !s.ok()) return s.error();
+  // Stamped under the lock, so the order of live_ns is the order runs went live.
+  timespec ts{};
+  clock_gettime(CLOCK_REALTIME, &ts);
+  run.live_ns = static_cast<int64_t>(ts.tv_sec) * 1000000000 + ts.tv_nsec;
+  if (Status s = WriteRunRecord(staging.fd.get(), run, lock.path() + "/" + run.run_id); !s.ok()) {
+    return s.error();
+  }
+  auto runs = ScanRuns(lock.fd(), lock.path());
+  if (!runs.ok()) return runs.error();
+  // The copy never exceeds the walked sizes, which fit, so the run fits with the others gone.
+  const EvictionPlan plan = PlanEviction(std::move(*runs), run.usage, quota);
+  std::vector<std::string> trash;
+  for (const std::string& victim : plan.evict) {
+    // Renamed away first: nginx stops serving the whole run at once.
+    auto name = MoveToTrash(lock.fd(), victim, lock.path());
+    if (!name.ok() && name.error().err == ENOENT) continue;
+    if (!name.ok()) return name.error();
+    trash.push_back(*name);
+    result->evicted.push_back(victim);
+  }
+  // RENAME_NOREPLACE: a run id is published once; never merge into or replace another run.
+  if (renameat2(lock.fd(), staging.name.c_str(), lock.fd(), run.run_id.c_str(), RENAME_NOREPLACE) !=
+      0) {
+    return StorageError("renameat2", lock.path() + "/" + run.run_id, LastErrno());
+  }
+  lock.Unlock();
+  return trash;
 }
 
 }  // namespace
@@ -277,35 +318,58 @@ Result<RunDir> OpenRunDir(const std::string& root, const std::string& user_dir,
 Result<PublishResult> Publish(const std::string& workspace, const std::vector<FoundFile>& files,
                               const std::string& user, const std::string& run_id,
                               const PublishOptions& options) {
-  if (!IsPlainName(run_id)) return MakeError("storage", "Publish: bad run id '" + run_id + "'");
+  if (!IsRunId(run_id)) return MakeError("storage", "Publish: bad run id '" + run_id + "'");
   PublishResult result;
   if (files.empty()) return result;  // no empty run directories for the janitor to sweep
+  for (const FoundFile& file : files) result.requested += Usage{1, file.size};
+  if (!Fits(result.requested, options.quota)) {
+    // Refused before anything is copied: evicting every older run would not make room.
+    result.over_quota = true;
+    for (const FoundFile& file : files) result.skipped.push_back({file.path, "quota"});
+    return result;
+  }
   UniqueFd workspace_fd(open(workspace.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
   if (!workspace_fd.valid()) return StorageError("open", workspace, LastErrno());
   const std::string root = TrimTrailingSlashes(options.artifacts_root);
+  auto root_fd = OpenRoot(root);
+  if (!root_fd.ok()) return root_fd.error();
   const std::string user_dir = UserDir(user, options.user_dir_key);
-  auto run = OpenRunDir(root, user_dir, run_id);
-  if (!run.ok()) return run.error();
+  auto lock =
+      UserDirLock::Acquire(root_fd->get(), user_dir, /*create=*/true, root + "/" + user_dir);
+  if (!lock.ok()) return lock.error();
+  auto staging = MakeStaging(*lock, run_id);
+  if (!staging.ok()) return staging.error();
+  // The staging directory keeps the user directory from being removed by the janitor, so the
+  // copy, the slow part, can run without holding the user's lock.
+  lock->Unlock();
+  const std::string run_path = lock->path() + "/" + run_id;
+  auto discard = [&](Error error) -> Error {
+    staging->fd.Reset();
+    if (!RemoveTreeAt(lock->fd(), staging->name)) error.message += " (cleanup incomplete)";
+    return error;
+  };
+
   const int64_t now = options.now_epoch_s != 0 ? options.now_epoch_s : time(nullptr);
   const std::string uri_base =
       TrimTrailingSlashes(options.url_prefix) + "/" + user_dir + "/" + run_id;
-  Publisher publisher(workspace_fd.get(), run->run_fd.get(), run->run_path, uri_base, options,
-                      now + options.link_ttl_s);
+  Publisher publisher(workspace_fd.get(), staging->fd.get(), run_path, uri_base, options,
+                      LinkExpiresAt(now, options.link_ttl_s, now, options.max_age_s));
   for (const FoundFile& file : files) {
-    Status status = publisher.PublishOne(file, &result);
-    if (status.ok()) continue;
-    // Nothing of a failed run stays published. The user dir stays: another run of the same
-    // user may be creating its run directory in it right now; the janitor removes it if empty.
-    run->run_fd.Reset();
-    Error error = status.error();
-    if (!RemoveTreeAt(run->user_fd.get(), run_id)) error.message += " (cleanup incomplete)";
-    return error;
+    // Nothing of a failed run is published: the staging directory goes whole.
+    if (Status status = publisher.PublishOne(file, &result); !status.ok()) {
+      return discard(status.error());
+    }
   }
-  if (result.files.empty() && run->created) {
+  if (result.files.empty()) {
     // Every file was skipped: leave no empty run directory behind.
-    run->run_fd.Reset();
-    RemoveTreeAt(run->user_fd.get(), run_id);
+    discard(Error{});
+    return result;
   }
+  RunInfo run{run_id, now, 0, {}};
+  for (const ArtifactFile& file : result.files) run.usage += Usage{1, file.size};
+  auto trash = GoLive(*lock, *staging, run, options.quota, &result);
+  if (!trash.ok()) return discard(trash.error());
+  for (const std::string& name : *trash) RemoveTreeAt(lock->fd(), name);
   return result;
 }
 

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "storage/export.h"
+#include "storage/quota.h"
 #include "util/result.h"
 
 namespace sandrun::storage {
@@ -21,25 +22,39 @@ struct ArtifactFile {
 };
 
 struct PublishOptions {
-  std::string artifacts_root;   // <state>/artifacts
-  std::string public_base_url;  // e.g. "http://127.0.0.1:8080" (no trailing slash)
+  std::string artifacts_root;         // <state>/artifacts
+  std::string public_base_url;        // e.g. "http://127.0.0.1:8080" (no trailing slash)
   std::string url_prefix = "/files";  // path under which nginx serves artifacts_root
-  std::string link_secret;      // shared with nginx
-  std::string user_dir_key;     // key for UserDir()
-  int64_t link_ttl_s = 3600;    // link lifetime
-  int64_t now_epoch_s = 0;      // injected clock (0 = time(nullptr))
+  std::string link_secret;            // shared with nginx
+  std::string user_dir_key;           // key for UserDir()
+  int64_t link_ttl_s = 3600;          // link lifetime
+  int64_t max_age_s = 0;              // files are deleted this long after publishing (0 = never)
+  Quota quota;                        // per user; the user's oldest runs are evicted to make room
+  int64_t now_epoch_s = 0;            // injected clock (0 = time(nullptr))
 };
 
 struct PublishResult {
   std::vector<ArtifactFile> files;
-  std::vector<SkippedFile> skipped;  // files that vanished or changed type during the copy
+  // Files that vanished or changed type during the copy; or, when over_quota, every file.
+  std::vector<SkippedFile> skipped;
+  // The run alone is over the user's quota: nothing was published, nothing evicted, and
+  // every file is in `skipped` with reason "quota".
+  bool over_quota = false;
+  Usage requested;                   // what the run's files came to (walked sizes)
+  std::vector<std::string> evicted;  // run ids of this user evicted to make room
 };
 
 // Copies `files` (found by WalkWorkspace in `workspace`) into
-// <artifacts_root>/<UserDir(user)>/<run_id>/<path>, opening every source component with
-// O_NOFOLLOW, writing each through a temporary name and rename(2) so nginx never serves a
-// half-written file. Fills mime, sha256, signed url and expiry. Errors: cannot create the
-// run directory, disk full or write error (then nothing of the run stays published).
+// <artifacts_root>/<UserDir(user)>/<run_id>/<path> (user_store.h has the layout), opening
+// every source component with O_NOFOLLOW. The run is copied into a staging directory that is
+// renamed to <run_id> only when complete, so nginx serves all of a run or nothing of it.
+// Before that rename, under the user directory's lock (so concurrent runs of one user cannot
+// both squeeze in), the user's oldest runs are evicted until the new run fits the quota; a
+// run that alone exceeds the quota is refused whole (over_quota). Links expire at the earlier
+// of link_ttl_s and max_age_s. A workspace path under ".sandrun/" is skipped ("ignored"): the
+// store keeps the run record there.
+// Errors: a bad or already published run id, cannot create the directories, disk full or a
+// write error (then nothing of the run stays published and nothing was evicted).
 // Not safe after fork.
 Result<PublishResult> Publish(const std::string& workspace, const std::vector<FoundFile>& files,
                               const std::string& user, const std::string& run_id,

@@ -68,6 +68,33 @@ std::string PercentEncodePath(const std::string& path) {
   return out;
 }
 
+std::string LinkBaseUrl(const std::string& proto, const std::string& host,
+                        const std::string& prefix) {
+  const std::string scheme = proto == "https" ? "https" : "http";
+  bool host_ok = !host.empty() && host.size() <= 255;
+  for (const char c : host) {
+    host_ok = host_ok &&
+              (IsUnreserved(static_cast<unsigned char>(c)) || c == ':' || c == '[' || c == ']') &&
+              c != '_' && c != '~';
+  }
+  std::string path = prefix;
+  while (!path.empty() && path.back() == '/') path.pop_back();
+  bool path_ok = path.empty() || (path.size() <= 200 && path[0] == '/');
+  for (size_t i = 0; path_ok && i < path.size(); ++i) {
+    const auto c = static_cast<unsigned char>(path[i]);
+    if (c == '/') {
+      // No empty, "." or ".." segment.
+      const size_t next = path.find('/', i + 1);
+      const std::string segment =
+          path.substr(i + 1, next == std::string::npos ? next : next - i - 1);
+      path_ok = !segment.empty() && segment != "." && segment != "..";
+    } else {
+      path_ok = IsUnreserved(c);
+    }
+  }
+  return scheme + "://" + (host_ok ? host : "127.0.0.1") + (path_ok ? path : "");
+}
+
 std::string UserDir(const std::string& user, const std::string& key) {
   unsigned char md[EVP_MAX_MD_SIZE];
   unsigned int len = 0;

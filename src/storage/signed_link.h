@@ -18,9 +18,17 @@ std::string SecureLinkMd5(const std::string& uri, int64_t expires_epoch_s,
 // '/' kept as separator).
 std::string PercentEncodePath(const std::string& path);
 
+// The base URL of download links, "<proto>://<host><prefix>", from a request's (forwarded)
+// scheme, host and path prefix. Each part is checked, as it may come from a header: a proto
+// other than http/https becomes "http", a host outside [A-Za-z0-9.:[]-] (or empty) becomes
+// "127.0.0.1", and a prefix that is not "/"-separated segments of RFC 3986 unreserved
+// characters becomes "" (a trailing "/" is dropped). So no header can put a quote, a path
+// trick or another URL into a link.
+std::string LinkBaseUrl(const std::string& proto, const std::string& host,
+                        const std::string& prefix);
+
 // Keyed hash (HMAC-SHA256, hex, first 32 chars) of the user id: the artifact directory
 // name, so a user id never appears in a path or URL and cannot be guessed.
 std::string UserDir(const std::string& user, const std::string& key);
-
 
 }  // namespace sandrun::storage

@@ -23,6 +23,9 @@
 #include <thread>
 
 #include <httplib.h>
+#include <rapidjson/document.h>
+#include <rapidjson/stringbuffer.h>
+#include <rapidjson/writer.h>
 
 #include "helpers.h"
 
@@ -110,6 +113,9 @@ void Stack::setup() {
   sandbox_uid_ = static_cast<uid_t>(70000 + 2 * (port_ % 10000));
   std::cerr << "integration stack: state " << state_dir_ << ", port " << port_ << std::endl;
   WriteTestConfig(state_dir_ + "/test-config.json");
+  // Served by nginx at /_test/ (scripts/serve renders that location only when asked).
+  mkdir(test_pages_dir().c_str(), 0755);
+  chmod(test_pages_dir().c_str(), 0755);
   StartServe();
   WaitHealthy();
 }
@@ -117,7 +123,7 @@ void Stack::setup() {
 void Stack::WriteTestConfig(const std::string& path) const {
   // Merged over scripts/serve's generated config (SANDRUN_CONFIG_EXTRA). The ceilings leave
   // room for every case here; links live long enough for a slow run of the suite.
-  std::ofstream out(path);
+  std::ostringstream out;
   out << R"({
   "link_ttl_s": )" << kLinkTtlS << R"(,
   "sandbox_uid": )" << sandbox_uid_ << R"(,
@@ -128,7 +134,30 @@ void Stack::WriteTestConfig(const std::string& path) const {
   "ceilings": {"wall_time_s": 60, "cpu_time_s": 60, "memory_mb": 2048}
 }
 )";
-  if (!out) throw std::runtime_error("cannot write " + path);
+  // A suite's own keys (its ctest entry sets SANDRUN_IT_CONFIG to a JSON object): small
+  // quotas, short ages, trusted proxies. They replace the keys above of the same name.
+  rapidjson::Document config;
+  config.Parse(out.str().c_str());
+  if (const char* extra_text = std::getenv("SANDRUN_IT_CONFIG")) {
+    rapidjson::Document extra;
+    extra.Parse(extra_text);
+    if (extra.HasParseError() || !extra.IsObject()) {
+      throw std::runtime_error(std::string("SANDRUN_IT_CONFIG is not a JSON object: ") +
+                               extra_text);
+    }
+    for (auto& member : extra.GetObject()) {
+      config.RemoveMember(member.name);
+      config.AddMember(rapidjson::Value(member.name, config.GetAllocator()),
+                       rapidjson::Value(member.value, config.GetAllocator()),
+                       config.GetAllocator());
+    }
+  }
+  rapidjson::StringBuffer buffer;
+  rapidjson::Writer<rapidjson::StringBuffer> writer(buffer);
+  config.Accept(writer);
+  std::ofstream file(path);
+  file << buffer.GetString() << "\n";
+  if (!file) throw std::runtime_error("cannot write " + path);
 }
 
 void Stack::StartServe() {
@@ -142,7 +171,7 @@ void Stack::StartServe() {
     const std::string name = entry.substr(0, entry.find('='));
     if (name == "PORT" || name == "SANDRUN_STATE_DIR" || name == "SANDRUN_SKIP_INSTALL" ||
         name == "SANDRUN_SKIP_BUILD" || name == "SANDRUN_BUILD_DIR" ||
-        name == "SANDRUN_CONFIG_EXTRA") {
+        name == "SANDRUN_CONFIG_EXTRA" || name == "SANDRUN_TEST_PAGES_DIR") {
       continue;
     }
     env_strings.push_back(entry);
@@ -153,6 +182,7 @@ void Stack::StartServe() {
   env_strings.push_back("SANDRUN_SKIP_BUILD=1");
   env_strings.push_back(std::string("SANDRUN_BUILD_DIR=") + SANDRUN_BUILD_DIR);
   env_strings.push_back("SANDRUN_CONFIG_EXTRA=" + state_dir_ + "/test-config.json");
+  env_strings.push_back("SANDRUN_TEST_PAGES_DIR=" + test_pages_dir());
   std::vector<char*> envp;
   for (auto& s : env_strings) envp.push_back(s.data());
   envp.push_back(nullptr);
@@ -209,6 +239,18 @@ void Stack::WaitHealthy() {
   throw std::runtime_error("GET /healthz did not answer 200 within " +
                            std::to_string(kHealthTimeoutS) + " s (last: " + last + ")\n" +
                            LogTails());
+}
+
+int64_t Stack::ConfigInt(const std::string& key) const {
+  // The generated config starts with comment lines, which RapidJSON can skip.
+  const std::string text = ReadFile(state_dir_ + "/sandrun.jsonc");
+  rapidjson::Document doc;
+  doc.Parse<rapidjson::kParseCommentsFlag>(text.c_str());
+  if (doc.HasParseError() || !doc.IsObject() || !doc.HasMember(key.c_str()) ||
+      !doc[key.c_str()].IsInt64()) {
+    throw std::runtime_error("no integer '" + key + "' in " + state_dir_ + "/sandrun.jsonc");
+  }
+  return doc[key.c_str()].GetInt64();
 }
 
 std::string Stack::LinkSecret() const {

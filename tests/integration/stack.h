@@ -5,11 +5,14 @@
 // Used as the Boost.Test global fixture (main.cc): setup() starts the stack and waits for
 // GET /healthz; teardown() sends SIGTERM to scripts/serve and checks that no nginx or sandrund
 // of this state directory is left. The state directory is removed unless a test failed or
-// SANDRUN_KEEP_STATE=1.
+// SANDRUN_KEEP_STATE=1. A suite's ctest entry may set SANDRUN_IT_CONFIG to a JSON object of
+// config keys of its own (merged over the test config), and nginx serves test_pages_dir() at
+// /_test/ for the browser test.
 #pragma once
 
 #include <sys/types.h>
 
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -42,6 +45,12 @@ class Stack {
   uid_t sandbox_uid() const { return sandbox_uid_; }
   // The stack's own cgroup directory name (config cgroup_name), for the same reason.
   std::string cgroup_name() const { return "sandrun-it-" + std::to_string(port_); }
+
+  // Directory nginx serves at /_test/ (SANDRUN_TEST_PAGES_DIR): pages of the browser test.
+  std::string test_pages_dir() const { return state_dir_ + "/test-pages"; }
+  // An integer key of the daemon's config as scripts/serve generated it (with the suite's
+  // SANDRUN_IT_CONFIG merged in); throws if absent. For keys the test config sets.
+  int64_t ConfigInt(const std::string& key) const;
 
   // The secret from <state>/link_secret.conf (`set $sandrun_link_secret "<hex>";`).
   std::string LinkSecret() const;

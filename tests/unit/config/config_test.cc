@@ -6,6 +6,7 @@
 
 #include <boost/test/unit_test.hpp>
 #include <fstream>
+#include <vector>
 
 namespace {
 
@@ -108,6 +109,51 @@ BOOST_AUTO_TEST_CASE(bad_secret_file_is_refused) {
   auto c = Load(dir.Write("{\"state_dir\": \"" + dir.path + "\", \"allow_anonymous\": true}"));
   BOOST_TEST_REQUIRE(!c.ok());
   BOOST_TEST(c.error().message.find("link_secret_file") != std::string::npos);
+}
+
+BOOST_AUTO_TEST_CASE(artifact_store_keys_have_their_defaults) {
+  StateDir dir;
+  auto c = Load(dir.Write("{\"state_dir\": \"" + dir.path + "\", \"allow_anonymous\": true}"));
+  BOOST_TEST_REQUIRE(c.ok());
+  BOOST_TEST(c->artifact_max_age_s == 86400);
+  BOOST_TEST(c->user_quota_files == 4096);
+  BOOST_TEST(c->user_quota_mb == 256);
+  BOOST_TEST(c->janitor_interval_s == 60);
+  BOOST_TEST(c->trusted_proxies.empty());
+}
+
+BOOST_AUTO_TEST_CASE(bearer_tokens_in_the_config_are_tokens) {
+  StateDir dir;
+  std::ofstream(dir.path + "/tokens") << "from-file\n";
+  auto c = Load(dir.Write("{\"state_dir\": \"" + dir.path + "\", \"tokens_file\": \"" +
+                          dir.path + "/tokens\", \"bearer_tokens\": \" one, two\\tthree \"}"));
+  BOOST_TEST_REQUIRE(c.ok(), (c.ok() ? "" : c.error().message));
+  BOOST_TEST(c->tokens == (std::vector<std::string>{"one", "two", "three", "from-file"}));
+}
+
+BOOST_AUTO_TEST_CASE(trusted_proxies_are_addresses_or_cidr_ranges) {
+  StateDir dir;
+  auto ok = Load(dir.Write("{\"state_dir\": \"" + dir.path + "\", \"allow_anonymous\": true, "
+                           "\"trusted_proxies\": \"127.0.0.1, 10.0.0.0/8 ::1 fd00::/8\"}"));
+  BOOST_TEST(ok.ok(), (ok.ok() ? "" : ok.error().message));
+  for (const char* bad : {"example.org", "10.0.0.0/33", "::1/129", "10.0.0.1/", "1.2.3.4/x",
+                          "1.2.3.4;", "1.2.3"}) {
+    auto c = Load(dir.Write("{\"state_dir\": \"" + dir.path + "\", \"allow_anonymous\": true, "
+                            "\"trusted_proxies\": \"" + std::string(bad) + "\"}"));
+    BOOST_TEST_REQUIRE(!c.ok(), bad);
+    BOOST_TEST(c.error().message.find("trusted_proxies") != std::string::npos);
+  }
+}
+
+BOOST_AUTO_TEST_CASE(quota_and_age_must_be_positive) {
+  StateDir dir;
+  for (const char* key : {"artifact_max_age_s", "user_quota_files", "user_quota_mb",
+                          "janitor_interval_s"}) {
+    auto c = Load(dir.Write("{\"state_dir\": \"" + dir.path + "\", \"allow_anonymous\": true, \"" +
+                            key + "\": 0}"));
+    BOOST_TEST_REQUIRE(!c.ok(), key);
+    BOOST_TEST(c.error().message.find(key) != std::string::npos);
+  }
 }
 
 BOOST_AUTO_TEST_SUITE_END()

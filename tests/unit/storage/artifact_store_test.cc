@@ -3,6 +3,7 @@
 #define BOOST_TEST_MODULE storage_artifact_store
 #include "storage/artifact_store.h"
 
+#include <fcntl.h>
 #include <signal.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
@@ -14,6 +15,7 @@
 #include <vector>
 
 #include "storage/signed_link.h"
+#include "storage/user_store.h"
 #include "test_util.h"
 
 namespace sandrun::storage {
@@ -294,6 +296,184 @@ BOOST_AUTO_TEST_CASE(nothing_to_publish_creates_nothing) {
   const PublishResult result = PublishOk({}, "run-1");
   BOOST_TEST(result.files.empty());
   BOOST_TEST(!Exists(options.artifacts_root));
+}
+
+// ---- Quotas, eviction, expiry (DESIGN.md §4) -------------------------------------------
+
+BOOST_AUTO_TEST_CASE(links_expire_no_later_than_their_files) {
+  WriteFile(workspace / "x.txt", "x");
+  options.link_ttl_s = 600;
+  options.max_age_s = 60;
+  const PublishResult result = PublishOk(WalkFiles(), "run-1");
+  BOOST_TEST_REQUIRE(result.files.size() == 1u);
+  BOOST_TEST(result.files[0].expires_at == kNow + 60);
+  BOOST_TEST(result.files[0].url.find("&expires=" + std::to_string(kNow + 60)) !=
+             std::string::npos);
+}
+
+BOOST_AUTO_TEST_CASE(run_record_is_kept_out_of_reach_of_nginx) {
+  WriteFile(workspace / "x.txt", "xyz");
+  PublishOk(WalkFiles(), "run-1");
+  const std::string record = RunDir("run-1") + "/.sandrun/run";
+  const auto parsed = ParseRunRecord(ReadFile(record));
+  BOOST_TEST_REQUIRE(parsed.has_value());
+  BOOST_TEST(parsed->created_at == kNow);
+  BOOST_TEST(parsed->usage.files == 1u);
+  BOOST_TEST(parsed->usage.bytes == 3u);
+  BOOST_TEST(Mode(RunDir("run-1") + "/.sandrun") == 0700u);  // nginx's workers cannot read it
+}
+
+BOOST_AUTO_TEST_CASE(workspace_path_under_the_record_directory_is_refused) {
+  WriteFile(workspace / "x.txt", "x");
+  WriteFile(workspace / ".sandrun/run",
+            "sandrun-run 1\ncreated_at 0\nlive_ns 0\nfiles 0\nbytes 0\n");
+  std::vector<FoundFile> files = WalkFiles();  // the walk ignores .sandrun/ ...
+  files.push_back({".sandrun/run", 40});       // ... a caller that does not is refused it
+  const PublishResult result = PublishOk(files, "run-1");
+  BOOST_TEST_REQUIRE(result.files.size() == 1u);
+  const auto parsed = ParseRunRecord(ReadFile(RunDir("run-1") + "/.sandrun/run"));
+  BOOST_TEST_REQUIRE(parsed.has_value());
+  BOOST_TEST(parsed->created_at == kNow);
+}
+
+BOOST_AUTO_TEST_CASE(run_id_is_published_once) {
+  WriteFile(workspace / "x.txt", "x");
+  const std::vector<FoundFile> files = WalkFiles();
+  PublishOk(files, "run-1");
+  auto again = Publish(workspace.path(), files, "alice", "run-1", options);
+  BOOST_TEST_REQUIRE(!again.ok());
+  BOOST_TEST(again.error().message.find("already published") != std::string::npos);
+  BOOST_TEST(ReadFile(RunDir("run-1") + "/x.txt") == "x");
+}
+
+BOOST_AUTO_TEST_CASE(run_over_the_file_quota_is_refused_whole) {
+  options.quota = {3, 0};
+  WriteFile(workspace / "keep.txt", "k");
+  PublishOk(WalkFiles(), "older");
+  for (int i = 0; i < 4; ++i) WriteFile(workspace / ("f" + std::to_string(i)), "x");
+  const PublishResult result = PublishOk(WalkFiles(), "big");
+  BOOST_TEST(result.over_quota);
+  BOOST_TEST(result.files.empty());
+  BOOST_TEST(result.requested.files == 5u);
+  BOOST_TEST_REQUIRE(result.skipped.size() == 5u);
+  for (const SkippedFile& s : result.skipped) BOOST_TEST(s.reason == "quota", s.path);
+  BOOST_TEST(result.evicted.empty());
+  BOOST_TEST(!Exists(RunDir("big")));
+  BOOST_TEST(Exists(RunDir("older") + "/keep.txt"));  // nothing evicted for a refused run
+}
+
+BOOST_AUTO_TEST_CASE(run_over_the_byte_quota_is_refused_whole) {
+  options.quota = {0, 1000};
+  WriteFile(workspace / "a.bin", std::string(600, 'a'));
+  WriteFile(workspace / "b.bin", std::string(600, 'b'));
+  const PublishResult result = PublishOk(WalkFiles(), "big");
+  BOOST_TEST(result.over_quota);
+  BOOST_TEST(result.skipped.size() == 2u);
+  BOOST_TEST(testing::ListTree(options.artifacts_root).empty());
+}
+
+BOOST_AUTO_TEST_CASE(evicts_oldest_runs_to_make_room) {
+  options.quota = {4, 0};
+  for (int i = 0; i < 3; ++i) {
+    WriteFile(workspace / "a.txt", "run " + std::to_string(i));
+    WriteFile(workspace / "b.txt", "run " + std::to_string(i));
+    options.now_epoch_s = kNow + i;
+    const PublishResult result = PublishOk(WalkFiles(), "run-" + std::to_string(i));
+    BOOST_TEST(result.files.size() == 2u);
+    BOOST_TEST(result.evicted ==
+               (i < 2 ? std::vector<std::string>{} : std::vector<std::string>{"run-0"}));
+  }
+  BOOST_TEST(!Exists(RunDir("run-0")));
+  BOOST_TEST(ReadFile(RunDir("run-1") + "/a.txt") == "run 1");
+  BOOST_TEST(ReadFile(RunDir("run-2") + "/a.txt") == "run 2");
+  // No trash or staging directory is left behind.
+  BOOST_TEST(
+      testing::ListTree(options.artifacts_root + "/" + UserDir("alice", "user-key")).size() ==
+      2u * 5u);  // two runs: dir, a.txt, b.txt, .sandrun, .sandrun/run
+}
+
+BOOST_AUTO_TEST_CASE(runs_of_one_second_are_evicted_in_the_order_they_were_published) {
+  options.quota = {2, 0};  // the clock stands still: every run is published "at once"
+  for (const char* id : {"m", "a", "z"}) {
+    WriteFile(workspace / "x.txt", id);
+    PublishOk(WalkFiles(), id);
+  }
+  // Not by run id ("a" < "m"): "m" went live first.
+  BOOST_TEST(!Exists(RunDir("m")));
+  BOOST_TEST(Exists(RunDir("a") + "/x.txt"));
+  BOOST_TEST(Exists(RunDir("z") + "/x.txt"));
+}
+
+BOOST_AUTO_TEST_CASE(eviction_never_touches_another_user) {
+  options.quota = {1, 0};
+  WriteFile(workspace / "x.txt", "x");
+  const std::vector<FoundFile> files = WalkFiles();
+  BOOST_TEST_REQUIRE(Publish(workspace.path(), files, "bob", "bob-run", options).ok());
+  for (int i = 0; i < 3; ++i) {
+    options.now_epoch_s = kNow + 1 + i;
+    auto r = Publish(workspace.path(), files, "alice", "alice-" + std::to_string(i), options);
+    BOOST_TEST_REQUIRE(r.ok());
+  }
+  BOOST_TEST(Exists(RunDir("bob-run", "bob") + "/x.txt"));
+  BOOST_TEST(Exists(RunDir("alice-2", "alice") + "/x.txt"));
+  BOOST_TEST(!Exists(RunDir("alice-1", "alice")));
+}
+
+BOOST_AUTO_TEST_CASE(write_error_evicts_nothing) {
+  options.quota = {2, 0};
+  WriteFile(workspace / "old.txt", "o");
+  PublishOk(WalkFiles(), "older");
+  TempDir other;
+  WriteFile(other / "a.txt", "small");
+  WriteFile(other / "b.bin", std::string(5000, 'x'));
+  auto walk = WalkWorkspace(other.path(), {});
+  BOOST_TEST_REQUIRE(walk.ok());
+  rlimit old_limit{};
+  BOOST_TEST_REQUIRE(getrlimit(RLIMIT_FSIZE, &old_limit) == 0);
+  rlimit limit = old_limit;
+  limit.rlim_cur = 1000;
+  auto old_handler = signal(SIGXFSZ, SIG_IGN);
+  BOOST_TEST_REQUIRE(setrlimit(RLIMIT_FSIZE, &limit) == 0);
+  auto result = Publish(other.path(), walk->files, "alice", "failing", options);
+  setrlimit(RLIMIT_FSIZE, &old_limit);
+  signal(SIGXFSZ, old_handler);
+  BOOST_TEST_REQUIRE(!result.ok());
+  BOOST_TEST(!Exists(RunDir("failing")));
+  BOOST_TEST(Exists(RunDir("older") + "/old.txt"));
+  for (const std::string& rel : testing::ListTree(options.artifacts_root)) {
+    BOOST_TEST(rel.find(".staging-") == std::string::npos, rel);
+  }
+}
+
+BOOST_AUTO_TEST_CASE(concurrent_publishes_of_one_user_stay_within_the_quota) {
+  // Eight runs of two files each race for a four-file quota: the user's lock makes each
+  // one see the others, so at most two runs (the newest to go live) remain.
+  options.quota = {4, 0};
+  WriteFile(workspace / "a.txt", "a");
+  WriteFile(workspace / "b.txt", "b");
+  const std::vector<FoundFile> files = WalkFiles();
+  constexpr int kThreads = 8;
+  std::vector<std::string> errors(kThreads);
+  std::vector<std::thread> threads;
+  for (int i = 0; i < kThreads; ++i) {
+    threads.emplace_back([&, i] {
+      auto r = Publish(workspace.path(), files, "alice", "run-" + std::to_string(i), options);
+      if (!r.ok()) errors[i] = r.error().message;
+    });
+  }
+  for (std::thread& t : threads) t.join();
+  for (const std::string& e : errors) BOOST_TEST(e.empty(), e);
+  int runs = 0;
+  for (int i = 0; i < kThreads; ++i) runs += Exists(RunDir("run-" + std::to_string(i))) ? 1 : 0;
+  BOOST_TEST(runs == 2);
+  auto scanned =
+      ScanRuns(open((options.artifacts_root + "/" + UserDir("alice", "user-key")).c_str(),
+                    O_RDONLY | O_DIRECTORY | O_CLOEXEC),
+               "alice");
+  BOOST_TEST_REQUIRE(scanned.ok());
+  Usage total;
+  for (const RunInfo& run : *scanned) total += run.usage;
+  BOOST_TEST(total.files == 4u);
 }
 
 BOOST_AUTO_TEST_SUITE_END()

@@ -118,6 +118,29 @@ BOOST_AUTO_TEST_CASE(user_dir_depends_on_user_and_key_and_is_path_safe) {
   BOOST_TEST(UserDir("../../etc", "key1").find('/') == std::string::npos);
 }
 
+BOOST_AUTO_TEST_CASE(link_base_url_is_built_from_scheme_host_and_prefix) {
+  BOOST_TEST(LinkBaseUrl("https", "sandrun.example.org", "") == "https://sandrun.example.org");
+  BOOST_TEST(LinkBaseUrl("http", "127.0.0.1:8080", "/sandbox/") == "http://127.0.0.1:8080/sandbox");
+  BOOST_TEST(LinkBaseUrl("https", "[::1]:8443", "/a/b-c") == "https://[::1]:8443/a/b-c");
+}
+
+BOOST_AUTO_TEST_CASE(link_base_url_refuses_hostile_header_values) {
+  // Each bad part falls back alone; none can reach the URL.
+  BOOST_TEST(LinkBaseUrl("javascript", "h.example", "") == "http://h.example");
+  BOOST_TEST(LinkBaseUrl("https", "evil.example/x?", "") == "https://127.0.0.1");
+  BOOST_TEST(LinkBaseUrl("https", "a\"b", "") == "https://127.0.0.1");
+  BOOST_TEST(LinkBaseUrl("https", "a@b", "") == "https://127.0.0.1");
+  BOOST_TEST(LinkBaseUrl("https", "a b", "") == "https://127.0.0.1");
+  BOOST_TEST(LinkBaseUrl("https", "", "") == "https://127.0.0.1");
+  BOOST_TEST(LinkBaseUrl("https", "h", "sandbox") == "https://h");
+  BOOST_TEST(LinkBaseUrl("https", "h", "//evil.example") == "https://h");
+  BOOST_TEST(LinkBaseUrl("https", "h", "/a/../b") == "https://h");
+  BOOST_TEST(LinkBaseUrl("https", "h", "/a/./b") == "https://h");
+  BOOST_TEST(LinkBaseUrl("https", "h", "/a\r\nX: y") == "https://h");
+  BOOST_TEST(LinkBaseUrl("https", "h", "/a%2F") == "https://h");
+  BOOST_TEST(LinkBaseUrl("https", "h", "/a?b") == "https://h");
+}
+
 BOOST_AUTO_TEST_SUITE_END()
 
 }  // namespace sandrun::storage

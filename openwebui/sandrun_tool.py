@@ -1,0 +1,552 @@
+"""
+title: sandrun
+author: sandrun
+version: 1.0.0
+required_open_webui_version: 0.5.0
+description: Lets the model run Python and Bash in a sandrun sandbox: output, exit status and download links for the files it writes; files stay in the chat's workspace between calls.
+licence: MIT
+"""
+
+# Open WebUI Tool. Paste this file in Workspace -> Tools -> New tool, fill in the valves
+# (service URL, token), and enable the tool for a model or in a chat. Only the Python standard
+# library and pydantic (which Open WebUI ships) are used: the HTTP call runs in a worker thread,
+# so Open WebUI's event loop never waits on it.
+#
+# Every public method of `Tools` becomes a tool the model can call, with its docstring as the
+# description: helpers therefore live at module level.
+
+import asyncio
+import json
+import signal
+import socket
+import urllib.error
+import urllib.request
+import uuid
+from typing import Any, Awaitable, Callable, Optional
+
+from pydantic import BaseModel, Field
+
+# --- sandrun client: begin ------------------------------------------------------------------
+# The same text in sandrun_action.py and sandrun_tool.py (a test checks): each file must stand
+# alone, since Open WebUI installs a plugin by pasting one file.
+
+# Added to the run's wall-clock limit to bound the whole HTTP exchange: the wait for a free
+# sandbox (the server's queue_wait_s, 10 s by default), setting it up and publishing its files.
+HTTP_MARGIN_S = 30
+RASTER_IMAGE_TYPES = ("image/png", "image/jpeg", "image/gif", "image/webp")
+
+
+class Reply:
+    """An HTTP answer from sandrun: status, JSON body (None if not JSON), raw text, headers."""
+
+    def __init__(self, status: int, body: Any, text: str, headers: dict):
+        self.status = status
+        self.body = body
+        self.text = text
+        self.headers = headers
+
+
+class Unreachable(Exception):
+    """No HTTP answer at all: connection refused, unknown host, timeout. str() is a sentence."""
+
+
+class _NoRedirect(urllib.request.HTTPRedirectHandler):
+    # A redirect is reported, not followed: urllib would turn the POST into a GET, and Open
+    # WebUI's own tool-server client does not follow redirects either.
+    def redirect_request(self, req, fp, code, msg, headers, newurl):
+        return None
+
+
+def service_base(url: str) -> str:
+    """The service URL without a trailing slash or a pasted '/run'."""
+    url = (url or "").strip().rstrip("/")
+    if url.endswith("/run"):
+        url = url[: -len("/run")]
+    return url
+
+
+def post_run(base_url: str, token: str, payload: dict, timeout_s: float) -> Reply:
+    """POST payload to <base_url>/run and wait for the answer. Blocking: call it in a thread.
+    Raises Unreachable when no HTTP answer arrives within timeout_s."""
+    base = service_base(base_url)
+    if not base.startswith(("http://", "https://")):
+        raise Unreachable(
+            "The 'service_url' valve is not set to a web address: set it to sandrun's, e.g. "
+            "http://sandrun:8080."
+            if not base
+            else f"The 'service_url' valve ({base}) must start with http:// or https://."
+        )
+    request = urllib.request.Request(
+        base + "/run",
+        data=json.dumps(payload).encode("utf-8"),
+        method="POST",
+        headers={
+            "Content-Type": "application/json",
+            "Accept": "application/json",
+            "User-Agent": "sandrun-openwebui/1.0",
+        },
+    )
+    if token:
+        request.add_header("Authorization", "Bearer " + token.strip())
+    opener = urllib.request.build_opener(_NoRedirect())
+    try:
+        with opener.open(request, timeout=timeout_s) as response:
+            status, headers, raw = response.status, dict(response.headers), response.read()
+    except urllib.error.HTTPError as e:
+        status, headers, raw = e.code, dict(e.headers or {}), e.read() or b""
+    except (socket.timeout, TimeoutError):
+        raise Unreachable(
+            f"sandrun at {service_base(base_url)} did not answer within {timeout_s:.0f} s; "
+            "the run may still be going on the server."
+        )
+    except urllib.error.URLError as e:
+        raise Unreachable(_unreachable_sentence(base_url, e.reason))
+    except (OSError, ValueError) as e:
+        raise Unreachable(_unreachable_sentence(base_url, e))
+    text = raw.decode("utf-8", "replace")
+    try:
+        body = json.loads(text)
+    except ValueError:
+        body = None
+    return Reply(status, body, text, {k.lower(): v for k, v in headers.items()})
+
+
+def _unreachable_sentence(base_url: str, reason: Any) -> str:
+    if isinstance(reason, (socket.timeout, TimeoutError)):
+        why = "the connection timed out"
+    elif isinstance(reason, ConnectionRefusedError):
+        why = "the connection was refused (nothing listens there)"
+    elif isinstance(reason, socket.gaierror):
+        why = "the host name does not resolve"
+    else:
+        why = str(reason) or type(reason).__name__
+    return (
+        f"Could not reach sandrun at {service_base(base_url) or '(no URL set)'}: {why}. "
+        "Check the 'service_url' valve and that Open WebUI can reach that address."
+    )
+
+
+async def call_sandrun(base_url: str, token: str, payload: dict, timeout_s: float) -> Reply:
+    """post_run in a worker thread, so that Open WebUI's event loop keeps running."""
+    try:
+        return await asyncio.wait_for(
+            asyncio.to_thread(post_run, base_url, token, payload, timeout_s), timeout_s + 5
+        )
+    except asyncio.TimeoutError:
+        raise Unreachable(
+            f"sandrun at {service_base(base_url)} did not answer within {timeout_s:.0f} s; "
+            "the run may still be going on the server."
+        )
+
+
+def failure_sentence(reply: Reply, base_url: str) -> str:
+    """A sentence for an answer other than 200 with a run result."""
+    error = reply.body.get("error") if isinstance(reply.body, dict) else None
+    code = error.get("code", "") if isinstance(error, dict) else ""
+    message = (error.get("message", "") if isinstance(error, dict) else "").rstrip(".")
+    url = service_base(base_url)
+    s = reply.status
+    if 300 <= s < 400:
+        where = reply.headers.get("location", "another address")
+        return (
+            f"{url} answered with a redirect to {where}. Put the final address in the "
+            "'service_url' valve: redirects are not followed."
+        )
+    if error is None and s != 200:
+        snippet = " ".join(reply.text.split())[:160]
+        return (
+            f"{url} answered HTTP {s} with something that is not sandrun's JSON"
+            f"{': ' + snippet if snippet else ''}. Check that the 'service_url' valve points at "
+            "sandrun's nginx."
+        )
+    if s == 200:
+        return (
+            f"{url} answered, but not with a sandrun run result. Check that the 'service_url' "
+            "valve points at sandrun's nginx."
+        )
+    if s == 400:
+        if code == "not_supported":
+            return f"This sandrun server does not support that request yet: {message}."
+        if code == "no_runnable_code":
+            return f"There is no code to run here: {message}."
+        if code in ("limit_above_ceiling", "limit_below_minimum"):
+            return (
+                f"The limits in this plugin's valves are outside what the server allows: "
+                f"{message}. Change them in the valves."
+            )
+        return f"sandrun refused the request: {message}."
+    if s == 401:
+        return "sandrun refused the bearer token: put a valid token in the plugin's 'token' valve."
+    if s == 403:
+        if code == "network_forbidden":
+            return (
+                "This sandrun server does not allow network access: turn the plugin's "
+                "'network' valve off."
+            )
+        return f"sandrun refused access: {message}."
+    if s in (404, 405):
+        return (
+            f"There is no sandrun service at {url} (HTTP {s}): check the plugin's "
+            "'service_url' valve."
+        )
+    if s == 409:
+        return "An earlier run in this chat is still going: try again when it has finished."
+    if s == 413:
+        return "This is too large for sandrun to accept (HTTP 413)."
+    if s == 429:
+        return "Too many runs for this user right now: wait a few seconds and try again."
+    if s == 500:
+        if code == "sandbox_error":
+            return f"sandrun could not build a sandbox for this run: {message}."
+        return f"sandrun failed with an internal error: {message}."
+    if s == 502:
+        return "nginx in front of sandrun cannot reach the sandrun daemon: is sandrund running?"
+    if s == 503:
+        if code == "busy":
+            wait = reply.headers.get("retry-after", "a few")
+            return f"sandrun is busy: all its sandboxes are in use. Try again in {wait} s."
+        return f"sandrun cannot run code right now: {message}."
+    if s == 504:
+        return "The sandrun daemon did not answer nginx in time."
+    return f"sandrun answered HTTP {s}: {message or reply.text[:160]}."
+
+
+def signal_name(number: Any) -> str:
+    try:
+        return signal.Signals(int(number)).name
+    except (TypeError, ValueError):
+        return "unknown"
+
+
+def seconds(ms: Any) -> str:
+    try:
+        s = float(ms) / 1000.0
+    except (TypeError, ValueError):
+        return "?"
+    if s < 0.1:
+        return "under 0.1 s"
+    return f"{s:.1f} s" if s < 10 else f"{s:.0f} s"
+
+
+def human_size(n: Any) -> str:
+    try:
+        n = float(n)
+    except (TypeError, ValueError):
+        return "?"
+    for unit in ("bytes", "KiB", "MiB"):
+        if n < 1024 or unit == "MiB":
+            return f"{n:.0f} {unit}" if unit == "bytes" else f"{n:.1f} {unit}"
+        n /= 1024.0
+    return f"{n:.1f} GiB"
+
+
+def outcome_sentence(result: dict) -> str:
+    """What happened to a run that sandrun carried out (HTTP 200), in a sentence."""
+    status = result.get("status")
+    limits = result.get("limits") or {}
+    took = seconds((result.get("usage") or {}).get("wall_ms"))
+    if status == "ok":
+        return f"The code ran successfully in {took}."
+    if status == "error":
+        return f"The code failed with exit code {result.get('exit_code')}."
+    if status == "killed":
+        sig = result.get("signal")
+        return f"The program was killed by signal {sig} ({signal_name(sig)})."
+    if status == "timeout":
+        return (
+            "Stopped: the run reached its time limit "
+            f"({limits.get('wall_time_s', '?')} s of wall-clock time, "
+            f"{limits.get('cpu_time_s', '?')} s of CPU time)."
+        )
+    if status == "memory_limit":
+        return (
+            "Stopped: the run needed more than its memory limit of "
+            f"{limits.get('memory_mb', '?')} MiB."
+        )
+    if status == "output_limit":
+        return (
+            "Stopped: the program printed more than the output limit of "
+            f"{human_size(limits.get('output_bytes'))}; the output is cut."
+        )
+    if status == "file_limit":
+        return (
+            "The code ran, but its files went over the limits for saved files (at most "
+            f"{limits.get('max_files', '?')} files of {limits.get('file_size_mb', '?')} MiB each, "
+            "within the user's quota): some files were not saved."
+        )
+    if status == "sandbox_error":
+        return "sandrun could not build a sandbox for this run."
+    return f"The run ended with status '{status}'."
+
+
+def clip(text: str, limit: int) -> str:
+    """At most about `limit` characters: the head and the tail, with a marker between."""
+    if limit <= 0 or len(text) <= limit:
+        return text
+    head = text[: limit * 2 // 3]
+    tail = text[len(text) - limit // 3 :]
+    return f"{head}\n[... {len(text) - len(head) - len(tail)} characters cut ...]\n{tail}"
+
+
+def fenced(text: str, info: str = "text") -> str:
+    """`text` in a fenced code block whose fence is longer than any backtick run inside."""
+    longest = run = 0
+    for ch in text:
+        run = run + 1 if ch == "`" else 0
+        longest = max(longest, run)
+    fence = "`" * max(3, longest + 1)
+    body = text if text.endswith("\n") else text + "\n"
+    return f"{fence}{info}\n{body}{fence}"
+
+
+def _link_text(name: str) -> str:
+    return "".join("\\" + c if c in "\\[]" else c for c in name)
+
+
+def _link_target(url: str) -> str:
+    # Pointy brackets keep a URL with spaces or parentheses in one piece (CommonMark).
+    return f"<{url}>" if any(c in url for c in " ()<>") else url
+
+
+def file_markdown(f: dict) -> str:
+    """A raster image as an inline markdown image, any other file as a link with its size."""
+    name, url = _link_text(f.get("name") or f.get("path") or "file"), _link_target(f.get("url", ""))
+    if f.get("mime") in RASTER_IMAGE_TYPES:
+        return f"![{name}]({url})"
+    return f"[{name}]({url}) ({human_size(f.get('size'))})"
+
+
+def skipped_files_line(result: dict) -> str:
+    """'Not saved: a (too_large), b (symlink).' Ignored paths (caches, pip's files) are noise."""
+    items = [
+        f"{s.get('path')} ({s.get('reason')})"
+        for s in result.get("files_skipped") or []
+        if s.get("reason") != "ignored"
+    ]
+    return ("Not saved: " + ", ".join(items) + ".") if items else ""
+
+
+def limits_payload(wall_time_s: int, memory_mb: int) -> dict:
+    """The `limits` object: one time valve sets both the wall-clock and the CPU limit, since a
+    user means the one they notice; 0 leaves a limit at the server's default."""
+    limits = {}
+    if wall_time_s > 0:
+        limits["wall_time_s"] = wall_time_s
+        limits["cpu_time_s"] = wall_time_s
+    if memory_mb > 0:
+        limits["memory_mb"] = memory_mb
+    return limits
+
+
+def http_timeout(wall_time_s: int) -> float:
+    # 300 s is the server's default ceiling: the longest a run with the default wall time can
+    # take if the valve leaves it to the server.
+    return float((wall_time_s if wall_time_s > 0 else 300) + HTTP_MARGIN_S)
+
+
+async def emit(emitter: Optional[Callable[[dict], Awaitable[Any]]], event: dict) -> None:
+    if emitter is not None:
+        await emitter(event)
+
+
+def status_event(description: str, done: bool) -> dict:
+    return {"type": "status", "data": {"description": description, "done": done, "hidden": False}}
+
+
+def code_execution_event(
+    id_: str, name: str, language: str, code: str, result: Optional[dict]
+) -> dict:
+    """An Open WebUI code execution entry; without `result` it shows as running. Emitting the
+    same id again replaces the entry."""
+    data = {"type": "code_execution", "id": id_, "name": name, "language": language, "code": code}
+    if result is not None:
+        data["result"] = result
+    return {"type": "source", "data": data}
+
+
+# --- sandrun client: end --------------------------------------------------------------------
+
+
+# The workspace listing behind list_files: regular files, without the directories sandrun
+# ignores when exporting (DESIGN.md §4), biggest first, bounded.
+LIST_FILES_COMMAND = r"""
+find . \( -path ./.sandrun -o -path ./.cache -o -path ./.local -o -path ./.config \
+  -o -path ./.npm -o -name __pycache__ -o -name .ipynb_checkpoints \) -prune \
+  -o -type f -printf '%s\t%P\n' | sort -rn | head -n 200
+"""
+
+
+def _identity(user: Optional[dict], chat_id: Optional[str], metadata: Optional[dict]) -> dict:
+    """`user` and `session` for the request: the Open WebUI user and the chat, so that the
+    model's successive calls in one chat share one workspace."""
+    fields = {}
+    if (user or {}).get("id"):
+        fields["user"] = str(user["id"])
+    chat = chat_id or (metadata or {}).get("chat_id") or ""
+    if chat:
+        fields["session"] = str(chat)
+    return fields
+
+
+def _model_text(result: dict, limit: int) -> str:
+    """The run, compact, for the model to read: status, streams, files as markdown."""
+    status = result.get("status")
+    if result.get("exit_code") is not None:
+        ended = f"exit code {result['exit_code']}"
+    elif result.get("signal"):
+        ended = f"signal {result['signal']} {signal_name(result['signal'])}"
+    else:
+        ended = "no exit code"
+    took = seconds((result.get("usage") or {}).get("wall_ms"))
+    lines = [f"status: {status} ({ended}, {took})"]
+    if status != "ok":
+        lines.append(outcome_sentence(result))
+    for name in ("stdout", "stderr"):
+        text = result.get(name) or ""
+        if not text:
+            lines.append(f"{name}: (empty)")
+            continue
+        cut = " (cut by sandrun: head and tail kept)" if result.get(name + "_truncated") else ""
+        lines.append(f"{name}{cut}:")
+        lines.append(fenced(clip(text, limit)))
+    files = result.get("files") or []
+    if files:
+        lines.append("files (show them to the user by copying these lines exactly):")
+        lines.extend(file_markdown(f) for f in files)
+    skipped = skipped_files_line(result)
+    if skipped:
+        lines.append(skipped)
+    return "\n".join(lines)
+
+
+class Tools:
+    class Valves(BaseModel):
+        service_url: str = Field(
+            default="http://sandrun:8080",
+            description="sandrun's address as Open WebUI's server reaches it (nginx in front of "
+            "sandrund), e.g. http://sandrun:8080",
+        )
+        token: str = Field(default="", description="Bearer token from sandrun's tokens_file")
+        wall_time_s: int = Field(
+            default=30,
+            description="Time limit of a run in seconds (wall-clock and CPU); 0 = the server's "
+            "default",
+        )
+        memory_mb: int = Field(
+            default=0, description="Memory limit of a run in MiB; 0 = the server's default"
+        )
+        network: bool = Field(
+            default=False, description="Ask for outbound network access (the server may refuse)"
+        )
+        max_output_chars: int = Field(
+            default=4000,
+            description="Longest stdout or stderr handed to the model; the middle of longer "
+            "output is cut",
+        )
+
+    def __init__(self):
+        self.valves = self.Valves()
+
+    async def run_python(
+        self,
+        code: str,
+        __user__: Optional[dict] = None,
+        __chat_id__: Optional[str] = None,
+        __metadata__: Optional[dict] = None,
+        __event_emitter__: Optional[Callable[[dict], Awaitable[Any]]] = None,
+    ) -> str:
+        """
+        Run a Python 3 program in an isolated sandbox and return its status, printed output
+        and download links for the files it saved. Use it to compute, analyse data, make
+        charts or files (CSV, XLSX, PNG) and to check that code works, instead of guessing
+        results. numpy, pandas, matplotlib, scipy, openpyxl and pillow are installed; there is
+        no internet access. Print what you need: only printed output and saved files come back.
+        Save files in the current directory; files from earlier calls in this chat are still
+        there. Show each returned image to the user as ![name](url) and each other file as
+        [name](url), copying the url exactly.
+        :param code: The complete Python program to run.
+        """
+        return await _run(
+            self.valves, "python", code, _identity(__user__, __chat_id__, __metadata__),
+            __event_emitter__,
+        )
+
+    async def run_bash(
+        self,
+        command: str,
+        __user__: Optional[dict] = None,
+        __chat_id__: Optional[str] = None,
+        __metadata__: Optional[dict] = None,
+        __event_emitter__: Optional[Callable[[dict], Awaitable[Any]]] = None,
+    ) -> str:
+        """
+        Run a Bash script in the same sandbox workspace as run_python and return its status,
+        output and download links for new files: for shell commands, `pip install` of a
+        package, unzipping, listing or converting files. There is no internet access.
+        :param command: The Bash commands to run, one per line.
+        """
+        return await _run(
+            self.valves, "bash", command, _identity(__user__, __chat_id__, __metadata__),
+            __event_emitter__,
+        )
+
+    async def list_files(
+        self,
+        __user__: Optional[dict] = None,
+        __chat_id__: Optional[str] = None,
+        __metadata__: Optional[dict] = None,
+        __event_emitter__: Optional[Callable[[dict], Awaitable[Any]]] = None,
+    ) -> str:
+        """
+        List the files in this chat's sandbox workspace (size in bytes and path), for example
+        to find a file saved by an earlier run. Read a file with run_python or run_bash.
+        """
+        identity = _identity(__user__, __chat_id__, __metadata__)
+        if "session" not in identity:
+            return "There is no chat workspace here: files are kept only within a chat."
+        return await _run(self.valves, "bash", LIST_FILES_COMMAND, identity, __event_emitter__)
+
+
+async def _run(valves: Any, language: str, code: str, identity: dict, emitter) -> str:
+    """One POST /run of `code`; returns the text the model reads, never raises."""
+    payload = {"language": language, "code": code, **identity}
+    limits = limits_payload(valves.wall_time_s, valves.memory_mb)
+    if limits:
+        payload["limits"] = limits
+    if valves.network:
+        payload["network"] = True
+    run_id = "sandrun-" + uuid.uuid4().hex[:12]
+    name = "Python" if language == "python" else "Bash"
+    await emit(emitter, status_event(f"Running {name} in sandrun…", False))
+    await emit(emitter, code_execution_event(run_id, name, language, code, None))
+    try:
+        reply = await call_sandrun(
+            valves.service_url, valves.token, payload, http_timeout(valves.wall_time_s)
+        )
+    except Unreachable as e:
+        reply, sentence = None, str(e)
+    else:
+        ok = reply.status == 200 and isinstance(reply.body, dict) and "status" in reply.body
+        sentence = "" if ok else failure_sentence(reply, valves.service_url)
+    if sentence:
+        failed = {"output": "", "error": sentence, "files": []}
+        await emit(emitter, code_execution_event(run_id, name, language, code, failed))
+        await emit(emitter, status_event(sentence, True))
+        return "sandrun could not run the code: " + sentence
+
+    result = reply.body
+    limit = valves.max_output_chars
+    ok = result.get("status") == "ok"
+    stdout, stderr = result.get("stdout") or "", result.get("stderr") or ""
+    error = "" if ok else "\n".join(x for x in (clip(stderr, limit), outcome_sentence(result)) if x)
+    shown = {
+        "output": clip(stdout, limit) or ("(no output)" if ok else ""),
+        "error": error,
+        "files": [
+            {"name": f.get("name") or f.get("path"), "url": f.get("url")}
+            for f in result.get("files") or []
+        ],
+    }
+    await emit(emitter, code_execution_event(run_id, name, language, code, shown))
+    await emit(emitter, status_event(outcome_sentence(result), True))
+    return _model_text(result, limit)

@@ -1,0 +1,382 @@
+#include "markdown/block_analysis.h"
+
+#include <algorithm>
+#include <array>
+
+#include "markdown/text_util.h"
+
+namespace sandrun::markdown {
+
+LanguageTable::LanguageTable(const std::vector<LanguageAliases>& languages)
+    : languages_(languages) {
+  for (const LanguageAliases& lang : languages) {
+    auto is = [&](std::string_view word) {
+      return ToLower(lang.name) == word ||
+             std::any_of(lang.aliases.begin(), lang.aliases.end(),
+                         [&](const std::string& a) { return ToLower(a) == word; });
+    };
+    if (python_.empty() && (is("python") || is("python3"))) python_ = lang.name;
+    if (shell_.empty() && (is("bash") || is("sh"))) shell_ = lang.name;
+  }
+}
+
+std::string LanguageTable::Find(std::string_view word) const {
+  std::string lower = ToLower(word);
+  for (const LanguageAliases& lang : languages_) {
+    if (ToLower(lang.name) == lower) return lang.name;
+    for (const std::string& alias : lang.aliases) {
+      if (ToLower(alias) == lower) return lang.name;
+    }
+  }
+  return {};
+}
+
+std::string_view LanguageTable::FamilyOf(std::string_view name) const {
+  if (!name.empty() && name == python_) return kPythonFamily;
+  if (!name.empty() && name == shell_) return kShellFamily;
+  return {};
+}
+
+namespace {
+
+bool FitsFamily(const std::string& file, std::string_view family) {
+  return family.empty() || FamilyOfExtension(FileExtension(file)) == family;
+}
+
+// Info string: first word is the language (`{python}` and `.python` as in Pandoc); a file name
+// may follow as a word (`python app.py`), an attribute (`title="app.py"`, `filename=app.py`)
+// or after a colon in the first word (`python:app.py`).
+void ReadInfo(std::string_view info, std::string* tag, std::string* hint) {
+  std::vector<std::string_view> words = Words(info);
+  if (words.empty()) return;
+  std::string_view first = words[0];
+  while (!first.empty() && (first.front() == '{' || first.front() == '.')) first.remove_prefix(1);
+  while (!first.empty() && first.back() == '}') first.remove_suffix(1);
+  size_t colon = first.find(':');
+  if (colon != std::string_view::npos) {
+    *hint = CleanFileToken(first.substr(colon + 1));
+    first = first.substr(0, colon);
+  }
+  *tag = ToLower(first);
+  for (size_t i = 1; i < words.size() && hint->empty(); ++i) {
+    std::string_view w = words[i];
+    size_t eq = w.find('=');
+    if (eq != std::string_view::npos) w = w.substr(eq + 1);
+    *hint = CleanFileToken(w);
+  }
+}
+
+// A first-line comment naming the file: `# app.py`, `# file: app.py`, `// filename: x.js`
+// (after a shebang line, if any).
+std::string HintFromComment(std::string_view code, std::string_view family) {
+  std::vector<std::string_view> lines = SplitLines(code);
+  size_t i = 0;
+  while (i < lines.size() && IsBlank(lines[i])) ++i;
+  if (i < lines.size() && Trim(lines[i]).substr(0, 2) == "#!") ++i;
+  if (i >= lines.size()) return {};
+  std::string_view t = Trim(lines[i]);
+  if (t.substr(0, 2) == "//" || t.substr(0, 2) == "--") {
+    t.remove_prefix(2);
+  } else if (!t.empty() && t[0] == '#') {
+    t.remove_prefix(1);
+  } else {
+    return {};
+  }
+  static constexpr std::array<std::string_view, 7> kLabels = {"file", "filename", "name", "path",
+                                                              "save", "as",       "in"};
+  std::vector<std::string_view> words = Words(t);
+  for (size_t k = 0; k < words.size() && k < 4; ++k) {
+    std::string file = CleanFileToken(words[k]);
+    if (!file.empty()) return FitsFamily(file, family) ? file : std::string();
+    std::string label = ToLower(words[k]);
+    if (!label.empty() && label.back() == ':') label.pop_back();
+    if (std::find(kLabels.begin(), kLabels.end(), label) == kLabels.end()) return {};
+  }
+  return {};
+}
+
+// The name in the sentence just before the block ("Save this as `app.py`:"): the first fitting
+// file name of the last sentence, else the last one of the paragraph.
+std::string HintFromLead(std::string_view lead, std::string_view family) {
+  std::vector<std::string_view> words = Words(lead);
+  size_t last_sentence = 0;
+  for (size_t i = 0; i + 1 < words.size(); ++i) {
+    char end = words[i].back();
+    if (end == '.' || end == '!' || end == '?') last_sentence = i + 1;
+  }
+  std::string fallback;
+  for (size_t i = 0; i < words.size(); ++i) {
+    std::string file = CleanFileToken(words[i]);
+    if (file.empty() || !FitsFamily(file, family)) continue;
+    if (i >= last_sentence) return file;
+    fallback = file;
+  }
+  return fallback;
+}
+
+bool MentionsOutput(std::string_view lead) {
+  std::string lower = ToLower(lead);
+  for (std::string_view word : {"output", "prints", "printed", "you should see", "result:"}) {
+    if (lower.find(word) != std::string::npos) return true;
+  }
+  return false;
+}
+
+bool IsOutputTag(std::string_view tag) {
+  static constexpr std::array<std::string_view, 8> kOutput = {
+      "output", "out", "stdout", "stderr", "result", "results", "log", "traceback"};
+  return std::find(kOutput.begin(), kOutput.end(), tag) != kOutput.end();
+}
+
+bool IsTextTag(std::string_view tag) {
+  return tag.empty() || tag == "text" || tag == "txt" || tag == "plaintext" || tag == "plain" ||
+         tag == "none";
+}
+
+void NotRunnable(AnalyzedBlock* b, std::string reason, bool output = false) {
+  b->kind = BlockKind::kNotRunnable;
+  b->family = {};
+  b->reason = std::move(reason);
+  b->example_output = output;
+}
+
+void NotRunnableOutputOr(AnalyzedBlock* b, std::string reason) {
+  if (MentionsOutput(b->source.lead_text)) {
+    NotRunnable(b, "example output", true);
+  } else {
+    NotRunnable(b, std::move(reason));
+  }
+}
+
+std::string_view FirstCodeLine(std::string_view code) {
+  for (std::string_view line : SplitLines(code)) {
+    if (!IsBlank(line)) return Trim(line);
+  }
+  return {};
+}
+
+bool LooksLikePython(std::string_view code) {
+  for (std::string_view line : SplitLines(code)) {
+    if (line.substr(0, 9) == "Traceback") return false;
+  }
+  for (std::string_view line : SplitLines(code)) {
+    if (IsBlank(line) || Trim(line)[0] == '#') continue;
+    for (std::string_view start : {"import ", "def ", "class ", "async def ", "if __name__"}) {
+      if (line.substr(0, start.size()) == start) return true;
+    }
+    return line.substr(0, 5) == "from " && line.find(" import ") != std::string_view::npos;
+  }
+  return false;
+}
+
+// A shell script made only of installs and commands that run files (`pip install x`,
+// `python app.py`) cannot be mistaken for anything else.
+bool LooksLikeShell(std::string_view code) {
+  bool any = false;
+  for (const ShellLine& line : AnalyzeShell(code).lines) {
+    if (line.kind == LineKind::kEmpty) continue;
+    if (line.kind != LineKind::kInstall && line.kind != LineKind::kRun) return false;
+    any = true;
+  }
+  return any;
+}
+
+void SetLanguage(AnalyzedBlock* b, const LanguageTable& langs, std::string_view family) {
+  b->family = family;
+  b->language = family == kPythonFamily ? langs.python() : langs.shell();
+}
+
+// Untagged blocks run only as Python or shell, from a shebang, prompts or unmistakable content.
+void DetectUntagged(AnalyzedBlock* b, const LanguageTable& langs) {
+  std::string_view first = FirstCodeLine(b->code);
+  std::string_view family;
+  if (first.substr(0, 2) == "#!") {
+    if (first.find("python") != std::string_view::npos) {
+      family = kPythonFamily;
+    } else if (first.find("sh") != std::string_view::npos) {
+      family = kShellFamily;
+    }
+  } else if (PromptLines p = StripPrompts(b->code, "$ ", ""); p.all_prompts) {
+    family = kShellFamily;
+    b->code = p.code;
+  } else if (PromptLines p = StripPrompts(b->code, ">>> ", "... "); p.all_prompts) {
+    family = kPythonFamily;
+    b->code = p.code;
+  } else if (LooksLikePython(b->code)) {
+    family = kPythonFamily;
+  } else if (LooksLikeShell(b->code)) {
+    family = kShellFamily;
+  }
+  const std::string& name = family == kPythonFamily ? langs.python() : langs.shell();
+  if (family.empty() || name.empty()) {
+    NotRunnableOutputOr(b, "no language tag, and it does not look like Python or shell");
+    return;
+  }
+  SetLanguage(b, langs, family);
+}
+
+// A session transcript in a shell or Python block: runnable when every line has a prompt.
+void StripSessionPrompts(AnalyzedBlock* b, std::string_view prompt, std::string_view more) {
+  std::string_view first = FirstCodeLine(b->code);
+  if (first != Trim(prompt) && first.substr(0, prompt.size()) != prompt) return;
+  PromptLines p = StripPrompts(b->code, prompt, more);
+  if (p.all_prompts) {
+    b->code = p.code;
+  } else {
+    NotRunnable(b, "example output", true);
+  }
+}
+
+// `!pip install x`, `%pip install x` and bare `pip install x` lines are not Python: they run as
+// a shell step before the block. They stay in the code as comments so line numbers in a
+// traceback still match the message. `%matplotlib inline` is dropped the same way (MPLBACKEND
+// is Agg in the sandbox).
+void ExtractPipLines(AnalyzedBlock* b) {
+  std::string code;
+  bool magic = false;
+  for (std::string_view line : SplitLines(b->code)) {
+    std::string_view t = Trim(line);
+    std::string_view rest = t;
+    if (!rest.empty() && (rest[0] == '!' || rest[0] == '%')) rest = Trim(rest.substr(1));
+    bool pip = rest != t || rest.substr(0, 4) == "pip " || rest.substr(0, 5) == "pip3 ";
+    pip = pip && !rest.empty() && AnalyzeShell(rest).lines[0].kind == LineKind::kInstall;
+    bool mpl = t.substr(0, 11) == "%matplotlib";
+    if (pip || mpl) {
+      std::string indent(line.substr(0, line.find_first_not_of(" \t")));
+      code += indent + "# " + std::string(t) + "\n";
+      if (pip) b->pip_code += std::string(rest) + "\n";
+      magic = magic || mpl;
+    } else {
+      code += std::string(line) + "\n";
+    }
+  }
+  b->code = std::move(code);
+  if (!b->pip_code.empty()) b->notes.push_back("its pip install lines run first");
+  if (magic) b->notes.push_back("%matplotlib line commented out");
+}
+
+// Top-level modules a Python block imports (`import a.b, c as d`, `from e import f`).
+std::vector<std::string> Imports(std::string_view code) {
+  std::vector<std::string> modules;
+  for (std::string_view line : SplitLines(code)) {
+    std::vector<std::string_view> w = Words(Trim(line));
+    if (w.size() < 2 || (w[0] != "import" && w[0] != "from")) continue;
+    size_t end = w[0] == "from" ? 2 : w.size();
+    for (size_t i = 1; i < end; ++i) {
+      std::string_view m = w[i];
+      if (m == "as") ++i;
+      if (m == "as" || m.empty() || m[0] == '.') continue;
+      m = m.substr(0, m.find_first_of(".,"));
+      if (!m.empty()) modules.emplace_back(m);
+    }
+  }
+  return modules;
+}
+
+void PreparePython(AnalyzedBlock* b, const LanguageTable& langs) {
+  StripSessionPrompts(b, ">>> ", "... ");
+  if (b->kind == BlockKind::kNotRunnable) return;
+  if (langs.shell().empty()) return;  // pip lines need a shell to run in
+  if (LooksLikeShell(b->code)) {
+    // `python app.py` or `pip install x` tagged as python: never valid Python.
+    SetLanguage(b, langs, kShellFamily);
+    b->notes = {"shell commands in a python block"};
+    return;
+  }
+  ExtractPipLines(b);
+  std::vector<std::string_view> lines = SplitLines(b->code);
+  bool only_pip = std::all_of(lines.begin(), lines.end(),
+                              [](std::string_view l) { return IsBlank(l) || Trim(l)[0] == '#'; });
+  if (only_pip && !b->pip_code.empty() && !langs.shell().empty()) {
+    // A "python" block holding only pip commands is a mislabelled install block.
+    SetLanguage(b, langs, kShellFamily);
+    b->code = std::move(b->pip_code);
+    b->pip_code.clear();
+    b->notes = {"pip commands in a python block"};
+    return;
+  }
+  b->imports = Imports(b->code);
+}
+
+}  // namespace
+
+BlockKind ShellKind(const ShellScript& script, std::string* reason) {
+  size_t install = 0, run = 0, other = 0, system = 0;
+  for (const ShellLine& line : script.lines) {
+    install += line.kind == LineKind::kInstall;
+    run += line.kind == LineKind::kRun;
+    other += line.kind == LineKind::kOther;
+    system += line.kind == LineKind::kSystemInstall;
+  }
+  if (install + run + other == 0) {
+    *reason =
+        system > 0 ? "system package install, which cannot run in the sandbox" : "empty block";
+    return BlockKind::kNotRunnable;
+  }
+  if (!script.writes.empty()) return BlockKind::kSetup;
+  if (other > 0) return BlockKind::kMain;
+  return install > 0 ? BlockKind::kInstall : BlockKind::kHowTo;
+}
+
+namespace {
+
+// Sets language and family from the info string (or the content, when untagged), or marks
+// the block not runnable.
+void ResolveLanguage(AnalyzedBlock* b, const LanguageTable& langs) {
+  b->language = b->tag;
+  if (b->tag == "console" || b->tag == "shell-session" || b->tag == "sh-session") {
+    PromptLines p = StripPrompts(b->code, "$ ", "");
+    if (!p.all_prompts) {
+      NotRunnable(b, "example output", true);
+    } else if (langs.shell().empty()) {
+      NotRunnable(b, "shell commands, but no shell language is configured");
+    } else {
+      SetLanguage(b, langs, kShellFamily);
+      b->code = p.code;
+    }
+    return;
+  }
+  if (b->tag.empty()) return DetectUntagged(b, langs);
+  std::string configured = langs.Find(b->tag);
+  if (!configured.empty()) {
+    b->language = configured;
+    b->family = langs.FamilyOf(configured);
+    return;
+  }
+  std::string why = "language '" + b->tag + "' is not runnable";
+  if (IsOutputTag(b->tag)) {
+    NotRunnable(b, "example output", true);
+  } else if (IsTextTag(b->tag)) {
+    NotRunnableOutputOr(b, why);
+  } else {
+    NotRunnable(b, why);
+  }
+}
+
+bool IsWhitespace(std::string_view code) {
+  return code.find_first_not_of(" \t\n") == std::string_view::npos;
+}
+
+}  // namespace
+
+AnalyzedBlock AnalyzeBlock(FencedBlock source, const LanguageTable& langs) {
+  AnalyzedBlock b;
+  b.source = std::move(source);
+  b.code = b.source.code;
+  b.kind = BlockKind::kMain;
+  ReadInfo(b.source.info, &b.tag, &b.hint);
+  ResolveLanguage(&b, langs);
+  if (b.family == kPythonFamily) PreparePython(&b, langs);
+  if (b.family == kShellFamily) StripSessionPrompts(&b, "$ ", "");
+  if (b.kind != BlockKind::kNotRunnable && IsWhitespace(b.code)) NotRunnable(&b, "empty block");
+  if (b.kind != BlockKind::kNotRunnable && b.family == kShellFamily) {
+    b.shell = AnalyzeShell(b.code);
+    b.kind = ShellKind(b.shell, &b.reason);
+  }
+  if (b.hint.empty()) b.hint = HintFromComment(b.code, b.family);
+  if (b.hint.empty()) b.hint = HintFromLead(b.source.lead_text, b.family);
+  if (!FitsFamily(b.hint, b.family)) b.hint.clear();
+  return b;
+}
+
+}  // namespace sandrun::markdown

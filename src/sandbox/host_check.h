@@ -1,0 +1,41 @@
+// Host checks: can this machine build sandboxes? Used by `sandrund check` and /healthz.
+// Reading the host (ReadHostFacts) is kept apart from judging it (CheckHost), so tests can
+// fake every answer the checks read.
+#pragma once
+
+#include <string>
+#include <vector>
+
+namespace sandrun::sandbox {
+
+// What the checks read. -1 / "" = absent on this host.
+struct HostFacts {
+  bool is_root = false;
+  long max_user_namespaces = -1;         // /proc/sys/user/max_user_namespaces
+  long unprivileged_userns_clone = -1;   // Debian: /proc/sys/kernel/unprivileged_userns_clone
+  long apparmor_restrict_userns = -1;    // Ubuntu: .../kernel/apparmor_restrict_unprivileged_userns
+  bool seccomp = false;                  // "Seccomp:" in /proc/self/status
+  bool tmpfs = false;                    // "tmpfs" in /proc/filesystems
+  std::string cgroup_version;            // "v2", "v1" or "" (from DetectCgroups)
+  std::string cgroup_error;              // why no usable cgroups
+  std::string nginx_version_output;      // `nginx -V` (stderr); "" when nginx is absent
+  bool check_nginx = true;               // the daemon's own /healthz skips nginx
+};
+
+struct HostProblem {
+  std::string what;  // one line: what is wrong
+  std::string fix;   // one line: how to fix it
+};
+
+// Reads the facts from `proc` (normally "/proc"); cgroup and nginx facts are filled by the
+// caller. Not safe after fork.
+HostFacts ReadHostFacts(const std::string& proc = "/proc");
+
+// Judges the facts; empty = this host can sandbox. `require_cgroups` makes missing cgroups a
+// problem rather than a weaker-limits note (see WeakerLimits).
+std::vector<HostProblem> CheckHost(const HostFacts& facts, bool require_cgroups);
+
+// The limits that are weaker than designed on this host (without cgroups), one line each.
+std::vector<std::string> WeakerLimits(const HostFacts& facts);
+
+}  // namespace sandrun::sandbox

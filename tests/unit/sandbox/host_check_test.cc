@@ -1,0 +1,107 @@
+#define BOOST_TEST_MODULE host_check
+#include "sandbox/host_check.h"
+
+#include <boost/test/unit_test.hpp>
+
+using namespace sandrun::sandbox;
+
+namespace {
+
+// A host where everything is in order.
+HostFacts GoodHost() {
+  HostFacts f;
+  f.is_root = true;
+  f.max_user_namespaces = 15000;
+  f.seccomp = true;
+  f.tmpfs = true;
+  f.cgroup_version = "v1";
+  f.nginx_version_output = "nginx version: nginx/1.22.1\\nconfigure arguments: "
+                           "--with-http_secure_link_module --with-http_ssl_module";
+  return f;
+}
+
+bool Mentions(const std::vector<HostProblem>& problems, const std::string& needle) {
+  for (const auto& p : problems) {
+    if (p.what.find(needle) != std::string::npos) return true;
+  }
+  return false;
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_SUITE(HostCheck)
+
+BOOST_AUTO_TEST_CASE(good_host_has_no_problem) {
+  BOOST_TEST(CheckHost(GoodHost(), true).empty());
+  BOOST_TEST(WeakerLimits(GoodHost()).empty());
+}
+
+BOOST_AUTO_TEST_CASE(disabled_user_namespaces_are_named_with_the_sysctl_fix) {
+  HostFacts f = GoodHost();
+  f.max_user_namespaces = 0;
+  auto problems = CheckHost(f, true);
+  BOOST_TEST_REQUIRE(problems.size() == 1u);
+  BOOST_TEST(problems[0].fix.find("user.max_user_namespaces") != std::string::npos);
+}
+
+BOOST_AUTO_TEST_CASE(debian_and_ubuntu_userns_knobs_matter_only_without_root) {
+  HostFacts f = GoodHost();
+  f.unprivileged_userns_clone = 0;
+  f.apparmor_restrict_userns = 1;
+  BOOST_TEST(CheckHost(f, true).empty());
+  f.is_root = false;
+  auto problems = CheckHost(f, true);
+  BOOST_TEST(Mentions(problems, "not running as root"));
+  BOOST_TEST(Mentions(problems, "unprivileged_userns_clone"));
+  BOOST_TEST(Mentions(problems, "AppArmor"));
+}
+
+BOOST_AUTO_TEST_CASE(missing_cgroups_is_a_problem_or_weaker_limits) {
+  HostFacts f = GoodHost();
+  f.cgroup_version = "";
+  f.cgroup_error = "cgroup v1: no pids hierarchy at /sys/fs/cgroup/pids";
+  auto problems = CheckHost(f, true);
+  BOOST_TEST_REQUIRE(problems.size() == 1u);
+  BOOST_TEST(problems[0].what.find("no pids hierarchy") != std::string::npos);
+  BOOST_TEST(problems[0].fix.find("require_cgroups: false") != std::string::npos);
+  BOOST_TEST(CheckHost(f, false).empty());
+  BOOST_TEST(WeakerLimits(f).size() == 4u);
+}
+
+BOOST_AUTO_TEST_CASE(no_seccomp_or_tmpfs_are_named) {
+  HostFacts f = GoodHost();
+  f.seccomp = false;
+  f.tmpfs = false;
+  auto problems = CheckHost(f, true);
+  BOOST_TEST(Mentions(problems, "seccomp"));
+  BOOST_TEST(Mentions(problems, "tmpfs"));
+}
+
+BOOST_AUTO_TEST_CASE(nginx_without_secure_link_is_named) {
+  HostFacts f = GoodHost();
+  f.nginx_version_output = "nginx version: nginx/1.22.1\\nconfigure arguments: --with-http_ssl_module";
+  BOOST_TEST(Mentions(CheckHost(f, true), "secure_link"));
+  f.nginx_version_output = "";
+  BOOST_TEST(Mentions(CheckHost(f, true), "nginx is not installed"));
+  f.check_nginx = false;
+  BOOST_TEST(CheckHost(f, true).empty());
+}
+
+BOOST_AUTO_TEST_CASE(reads_facts_from_a_fake_proc) {
+  char tmpl[] = "/tmp/sandrun-proc-XXXXXX";
+  std::string proc = mkdtemp(tmpl);
+  std::system(("mkdir -p " + proc + "/sys/user " + proc + "/sys/kernel " + proc + "/self").c_str());
+  std::system(("echo 0 > " + proc + "/sys/user/max_user_namespaces").c_str());
+  std::system(("echo 1 > " + proc + "/sys/kernel/apparmor_restrict_unprivileged_userns").c_str());
+  std::system(("printf 'Name:\\tx\\nSeccomp:\\t0\\n' > " + proc + "/self/status").c_str());
+  std::system(("printf 'nodev\\ttmpfs\\n' > " + proc + "/filesystems").c_str());
+  HostFacts f = ReadHostFacts(proc);
+  std::system(("rm -rf " + proc).c_str());
+  BOOST_TEST(f.max_user_namespaces == 0);
+  BOOST_TEST(f.apparmor_restrict_userns == 1);
+  BOOST_TEST(f.unprivileged_userns_clone == -1);
+  BOOST_TEST(f.seccomp);
+  BOOST_TEST(f.tmpfs);
+}
+
+BOOST_AUTO_TEST_SUITE_END()
