@@ -376,6 +376,8 @@ std::string EncodeRunResponse(const RunResponse& r) {
       w.Int(step.index);
       Key(w, "language");
       String(w, step.language);
+      Key(w, "code");
+      String(w, step.code);
       Key(w, "status");
       String(w, step.status);
       Key(w, "exit_code");

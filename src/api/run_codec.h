@@ -76,6 +76,7 @@ struct StreamResult {
 struct StepResult {
   int index = 0;
   std::string language;
+  std::string code;  // what ran (an addition to DESIGN.md §2: clients show it beside the output)
   std::string status;
   std::optional<int> exit_code;
   std::optional<int> signal;

@@ -229,6 +229,16 @@ HttpResponse Service::HandleRun(const HttpRequest& request, bool trusted) {
     before[file.path] = Sha256Hex(file.content);
   }
 
+  // Blocks the plan saves under a name (app.py, run by a later "python app.py") are
+  // written first, like input files: not exported again unless the run changes them.
+  for (const auto& step : run.steps) {
+    if (step.save_as.empty()) continue;
+    if (Status s = WriteWorkspaceFile(dir.workspace(), step.save_as, step.code, uid, gid); !s.ok()) {
+      return ErrorResponse(400, s.error().code, s.error().message, "markdown");
+    }
+    before[step.save_as] = Sha256Hex(step.code);
+  }
+
   RunResponse response = RunSteps(run, id, dir.workspace(), dir.tmp(), dir.root());
   response.plan = std::move(plan);
   if (response.status == "sandbox_error") {
@@ -305,14 +315,7 @@ RunResponse Service::RunSteps(const RunRequest& run, const std::string& id,
     const CodeStep& step = run.steps[i];
     const uid_t uid = static_cast<uid_t>(config_.sandbox_uid);
     const gid_t gid = static_cast<gid_t>(config_.sandbox_gid);
-    if (!step.save_as.empty()) {
-      if (Status s = WriteWorkspaceFile(workspace, step.save_as, step.code, uid, gid); !s.ok()) {
-        response.status = "error";
-        AppendLine(response.stderr_stream.text, "sandrun: " + s.error().message);
-        break;
-      }
-      continue;
-    }
+    if (!step.save_as.empty()) continue;  // written before the run (HandleRun)
     if (stopped) break;
     const int64_t elapsed_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
                                    std::chrono::steady_clock::now() - start).count();
@@ -363,6 +366,7 @@ RunResponse Service::RunSteps(const RunRequest& run, const std::string& id,
     StepResult sr;
     sr.index = step.block_index >= 0 ? step.block_index : static_cast<int>(i);
     sr.language = step.language->name;
+    sr.code = step.code;
     sr.status = StatusOf(*result);
     if (result->exit_code >= 0) sr.exit_code = result->exit_code;
     if (result->signal > 0) sr.signal = result->signal;

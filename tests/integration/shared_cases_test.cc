@@ -223,6 +223,7 @@ struct CaseRegistrar {
 BOOST_AUTO_TEST_SUITE(SharedCases)
 // Registered at static initialisation, inside this suite (one test per case id).
 static CaseRegistrar cases_registrar("cases.jsonl");
+static CaseRegistrar messages_registrar("messages.jsonl");
 BOOST_AUTO_TEST_SUITE_END()
 
 }  // namespace sandrun::integration
