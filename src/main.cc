@@ -236,9 +236,14 @@ int main(int argc, char** argv) {
   // before any request, and also clears what a crash left half-published or half-deleted.
   storage::Janitor janitor(
       {config.artifacts_dir, config.artifact_max_age_s}, config.janitor_interval_s, {},
-      [first = true](const storage::SweepStats& stats) mutable {
+      [first = true, &service](const storage::SweepStats& stats) mutable {
         LogSweep(stats, first);
         first = false;
+        service.SetArtifactUsage(stats.kept.files, stats.kept.bytes);
+        // Idle sessions go with the same sweep (DESIGN.md §6).
+        if (int removed = service.SweepIdleSessions(); removed > 0) {
+          std::fprintf(stderr, "sandrund: janitor: removed %d idle sessions\n", removed);
+        }
       });
   janitor.Start();
 

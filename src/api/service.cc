@@ -183,6 +183,12 @@ HttpResponse Service::HandleMetrics() const {
       << "# HELP sandrun_sandboxes_active Sandboxes running now.\n"
       << "# TYPE sandrun_sandboxes_active gauge\n"
       << "sandrun_sandboxes_active " << admission_.active() << "\n"
+      << "# HELP sandrun_artifact_files Files in the artifact store (at the last janitor sweep).\n"
+      << "# TYPE sandrun_artifact_files gauge\n"
+      << "sandrun_artifact_files " << artifact_files_.load() << "\n"
+      << "# HELP sandrun_artifact_bytes Bytes in the artifact store (at the last janitor sweep).\n"
+      << "# TYPE sandrun_artifact_bytes gauge\n"
+      << "sandrun_artifact_bytes " << artifact_bytes_.load() << "\n"
       << "# HELP sandrun_sandboxes_queued Requests waiting for a sandbox.\n"
       << "# TYPE sandrun_sandboxes_queued gauge\n"
       << "sandrun_sandboxes_queued " << admission_.queued() << "\n";

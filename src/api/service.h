@@ -28,6 +28,14 @@ class Service {
   // message, or "" when the self-test passed.
   std::string SelfTest();
 
+  // Called by the janitor after each sweep: deletes sessions idle past session_idle_s
+  // (returns how many) and records the artifact store's size for /metrics. Thread-safe.
+  int SweepIdleSessions() const { return sessions_.SweepIdle(config_.session_idle_s); }
+  void SetArtifactUsage(uint64_t files, uint64_t bytes) {
+    artifact_files_ = files;
+    artifact_bytes_ = bytes;
+  }
+
   // Limits weaker than designed on this host (no cgroups), listed by /healthz.
   void SetWeakerLimits(std::vector<std::string> lines) { weaker_limits_ = std::move(lines); }
 
@@ -57,6 +65,8 @@ class Service {
   storage::SessionStore sessions_;
   std::string health_error_;
   std::vector<std::string> weaker_limits_;
+  std::atomic<uint64_t> artifact_files_{0};
+  std::atomic<uint64_t> artifact_bytes_{0};
   mutable Admission admission_;
   mutable std::mutex metrics_mu_;
   std::map<std::string, int64_t> runs_by_status_;

@@ -76,7 +76,7 @@ const std::vector<Key>& Keys() {
       {"timezone", &Config::timezone, "string", 0, "TZ inside the sandbox (default the host's)"},
       {"session_wait_s", &Config::session_wait_s, "int", 0,
        "longest wait for a session's previous run before 409 (s)"},
-      {"session_idle_s", &Config::session_idle_s, "int", 60,
+      {"session_idle_s", &Config::session_idle_s, "int", 1,
        "sessions unused this long are deleted (s)"},
   };
   return kKeys;

@@ -147,3 +147,45 @@ BOOST_AUTO_TEST_CASE(input_file_cannot_be_written_through_a_planted_symlink) {
 BOOST_AUTO_TEST_SUITE_END()
 
 }  // namespace sandrun::integration
+
+namespace sandrun::integration {
+
+// Runs with session_idle_s = 1 and janitor_interval_s = 1 (CMakeLists.txt).
+BOOST_AUTO_TEST_SUITE(SessionExpiry)
+
+BOOST_AUTO_TEST_CASE(idle_session_is_deleted_by_the_janitor) {
+  auto first = PostRun(R"j({"language":"bash","user":"frank","session":"chat-f","code":"echo kept > note.txt"})j");
+  BOOST_TEST(Str(first, "status") == "ok");
+  // Polls until the janitor has swept the idle session (bounded; no duration asserted).
+  bool gone = false;
+  for (int i = 0; i < 30 && !gone; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(500));
+    auto again = PostRun(R"j({"language":"bash","user":"frank","session":"chat-f-probe","code":"true"})j");
+    (void)again;
+    gone = ReadFile(Stack::Get().state_dir() + "/logs/sandrund.log").find("idle sessions") !=
+           std::string::npos;
+  }
+  BOOST_TEST_REQUIRE(gone, "the janitor never reported removing an idle session");
+  auto later = PostRun(R"j({"language":"bash","user":"frank","session":"chat-f","code":"ls"})j");
+  BOOST_TEST(Str(later, "stdout").find("note.txt") == std::string::npos);
+}
+
+BOOST_AUTO_TEST_CASE(metrics_report_runs_and_artifacts) {
+  PostRun(RunRequest("bash", "echo x > out.txt"));
+  bool counted = false;
+  std::string metrics;
+  for (int i = 0; i < 20 && !counted; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(500));
+    metrics = Get("/metrics").body;
+    counted = metrics.find("sandrun_artifact_files 0") == std::string::npos &&
+              metrics.find("sandrun_artifact_files ") != std::string::npos;
+  }
+  BOOST_TEST(counted, metrics);
+  BOOST_TEST(metrics.find("sandrun_runs_total{status=\"ok\"}") != std::string::npos);
+  BOOST_TEST(metrics.find("sandrun_run_duration_seconds_bucket") != std::string::npos);
+  BOOST_TEST(metrics.find("sandrun_sandboxes_active") != std::string::npos);
+}
+
+BOOST_AUTO_TEST_SUITE_END()
+
+}  // namespace sandrun::integration
