@@ -69,6 +69,26 @@ void String(Writer& w, const std::string& raw) {
   w.String(clean.data(), static_cast<rapidjson::SizeType>(clean.size()));
 }
 
+// The fields a run and each of its steps share: status, exit code, signal, both streams.
+template <typename Writer>
+void Outcome(Writer& w, const std::string& status, const std::optional<int>& exit_code,
+             const std::optional<int>& signal, const StreamResult& out, const StreamResult& err) {
+  Key(w, "status");
+  String(w, status);
+  Key(w, "exit_code");
+  exit_code ? w.Int(*exit_code) : w.Null();
+  Key(w, "signal");
+  signal ? w.Int(*signal) : w.Null();
+  Key(w, "stdout");
+  String(w, out.text);
+  Key(w, "stderr");
+  String(w, err.text);
+  Key(w, "stdout_truncated");
+  w.Bool(out.truncated);
+  Key(w, "stderr_truncated");
+  w.Bool(err.truncated);
+}
+
 }  // namespace
 
 std::string CheckRelativePath(const std::string& path) {
@@ -312,20 +332,7 @@ std::string EncodeRunResponse(const RunResponse& r) {
   w.StartObject();
   Key(w, "id");
   String(w, r.id);
-  Key(w, "status");
-  String(w, r.status);
-  Key(w, "exit_code");
-  r.exit_code ? w.Int(*r.exit_code) : w.Null();
-  Key(w, "signal");
-  r.signal ? w.Int(*r.signal) : w.Null();
-  Key(w, "stdout");
-  String(w, r.stdout_stream.text);
-  Key(w, "stderr");
-  String(w, r.stderr_stream.text);
-  Key(w, "stdout_truncated");
-  w.Bool(r.stdout_stream.truncated);
-  Key(w, "stderr_truncated");
-  w.Bool(r.stderr_stream.truncated);
+  Outcome(w, r.status, r.exit_code, r.signal, r.stdout_stream, r.stderr_stream);
   Key(w, "files");
   w.StartArray();
   for (const auto& f : r.files) {
@@ -378,20 +385,7 @@ std::string EncodeRunResponse(const RunResponse& r) {
       String(w, step.language);
       Key(w, "code");
       String(w, step.code);
-      Key(w, "status");
-      String(w, step.status);
-      Key(w, "exit_code");
-      step.exit_code ? w.Int(*step.exit_code) : w.Null();
-      Key(w, "signal");
-      step.signal ? w.Int(*step.signal) : w.Null();
-      Key(w, "stdout");
-      String(w, step.stdout_stream.text);
-      Key(w, "stderr");
-      String(w, step.stderr_stream.text);
-      Key(w, "stdout_truncated");
-      w.Bool(step.stdout_stream.truncated);
-      Key(w, "stderr_truncated");
-      w.Bool(step.stderr_stream.truncated);
+      Outcome(w, step.status, step.exit_code, step.signal, step.stdout_stream, step.stderr_stream);
       Key(w, "wall_ms");
       w.Int64(step.wall_ms);
       w.EndObject();
