@@ -265,6 +265,8 @@ def machine_facts():
         except (OSError, subprocess.SubprocessError, IndexError):
             return "unknown"
 
+    repo = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    facts["commit"] = version(["git", "-C", repo, "describe", "--always", "--dirty"])
     facts["python"] = version([PYTHON, "--version"])
     facts["bash"] = version([BASH, "--version"])
     facts["bwrap"] = version(["bwrap", "--version"])
@@ -346,7 +348,8 @@ def main():
     facts = machine_facts()
     out = []
     out.append(f"Measured {facts['date']} with `scripts/bench --runs {args.runs}` "
-               f"({args.warmup} warm-up rounds discarded; cases interleaved round by round).")
+               f"({args.warmup} warm-up rounds discarded; cases interleaved round by round), "
+               f"sandrun at commit `{facts['commit']}`.")
     out.append("")
     out.append(f"Machine: {facts['nproc']} CPUs ({facts['cpu']}), kernel `{facts['kernel']}`, "
                f"Debian {facts['debian']}; load average (1/5/15 min) {load_before} before, "
