@@ -12,23 +12,6 @@
 
 namespace sandrun::storage {
 
-UniqueFd& UniqueFd::operator=(UniqueFd&& other) noexcept {
-  if (this != &other) Reset(other.Release());
-  return *this;
-}
-
-int UniqueFd::Release() {
-  const int fd = fd_;
-  fd_ = -1;
-  return fd;
-}
-
-void UniqueFd::Reset(int fd) {
-  // close(2) errors are not retried: on Linux the fd is gone even when close fails (EINTR).
-  if (fd_ >= 0) close(fd_);
-  fd_ = fd;
-}
-
 Error StorageError(std::string_view call, std::string_view arg, int err) {
   // std::error_code's message is thread-safe, unlike strerror(3).
   std::string message(call);
