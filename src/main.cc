@@ -211,8 +211,13 @@ int main(int argc, char** argv) {
       return 1;
     }
   }
+  if (check) {
+    // Beside a live daemon: its own cgroup directory, and no sweep of the runs directory
+    // (both belong to the daemon; sweeping them would break its runs in flight).
+    config.cgroup_name += "-check-" + std::to_string(::getpid());
+    return Check(config);
+  }
   int swept = SweepRuns(config.runs_dir);
-  if (check) return Check(config);
 
   Host host = PrepareHost(config, true, /*check_nginx=*/false);
   if (!host.problems.empty()) {

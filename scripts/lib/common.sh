@@ -147,7 +147,6 @@ sr_setup_state() {
     state_dir: $state,
     fcgi_socket: ($state + "/sandrun.sock"),
     artifacts_dir: ($state + "/artifacts"),
-    runs_dir: ($state + "/runs"),
     link_secret_file: ($state + "/link_secret.conf"),
     public_url: $url,
     allow_anonymous: true
@@ -354,7 +353,7 @@ sr_print_logs() {
 # Waits until GET /healthz through nginx answers 200.
 # Usage: sr_wait_healthy URL TIMEOUT_S
 sr_wait_healthy() {
-  local url="$1" timeout="$2" code deadline rc
+  local url="$1" timeout="$2" code body deadline rc
   deadline=$((SECONDS + timeout))
   while :; do
     if ! kill -0 "$SR_DAEMON_PID" 2>/dev/null; then
@@ -368,8 +367,15 @@ sr_wait_healthy() {
       sr_print_logs
       sr_die "nginx exited during start-up"
     fi
-    code="$(curl -s -o /dev/null -w '%{http_code}' --max-time 10 "$url" || true)"
+    body="$(curl -s -w '\n%{http_code}' --max-time 10 "$url" || true)"
+    code="${body##*$'\n'}"
     [[ $code == 200 ]] && return 0
+    # The daemon listens only after its sandbox self-test: its own 503 is final.
+    if [[ $code == 503 && $body == *'"status":"unavailable"'* ]]; then
+      sr_print_logs
+      printf '%s\n' "${body%$'\n'*}" >&2
+      sr_die "sandrund cannot run sandboxes on this host (see above; sandrund check explains)"
+    fi
     if ((SECONDS >= deadline)); then
       sr_print_logs
       curl -s --max-time 10 "$url" >&2 || true

@@ -250,7 +250,10 @@ std::optional<ApiError> DecodeRunRequest(const std::string& body, const std::str
   std::string language, code, markdown;
   bool has_code = false, has_language = false, has_user = false, has_session = false;
   bool has_snippets = false, has_markdown = false, has_block = false;
-  for (auto it = doc.MemberBegin(); it != doc.MemberEnd(); ++it) {
+  // Iterated as const: RapidJSON 1.1's non-const member iterators compare ambiguously under
+  // C++20's reversed operators (clang -Wambiguous-reversed-operator).
+  const Value& root = doc;
+  for (auto it = root.MemberBegin(); it != root.MemberEnd(); ++it) {
     std::string name(it->name.GetString(), it->name.GetStringLength());
     const Value& v = it->value;
     std::optional<ApiError> err;

@@ -286,7 +286,8 @@ Status Finish(Config& c) {
 const std::vector<LimitKey>& LimitKeys() {
   static const std::vector<LimitKey> kLimitKeys = {
       {"wall_time_s", &Limits::wall_time_s, 1, "wall-clock time of a run (s)"},
-      {"cpu_time_s", &Limits::cpu_time_s, 1, "CPU time of each process (s)"},
+      {"cpu_time_s", &Limits::cpu_time_s, 1,
+       "CPU time: of each process (RLIMIT_CPU) and of the whole run (cgroup) (s)"},
       {"memory_mb", &Limits::memory_mb, 16, "memory of the whole run, no swap (MiB)"},
       {"processes", &Limits::processes, 1, "processes and threads of the run"},
       {"output_bytes", &Limits::output_bytes, 1024, "stdout + stderr captured (bytes)"},
@@ -310,7 +311,10 @@ Result<Config> Load(const std::string& path) {
                                      " at offset " + std::to_string(doc.GetErrorOffset()));
     }
     if (!doc.IsObject()) return MakeError("config", path + ": expected a JSON object");
-    for (auto it = doc.MemberBegin(); it != doc.MemberEnd(); ++it) {
+    // Iterated as const: RapidJSON 1.1's non-const member iterators compare ambiguously
+    // under C++20's reversed operators (clang -Wambiguous-reversed-operator).
+    const rapidjson::Value& root = doc;
+    for (auto it = root.MemberBegin(); it != root.MemberEnd(); ++it) {
       std::string name = it->name.GetString();
       Status s = OkStatus();
       if (name == "limits") {

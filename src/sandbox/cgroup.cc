@@ -142,6 +142,11 @@ class CgroupManagerV1 : public CgroupManager {
                                             int64_t max_processes) override {
     std::vector<std::string> dirs;
     for (const auto& base : bases_) {
+      // The base may have been removed under us (an operator, another instance's clean stop
+      // while we were idle): make it again.
+      if (::mkdir(base.c_str(), 0755) != 0 && errno != EEXIST) {
+        return sys::ErrnoError("cgroup", "mkdir " + base);
+      }
       std::string dir = base + "/" + run_id;
       if (::mkdir(dir.c_str(), 0755) != 0) {
         auto err = sys::ErrnoError("cgroup", "mkdir " + dir);

@@ -117,8 +117,8 @@ Result<SeccompFilter> SeccompFilter::Compile() {
     if (rc < 0) return SeccompError(std::string("seccomp_rule_add(") + rule.name + ")", rc);
   }
   for (unsigned long flag : kNamespaceFlags) {
-    rc = seccomp_rule_add(ctx.get(), SCMP_ACT_ERRNO(EPERM), SCMP_SYS(clone), 1,
-                          SCMP_A0(SCMP_CMP_MASKED_EQ, flag, flag));
+    const scmp_arg_cmp has_flag{0, SCMP_CMP_MASKED_EQ, flag, flag};
+    rc = seccomp_rule_add(ctx.get(), SCMP_ACT_ERRNO(EPERM), SCMP_SYS(clone), 1, has_flag);
     if (rc < 0) return SeccompError("seccomp_rule_add(clone namespace flag)", rc);
   }
   // clone3 passes its flags in memory, which seccomp cannot read: answer ENOSYS so libc
@@ -127,12 +127,14 @@ Result<SeccompFilter> SeccompFilter::Compile() {
   if (rc < 0) return SeccompError("seccomp_rule_add(clone3)", rc);
   // personality(2): only PER_LINUX and the 0xffffffff query; other personalities change
   // the ABI (READ_IMPLIES_EXEC, ADDR_NO_RANDOMIZE) under the filter's feet.
-  rc = seccomp_rule_add(ctx.get(), SCMP_ACT_ERRNO(EPERM), SCMP_SYS(personality), 2,
-                        SCMP_A0(SCMP_CMP_NE, 0), SCMP_A0(SCMP_CMP_NE, 0xffffffffu));
+  // Comparisons spelled out: SCMP_A0() leaves datum_b to the compiler (clang warns).
+  const scmp_arg_cmp not_linux{0, SCMP_CMP_NE, 0, 0};
+  const scmp_arg_cmp not_query{0, SCMP_CMP_NE, 0xffffffffu, 0};
+  rc = seccomp_rule_add(ctx.get(), SCMP_ACT_ERRNO(EPERM), SCMP_SYS(personality), 2, not_linux,
+                        not_query);
   if (rc < 0) {
     // Older libseccomp refuses two comparisons on one argument: allow only the query.
-    rc = seccomp_rule_add(ctx.get(), SCMP_ACT_ERRNO(EPERM), SCMP_SYS(personality), 1,
-                          SCMP_A0(SCMP_CMP_NE, 0xffffffffu));
+    rc = seccomp_rule_add(ctx.get(), SCMP_ACT_ERRNO(EPERM), SCMP_SYS(personality), 1, not_query);
     if (rc < 0) return SeccompError("seccomp_rule_add(personality)", rc);
   }
 
