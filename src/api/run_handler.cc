@@ -4,6 +4,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 
 #include "api/run_codec.h"
@@ -307,6 +308,8 @@ RunResponse Service::RunSteps(const RunRequest& run, const std::string& id,
   response.status = "ok";
   response.limits = limits;
   const bool multi = run.markdown.has_value() || run.steps.size() > 1;
+  const size_t programs = static_cast<size_t>(std::count_if(
+      run.steps.begin(), run.steps.end(), [](const CodeStep& s) { return s.save_as.empty(); }));
   if (multi) response.steps.emplace();
   const auto start = std::chrono::steady_clock::now();
   uint64_t output_used = 0;
@@ -386,8 +389,8 @@ RunResponse Service::RunSteps(const RunRequest& run, const std::string& id,
                      std::to_string(result->process_limit_hits) + " forks)");
     }
     output_used += result->stdout_text.size() + result->stderr_text.size();
-    // Joined streams: a header line per step when there are several.
-    if (multi) {
+    // Joined streams: a header line per step when more than one program runs.
+    if (programs > 1) {
       AppendLine(response.stdout_stream.text, "--- " + step.title + " ---");
       if (!sr.stderr_stream.text.empty()) {
         AppendLine(response.stderr_stream.text, "--- " + step.title + " ---");
