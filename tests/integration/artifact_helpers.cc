@@ -39,27 +39,18 @@ httplib::Headers ToHttplib(const Headers& headers) {
   return httplib::Headers(headers.begin(), headers.end());
 }
 
-HttpResponse From(const httplib::Result& result, const std::string& what) {
-  BOOST_REQUIRE_MESSAGE(result, what << ": no HTTP answer: " << httplib::to_string(result.error()));
-  HttpResponse response;
-  response.status = result->status;
-  response.body = result->body;
-  response.headers = result->headers;
-  return response;
-}
-
 }  // namespace
 
 HttpResponse GetWith(const std::string& path_and_query, const Headers& headers,
                      const std::string& source_ip, int port) {
   auto client = MakeClient(source_ip, port);
-  return From(client.Get(path_and_query.c_str(), ToHttplib(headers)), "GET " + path_and_query);
+  return FromResult(client.Get(path_and_query.c_str(), ToHttplib(headers)), "GET " + path_and_query);
 }
 
 HttpResponse PostWith(const std::string& path, const std::string& body, const Headers& headers,
                       const std::string& source_ip, int port) {
   auto client = MakeClient(source_ip, port);
-  return From(client.Post(path.c_str(), ToHttplib(headers), body, "application/json"),
+  return FromResult(client.Post(path.c_str(), ToHttplib(headers), body, "application/json"),
               "POST " + path);
 }
 

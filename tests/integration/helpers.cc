@@ -31,14 +31,6 @@ httplib::Client MakeClient() {
   return client;
 }
 
-HttpResponse FromResult(const httplib::Result& result, const std::string& what) {
-  BOOST_REQUIRE_MESSAGE(result, what << ": no HTTP answer: " << httplib::to_string(result.error()));
-  HttpResponse response;
-  response.status = result->status;
-  response.body = result->body;
-  response.headers = result->headers;
-  return response;
-}
 
 std::string Digest(const EVP_MD* md, const std::string& data) {
   unsigned char out[EVP_MAX_MD_SIZE];
@@ -48,6 +40,15 @@ std::string Digest(const EVP_MD* md, const std::string& data) {
 }
 
 }  // namespace
+
+HttpResponse FromResult(const httplib::Result& result, const std::string& what) {
+  BOOST_REQUIRE_MESSAGE(result, what << ": no HTTP answer: " << httplib::to_string(result.error()));
+  HttpResponse response;
+  response.status = result->status;
+  response.body = result->body;
+  response.headers = result->headers;
+  return response;
+}
 
 std::string HttpResponse::Header(const std::string& name) const {
   auto it = headers.find(name);

@@ -24,6 +24,9 @@ struct HttpResponse {
   std::string Header(const std::string& name) const;
 };
 
+// The answer of a cpp-httplib request; a transport error fails the test naming `what`.
+HttpResponse FromResult(const httplib::Result& result, const std::string& what);
+
 // Requests to the stack's nginx. A transport error fails the test (BOOST_REQUIRE).
 HttpResponse Get(const std::string& path_and_query);
 HttpResponse Post(const std::string& path, const std::string& body,
