@@ -76,8 +76,8 @@ std::string UnreachableBySandbox(const std::string& path) {
 
 struct Host {
   std::unique_ptr<sandbox::Launcher> launcher;
-  std::string problems;                     // "" when the host can sandbox
-  std::vector<std::string> weaker_limits;   // without cgroups (require_cgroups: false)
+  std::string problems;                    // "" when the host can sandbox
+  std::vector<std::string> weaker_limits;  // without cgroups (require_cgroups: false)
 };
 
 // Output of `nginx -V` (it prints to stderr), "" when nginx is not installed.
@@ -132,17 +132,16 @@ void LogSweep(const storage::SweepStats& stats, bool always) {
       stats.user_dirs_removed == 0 && stats.errors.empty()) {
     return;
   }
-  std::fprintf(stderr,
-               "sandrund: janitor: removed %lld expired runs, %lld leftovers, %lld empty user "
-               "dirs; kept %lld runs (%llu files, %llu bytes)%s%s\n",
-               static_cast<long long>(stats.runs_removed),
-               static_cast<long long>(stats.leftovers_removed),
-               static_cast<long long>(stats.user_dirs_removed),
-               static_cast<long long>(stats.runs_kept),
-               static_cast<unsigned long long>(stats.kept.files),
-               static_cast<unsigned long long>(stats.kept.bytes),
-               stats.errors.empty() ? "" : "; first error: ",
-               stats.errors.empty() ? "" : stats.errors.front().c_str());
+  std::fprintf(
+      stderr,
+      "sandrund: janitor: removed %lld expired runs, %lld leftovers, %lld empty user "
+      "dirs; kept %lld runs (%llu files, %llu bytes)%s%s\n",
+      static_cast<long long>(stats.runs_removed), static_cast<long long>(stats.leftovers_removed),
+      static_cast<long long>(stats.user_dirs_removed), static_cast<long long>(stats.runs_kept),
+      static_cast<unsigned long long>(stats.kept.files),
+      static_cast<unsigned long long>(stats.kept.bytes),
+      stats.errors.empty() ? "" : "; first error: ",
+      stats.errors.empty() ? "" : stats.errors.front().c_str());
 }
 
 server::FcgiServer* g_server = nullptr;
@@ -194,8 +193,10 @@ int main(int argc, char** argv) {
   // then runs go to /run/sandrun/<hash> unless runs_dir was set explicitly.
   if (std::string why = UnreachableBySandbox(config.runs_dir); !why.empty()) {
     if (config.runs_dir_configured) {
-      std::fprintf(stderr, "sandrund: config: key 'runs_dir': %s: make every directory on the "
-                   "path searchable by others (chmod o+x) or choose another path\n", why.c_str());
+      std::fprintf(stderr,
+                   "sandrund: config: key 'runs_dir': %s: make every directory on the "
+                   "path searchable by others (chmod o+x) or choose another path\n",
+                   why.c_str());
       return 2;
     }
     const std::string fallback =
@@ -261,9 +262,10 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "sandrund: %s\n", s.error().message.c_str());
     return 1;
   }
-  std::fprintf(stderr, "sandrund: listening on %s (%lld sandboxes at once, queue %lld; swept %d "
-               "stale runs)\n", config.fcgi_socket.c_str(),
-               static_cast<long long>(config.max_concurrent_runs),
+  std::fprintf(stderr,
+               "sandrund: listening on %s (%lld sandboxes at once, queue %lld; swept %d "
+               "stale runs)\n",
+               config.fcgi_socket.c_str(), static_cast<long long>(config.max_concurrent_runs),
                static_cast<long long>(config.max_queue), swept);
   g_server = &server;
   std::thread waiter([&] {

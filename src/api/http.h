@@ -7,8 +7,8 @@
 namespace sandrun::api {
 
 struct HttpRequest {
-  std::string method;  // "GET", "POST"
-  std::string path;    // decoded path, e.g. "/run"
+  std::string method;                          // "GET", "POST"
+  std::string path;                            // decoded path, e.g. "/run"
   std::map<std::string, std::string> headers;  // lower-case names: "authorization"
   std::string body;
   std::string remote_addr;

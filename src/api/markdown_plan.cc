@@ -10,7 +10,8 @@ std::optional<ApiError> Service::PlanMarkdown(const std::string& markdown, int b
                                               std::optional<std::vector<PlanEntry>>* plan) const {
   std::vector<markdown::LanguageAliases> languages;
   for (const auto& l : config_.languages) languages.push_back({l.name, l.aliases});
-  auto built = markdown::BuildRunPlan(markdown, languages, block < 0 ? markdown::kAllBlocks : block);
+  auto built =
+      markdown::BuildRunPlan(markdown, languages, block < 0 ? markdown::kAllBlocks : block);
   if (!built.ok()) {
     const std::string& code = built.error().code;
     return ApiError{code == "too_large" ? 413 : 400, code, built.error().message,
@@ -26,7 +27,8 @@ std::optional<ApiError> Service::PlanMarkdown(const std::string& markdown, int b
       if (step.language == nullptr) {
         return ApiError{400, "unknown_language",
                         "block " + std::to_string(s.block_index) + ": language '" + s.language +
-                            "' is not configured", "markdown"};
+                            "' is not configured",
+                        "markdown"};
       }
       step.title = "block " + std::to_string(s.block_index) + " (" + step.language->name + ", " +
                    markdown::StepKindName(s.kind) + ")";

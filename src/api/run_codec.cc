@@ -1,10 +1,10 @@
 #include "api/run_codec.h"
 
+#include <openssl/evp.h>
 #include <rapidjson/document.h>
 #include <rapidjson/error/en.h>
 #include <rapidjson/stringbuffer.h>
 #include <rapidjson/writer.h>
-#include <openssl/evp.h>
 
 #include "util/text.h"
 
@@ -18,7 +18,8 @@ ApiError Bad(const std::string& code, const std::string& message, const std::str
 }
 
 std::optional<ApiError> GetString(const Value& v, const char* field, std::string* out) {
-  if (!v.IsString()) return Bad("wrong_type", std::string("'") + field + "' must be a string", field);
+  if (!v.IsString())
+    return Bad("wrong_type", std::string("'") + field + "' must be a string", field);
   out->assign(v.GetString(), v.GetStringLength());
   return std::nullopt;
 }
@@ -35,9 +36,11 @@ std::optional<ApiError> DecodeLimits(const Value& v, const config::Config& confi
     }
     if (key == nullptr) {
       std::string known;
-      for (const auto& k : config::LimitKeys()) known += std::string(known.empty() ? "" : ", ") + k.name;
-      return Bad("unknown_field", "unknown limit '" + util::SanitizeUtf8(name) + "' (known: " +
-                                      known + ")", util::SanitizeUtf8(field));
+      for (const auto& k : config::LimitKeys())
+        known += std::string(known.empty() ? "" : ", ") + k.name;
+      return Bad("unknown_field",
+                 "unknown limit '" + util::SanitizeUtf8(name) + "' (known: " + known + ")",
+                 util::SanitizeUtf8(field));
     }
     if (!it->value.IsInt64()) {
       return Bad("wrong_type", "'" + field + "' must be an integer", field);
@@ -49,9 +52,10 @@ std::optional<ApiError> DecodeLimits(const Value& v, const config::Config& confi
                  "'" + field + "' must be at least " + std::to_string(key->min), field);
     }
     if (value > ceiling) {
-      return Bad("limit_above_ceiling", "'" + field + "' is " + std::to_string(value) +
-                                            ", above the configured ceiling " +
-                                            std::to_string(ceiling), field);
+      return Bad("limit_above_ceiling",
+                 "'" + field + "' is " + std::to_string(value) + ", above the configured ceiling " +
+                     std::to_string(ceiling),
+                 field);
     }
     limits->*(key->member) = value;
   }
@@ -138,8 +142,9 @@ std::optional<ApiError> CheckCode(const std::string& code, const std::string& fi
   // bytes"; bash drops it silently, changing the program): refuse rather than run a mangled
   // program.
   if (size_t nul = code.find('\0'); nul != std::string::npos) {
-    return Bad("invalid_code", "'" + field + "' contains a null byte (U+0000) at byte offset " +
-                                   std::to_string(nul) + "; source code cannot contain null bytes",
+    return Bad("invalid_code",
+               "'" + field + "' contains a null byte (U+0000) at byte offset " +
+                   std::to_string(nul) + "; source code cannot contain null bytes",
                field);
   }
   return std::nullopt;
@@ -151,14 +156,16 @@ std::optional<ApiError> FindLanguage(const config::Config& config, const std::st
   if (*out != nullptr) return std::nullopt;
   std::string known;
   for (const auto& l : config.languages) known += std::string(known.empty() ? "" : ", ") + l.name;
-  return Bad("unknown_language", "unknown language '" + util::SanitizeUtf8(name) +
-                                     "' (configured: " + known + ")", field);
+  return Bad("unknown_language",
+             "unknown language '" + util::SanitizeUtf8(name) + "' (configured: " + known + ")",
+             field);
 }
 
 std::optional<ApiError> DecodeSnippets(const Value& v, const config::Config& config,
                                        std::vector<CodeStep>* steps) {
   if (!v.IsArray() || v.Empty()) {
-    return Bad("wrong_type", "'snippets' must be a non-empty array of {language, code}", "snippets");
+    return Bad("wrong_type", "'snippets' must be a non-empty array of {language, code}",
+               "snippets");
   }
   if (v.Size() > 64) return Bad("too_large", "at most 64 snippets per request", "snippets");
   for (rapidjson::SizeType i = 0; i < v.Size(); ++i) {
@@ -180,8 +187,10 @@ std::optional<ApiError> DecodeSnippets(const Value& v, const config::Config& con
       }
       if (err) return err;
     }
-    if (language.empty()) return Bad("missing_field", "'" + field + ".language' is required", field + ".language");
-    if (!s.HasMember("code")) return Bad("missing_field", "'" + field + ".code' is required", field + ".code");
+    if (language.empty())
+      return Bad("missing_field", "'" + field + ".language' is required", field + ".language");
+    if (!s.HasMember("code"))
+      return Bad("missing_field", "'" + field + ".code' is required", field + ".code");
     if (auto err = FindLanguage(config, language, field + ".language", &step.language)) return err;
     if (auto err = CheckCode(step.code, field + ".code")) return err;
     step.title = "snippet " + std::to_string(i) + " (" + step.language->name + ")";
@@ -192,7 +201,8 @@ std::optional<ApiError> DecodeSnippets(const Value& v, const config::Config& con
 
 std::optional<ApiError> DecodeFiles(const Value& v, const config::Limits& limits,
                                     std::vector<InputFile>* files) {
-  if (!v.IsArray()) return Bad("wrong_type", "'files' must be an array of {path, content_base64}", "files");
+  if (!v.IsArray())
+    return Bad("wrong_type", "'files' must be an array of {path, content_base64}", "files");
   if (v.Size() > kMaxInputFiles) {
     return Bad("too_large", "at most " + std::to_string(kMaxInputFiles) + " input files", "files");
   }
@@ -201,7 +211,8 @@ std::optional<ApiError> DecodeFiles(const Value& v, const config::Limits& limits
     const Value& f = v[i];
     if (!f.IsObject() || !f.HasMember("path") || !f["path"].IsString() ||
         !f.HasMember("content_base64") || !f["content_base64"].IsString() || f.MemberCount() != 2) {
-      return Bad("wrong_type", "'" + field + "' must be {\"path\": string, \"content_base64\": string}", field);
+      return Bad("wrong_type",
+                 "'" + field + "' must be {\"path\": string, \"content_base64\": string}", field);
     }
     InputFile file;
     file.path.assign(f["path"].GetString(), f["path"].GetStringLength());
@@ -209,12 +220,14 @@ std::optional<ApiError> DecodeFiles(const Value& v, const config::Limits& limits
       return Bad("invalid_path", "'" + field + ".path' " + why, field + ".path");
     }
     for (const auto& earlier : *files) {
-      if (earlier.path == file.path) return Bad("invalid_path", "'" + field + ".path' repeats an earlier path", field + ".path");
+      if (earlier.path == file.path)
+        return Bad("invalid_path", "'" + field + ".path' repeats an earlier path", field + ".path");
     }
-    auto content = DecodeBase64(std::string(f["content_base64"].GetString(),
-                                            f["content_base64"].GetStringLength()));
+    auto content = DecodeBase64(
+        std::string(f["content_base64"].GetString(), f["content_base64"].GetStringLength()));
     if (!content) {
-      return Bad("invalid_base64", "'" + field + ".content_base64' is not valid base64 (RFC 4648)", field + ".content_base64");
+      return Bad("invalid_base64", "'" + field + ".content_base64' is not valid base64 (RFC 4648)",
+                 field + ".content_base64");
     }
     if (content->size() >= static_cast<uint64_t>(limits.file_size_mb) << 20) {
       return Bad("too_large", "'" + field + "' is larger than file_size_mb", field);
@@ -234,12 +247,13 @@ std::optional<ApiError> DecodeRunRequest(const std::string& body, const std::str
   // kParseStopWhenDoneFlag off: trailing garbage is an error. The iterative parser keeps deep
   // nesting off the stack.
   doc.Parse<rapidjson::kParseIterativeFlag | rapidjson::kParseValidateEncodingFlag>(body.data(),
-                                                                                   body.size());
+                                                                                    body.size());
   if (doc.HasParseError()) {
-    return Bad("invalid_json", std::string("request body is not valid JSON: ") +
-                                   rapidjson::GetParseError_En(doc.GetParseError()) +
-                                   " (at byte offset " + std::to_string(doc.GetErrorOffset()) +
-                                   ")", "");
+    return Bad("invalid_json",
+               std::string("request body is not valid JSON: ") +
+                   rapidjson::GetParseError_En(doc.GetParseError()) + " (at byte offset " +
+                   std::to_string(doc.GetErrorOffset()) + ")",
+               "");
   }
   if (!doc.IsObject()) return Bad("wrong_type", "request body must be a JSON object", "");
   out->limits = config.limits;
@@ -280,7 +294,8 @@ std::optional<ApiError> DecodeRunRequest(const std::string& body, const std::str
       err = GetString(v, "markdown", &markdown);
       has_markdown = true;
     } else if (name == "block") {
-      if (!v.IsInt() || v.GetInt() < 0) return Bad("wrong_type", "'block' must be an integer >= 0", "block");
+      if (!v.IsInt() || v.GetInt() < 0)
+        return Bad("wrong_type", "'block' must be an integer >= 0", "block");
       out->block = v.GetInt();
       has_block = true;
     } else if (name == "continue_on_error") {
@@ -303,16 +318,20 @@ std::optional<ApiError> DecodeRunRequest(const std::string& body, const std::str
   }
   const int sources = (has_code ? 1 : 0) + (has_snippets ? 1 : 0) + (has_markdown ? 1 : 0);
   if (sources == 0) {
-    return Bad("missing_field", "one of 'code' (with 'language'), 'snippets' or 'markdown' is required", "code");
+    return Bad("missing_field",
+               "one of 'code' (with 'language'), 'snippets' or 'markdown' is required", "code");
   }
   if (sources > 1) {
     return Bad("conflicting_fields", "send exactly one of 'code', 'snippets' and 'markdown'",
                has_markdown ? "markdown" : "snippets");
   }
-  if (has_block && !has_markdown) return Bad("conflicting_fields", "'block' goes with 'markdown'", "block");
-  if (has_language && !has_code) return Bad("conflicting_fields", "'language' goes with 'code'", "language");
+  if (has_block && !has_markdown)
+    return Bad("conflicting_fields", "'block' goes with 'markdown'", "block");
+  if (has_language && !has_code)
+    return Bad("conflicting_fields", "'language' goes with 'code'", "language");
   if (has_code) {
-    if (!has_language) return Bad("missing_field", "'language' is required with 'code'", "language");
+    if (!has_language)
+      return Bad("missing_field", "'language' is required with 'code'", "language");
     CodeStep step;
     if (auto err = FindLanguage(config, language, "language", &step.language)) return err;
     if (auto err = CheckCode(code, "code")) return err;
@@ -325,7 +344,8 @@ std::optional<ApiError> DecodeRunRequest(const std::string& body, const std::str
     return Bad("wrong_type", "'user' must be 1 to 256 bytes", "user");
   }
   if (!has_session && !header_session.empty()) out->session = header_session;
-  if (out->session.size() > 256) return Bad("wrong_type", "'session' must be at most 256 bytes", "session");
+  if (out->session.size() > 256)
+    return Bad("wrong_type", "'session' must be at most 256 bytes", "session");
   return std::nullopt;
 }
 

@@ -24,9 +24,9 @@ struct ApiError {
 struct CodeStep {
   const config::Language* language = nullptr;
   std::string code;
-  int block_index = -1;   // with markdown: the block it came from
-  std::string save_as;    // non-empty: write `code` to this workspace path instead of running
-  std::string title;      // header line in the joined output, e.g. "snippet 2 (bash)"
+  int block_index = -1;  // with markdown: the block it came from
+  std::string save_as;   // non-empty: write `code` to this workspace path instead of running
+  std::string title;     // header line in the joined output, e.g. "snippet 2 (bash)"
 };
 
 // An input file placed in the workspace before the run.
@@ -38,12 +38,12 @@ struct InputFile {
 struct RunRequest {
   std::vector<CodeStep> steps;  // from `code` (one) or `snippets`; empty with `markdown`
   std::optional<std::string> markdown;
-  int block = -1;               // with markdown: only this block
+  int block = -1;  // with markdown: only this block
   bool continue_on_error = false;
-  std::string stdin_data;       // given to the last step
+  std::string stdin_data;  // given to the last step
   std::vector<InputFile> files;
   std::string user = "anonymous";
-  std::string session;          // "" = fresh workspace
+  std::string session;    // "" = fresh workspace
   config::Limits limits;  // defaults, lowered or raised (up to the ceilings) by the request
 };
 
@@ -107,7 +107,7 @@ struct RunResponse {
   int64_t max_rss_kb = 0;
   config::Limits limits;
   std::optional<std::vector<StepResult>> steps;  // `snippets` in JSON: with snippets/markdown
-  std::optional<std::vector<PlanEntry>> plan;     // with markdown
+  std::optional<std::vector<PlanEntry>> plan;    // with markdown
 };
 
 std::string EncodeRunResponse(const RunResponse& response);

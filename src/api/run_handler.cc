@@ -91,12 +91,17 @@ std::vector<std::string> SandboxEnv(const config::Config& config) {
 std::string StatusOf(const sandbox::SandboxResult& r) {
   using sandbox::RunOutcome;
   switch (r.outcome) {
-    case RunOutcome::kExited: return r.exit_code == 0 ? "ok" : "error";
-    case RunOutcome::kSignaled: return "killed";
+    case RunOutcome::kExited:
+      return r.exit_code == 0 ? "ok" : "error";
+    case RunOutcome::kSignaled:
+      return "killed";
     case RunOutcome::kWallTimeout:
-    case RunOutcome::kCpuTimeout: return "timeout";
-    case RunOutcome::kMemoryLimit: return "memory_limit";
-    case RunOutcome::kOutputLimit: return "output_limit";
+    case RunOutcome::kCpuTimeout:
+      return "timeout";
+    case RunOutcome::kMemoryLimit:
+      return "memory_limit";
+    case RunOutcome::kOutputLimit:
+      return "output_limit";
   }
   return "error";
 }
@@ -138,12 +143,15 @@ Status WriteWorkspaceFile(const std::string& workspace, const std::string& path,
        start = slash + 1) {
     const std::string name = path.substr(start, slash - start);
     if (::mkdirat(dir.get(), name.c_str(), 0755) == 0) {
-      sys::UniqueFd made(::openat(dir.get(), name.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+      sys::UniqueFd made(
+          ::openat(dir.get(), name.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
       if (made.valid()) (void)::fchown(made.get(), uid, gid);
     }
-    dir = sys::UniqueFd(::openat(dir.get(), name.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+    dir = sys::UniqueFd(
+        ::openat(dir.get(), name.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
   }
-  if (!dir.valid()) return sys::ErrnoError("invalid_path", "cannot create the directories of " + path);
+  if (!dir.valid())
+    return sys::ErrnoError("invalid_path", "cannot create the directories of " + path);
   const std::string name = path.substr(start);
   sys::UniqueFd fd(::openat(dir.get(), name.c_str(),
                             O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0644));
@@ -204,19 +212,21 @@ HttpResponse Service::HandleRun(const HttpRequest& request, bool trusted) {
   storage::FileDigests before;
   storage::SessionLock session;
   if (!run.session.empty()) {
-    auto locked = sessions_.Lock(run.user, run.session, std::chrono::seconds(config_.session_wait_s));
+    auto locked =
+        sessions_.Lock(run.user, run.session, std::chrono::seconds(config_.session_wait_s));
     if (!locked.ok()) {
       if (locked.error().code == "session_busy") {
-        return ErrorResponse(409, "session_busy", "session '" + util::SanitizeUtf8(run.session) +
-                                                      "': " + locked.error().message, "session");
+        return ErrorResponse(
+            409, "session_busy",
+            "session '" + util::SanitizeUtf8(run.session) + "': " + locked.error().message,
+            "session");
       }
       return ErrorResponse(500, "storage", "run " + id + ": " + locked.error().message);
     }
     session = std::move(*locked);
     auto restored = sessions_.Restore(session, dir.workspace(), uid, gid);
     if (!restored.ok()) {
-      return ErrorResponse(restored.error().code == "file_limit" ? 400 : 500,
-                           restored.error().code,
+      return ErrorResponse(restored.error().code == "file_limit" ? 400 : 500, restored.error().code,
                            "the session's files do not fit in this run's workspace (disk_mb " +
                                std::to_string(limits.disk_mb) + "): " + restored.error().message,
                            "limits.disk_mb");
@@ -224,7 +234,8 @@ HttpResponse Service::HandleRun(const HttpRequest& request, bool trusted) {
     before = std::move(*restored);
   }
   for (const auto& file : run.files) {
-    if (Status s = WriteWorkspaceFile(dir.workspace(), file.path, file.content, uid, gid); !s.ok()) {
+    if (Status s = WriteWorkspaceFile(dir.workspace(), file.path, file.content, uid, gid);
+        !s.ok()) {
       return ErrorResponse(400, s.error().code, s.error().message, "files");
     }
     before[file.path] = Sha256Hex(file.content);
@@ -234,7 +245,8 @@ HttpResponse Service::HandleRun(const HttpRequest& request, bool trusted) {
   // written first, like input files: not exported again unless the run changes them.
   for (const auto& step : run.steps) {
     if (step.save_as.empty()) continue;
-    if (Status s = WriteWorkspaceFile(dir.workspace(), step.save_as, step.code, uid, gid); !s.ok()) {
+    if (Status s = WriteWorkspaceFile(dir.workspace(), step.save_as, step.code, uid, gid);
+        !s.ok()) {
       return ErrorResponse(400, s.error().code, s.error().message, "markdown");
     }
     before[step.save_as] = Sha256Hex(step.code);
@@ -321,19 +333,21 @@ RunResponse Service::RunSteps(const RunRequest& run, const std::string& id,
     if (!step.save_as.empty()) continue;  // written before the run (HandleRun)
     if (stopped) break;
     const int64_t elapsed_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
-                                   std::chrono::steady_clock::now() - start).count();
+                                   std::chrono::steady_clock::now() - start)
+                                   .count();
     const int64_t wall_left_ms = limits.wall_time_s * 1000 - elapsed_ms;
-    const uint64_t output_left = static_cast<uint64_t>(limits.output_bytes) - std::min<uint64_t>(output_used, limits.output_bytes);
+    const uint64_t output_left = static_cast<uint64_t>(limits.output_bytes) -
+                                 std::min<uint64_t>(output_used, limits.output_bytes);
     if (wall_left_ms <= 0 || output_left < 1024) {
       response.status = wall_left_ms <= 0 ? "timeout" : "output_limit";
-      AppendLine(response.stderr_stream.text, "sandrun: " + step.title + " not run: the run's " +
-                                                  (wall_left_ms <= 0 ? "wall-clock time" : "output") +
-                                                  " budget is spent");
+      AppendLine(response.stderr_stream.text,
+                 "sandrun: " + step.title + " not run: the run's " +
+                     (wall_left_ms <= 0 ? "wall-clock time" : "output") + " budget is spent");
       break;
     }
     // The program file: .sandrun/main.py for one step, .sandrun/<i>/main.py for several.
-    const std::string rel = multi ? std::to_string(i) + "/" + step.language->file_name
-                                  : step.language->file_name;
+    const std::string rel =
+        multi ? std::to_string(i) + "/" + step.language->file_name : step.language->file_name;
     if (multi) (void)sys::MakeDirs(workspace + "/.sandrun/" + std::to_string(i), 0755);
     if (Status s = sys::WriteFile(workspace + "/.sandrun/" + rel, step.code, 0644); !s.ok()) {
       response.status = "sandbox_error";
@@ -383,10 +397,10 @@ RunResponse Service::RunSteps(const RunRequest& run, const std::string& id,
       // A run that hit its process limit did not do what it tried (a fork bomb, a pool too
       // big): say so, and never call it "ok" even if the main program exited 0.
       if (sr.status == "ok") sr.status = "error";
-      AppendLine(sr.stderr_stream.text,
-                 "sandrun: the run reached its process limit of " +
-                     std::to_string(limits.processes) + " (the kernel refused " +
-                     std::to_string(result->process_limit_hits) + " forks)");
+      AppendLine(sr.stderr_stream.text, "sandrun: the run reached its process limit of " +
+                                            std::to_string(limits.processes) +
+                                            " (the kernel refused " +
+                                            std::to_string(result->process_limit_hits) + " forks)");
     }
     output_used += result->stdout_text.size() + result->stderr_text.size();
     // Joined streams: a header line per step when more than one program runs.

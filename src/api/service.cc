@@ -19,8 +19,8 @@
 namespace sandrun::api {
 namespace {
 
-constexpr int64_t kDurationBucketsMs[] = {50, 100, 250, 500, 1000, 2500, 5000, 10000, 30000,
-                                          60000, 300000};
+constexpr int64_t kDurationBucketsMs[] = {50,   100,   250,   500,   1000,  2500,
+                                          5000, 10000, 30000, 60000, 300000};
 
 std::string JsonString(const std::string& raw) {
   rapidjson::StringBuffer buffer;
@@ -174,8 +174,8 @@ HttpResponse Service::HandleMetrics() const {
   out << "# HELP sandrun_run_duration_seconds Wall time of runs.\n"
       << "# TYPE sandrun_run_duration_seconds histogram\n";
   for (size_t i = 0; i < std::size(kDurationBucketsMs); ++i) {
-    out << "sandrun_run_duration_seconds_bucket{le=\"" << kDurationBucketsMs[i] / 1000.0
-        << "\"} " << duration_buckets_[i] << "\n";
+    out << "sandrun_run_duration_seconds_bucket{le=\"" << kDurationBucketsMs[i] / 1000.0 << "\"} "
+        << duration_buckets_[i] << "\n";
   }
   out << "sandrun_run_duration_seconds_bucket{le=\"+Inf\"} " << duration_count_ << "\n"
       << "sandrun_run_duration_seconds_sum " << duration_sum_s_ << "\n"

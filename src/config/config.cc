@@ -251,8 +251,8 @@ Status Finish(Config& c) {
   }
   for (const auto& lk : LimitKeys()) {
     if (c.limits.*(lk.member) > c.ceilings.*(lk.member)) {
-      return KeyError(std::string("limits.") + lk.name, "above its ceiling " +
-                                                            std::to_string(c.ceilings.*(lk.member)));
+      return KeyError(std::string("limits.") + lk.name,
+                      "above its ceiling " + std::to_string(c.ceilings.*(lk.member)));
     }
   }
   if (c.languages.empty()) c.languages = DefaultLanguages();
@@ -304,8 +304,8 @@ Result<Config> Load(const std::string& path) {
     auto text = sys::ReadFile(path, 1 << 20);
     if (!text.ok()) return MakeError("config", text.error().message);
     rapidjson::Document doc;
-    doc.Parse<rapidjson::kParseCommentsFlag | rapidjson::kParseTrailingCommasFlag>(
-        text->c_str(), text->size());
+    doc.Parse<rapidjson::kParseCommentsFlag | rapidjson::kParseTrailingCommasFlag>(text->c_str(),
+                                                                                   text->size());
     if (doc.HasParseError()) {
       return MakeError("config", path + ": " + rapidjson::GetParseError_En(doc.GetParseError()) +
                                      " at offset " + std::to_string(doc.GetErrorOffset()));

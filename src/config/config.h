@@ -43,13 +43,13 @@ struct Language {
 
 struct Config {
   std::string state_dir = ".state";
-  std::string fcgi_socket;          // default <state_dir>/sandrun.sock
-  std::string artifacts_dir;        // default <state_dir>/artifacts
-  std::string runs_dir;             // default <state_dir>/runs (see RunsDirReachable)
-  bool runs_dir_configured = false; // set explicitly (file or env), not derived
-  std::string link_secret_file;     // default <state_dir>/link_secret.conf
-  std::string link_secret;          // read from link_secret_file
-  std::string public_url;           // e.g. "http://127.0.0.1:8080"; "" = from the request
+  std::string fcgi_socket;              // default <state_dir>/sandrun.sock
+  std::string artifacts_dir;            // default <state_dir>/artifacts
+  std::string runs_dir;                 // default <state_dir>/runs (see RunsDirReachable)
+  bool runs_dir_configured = false;     // set explicitly (file or env), not derived
+  std::string link_secret_file;         // default <state_dir>/link_secret.conf
+  std::string link_secret;              // read from link_secret_file
+  std::string public_url;               // e.g. "http://127.0.0.1:8080"; "" = from the request
   bool trust_forwarded_headers = true;  // peer is our own nginx on loopback
   int64_t link_ttl_s = 3600;
   bool allow_anonymous = false;
@@ -68,14 +68,14 @@ struct Config {
   int64_t max_queue = 16;
   int64_t queue_wait_s = 10;
   int64_t max_body_bytes = 16 << 20;
-  int64_t sandbox_uid = 64000;      // unprivileged host uid the sandbox user maps to
+  int64_t sandbox_uid = 64000;  // unprivileged host uid the sandbox user maps to
   int64_t sandbox_gid = 64000;
   bool require_cgroups = true;
   std::string cgroup_name = "sandrun";
-  std::string timezone;             // "" = host's
-  int64_t session_wait_s = 30;      // a run waits this long for its session's previous run
-  int64_t session_idle_s = 86400;   // sessions unused this long are deleted
-  Limits limits;                    // defaults
+  std::string timezone;            // "" = host's
+  int64_t session_wait_s = 30;     // a run waits this long for its session's previous run
+  int64_t session_idle_s = 86400;  // sessions unused this long are deleted
+  Limits limits;                   // defaults
   Limits ceilings{300, 300, 8192, 1024, 64 << 20, 10000, 1024, 8192};
   std::vector<Language> languages;  // default: python, bash
 };

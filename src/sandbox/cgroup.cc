@@ -162,7 +162,8 @@ class CgroupManagerV1 : public CgroupManager {
     if (s.ok() && ::access((mem + "/memory.memsw.limit_in_bytes").c_str(), W_OK) == 0) {
       s = Write(mem + "/memory.memsw.limit_in_bytes", std::to_string(memory_bytes));
     }
-    if (s.ok()) (void)Write(mem + "/memory.swappiness", "0");  // refused in some kernels: best effort
+    if (s.ok())
+      (void)Write(mem + "/memory.swappiness", "0");  // refused in some kernels: best effort
     if (s.ok()) s = Write(dirs[1] + "/pids.max", std::to_string(max_processes));
     if (!s.ok()) return s.error();
     return std::unique_ptr<RunCgroup>(std::move(cg));
@@ -262,8 +263,8 @@ Result<std::unique_ptr<CgroupManager>> DetectV1(const std::string& name) {
     struct stat st;
     if (::stat((mount + "/cgroup.procs").c_str(), &st) != 0) {
       if (std::strcmp(controller, "cpuacct") == 0) break;  // optional: usage from rusage
-      return MakeError("cgroup", std::string("cgroup v1: no ") + controller +
-                                     " hierarchy at " + mount);
+      return MakeError("cgroup",
+                       std::string("cgroup v1: no ") + controller + " hierarchy at " + mount);
     }
     std::string self = SelfPath(controller);
     std::string base = mount + (self == "/" ? "" : self) + "/" + name;

@@ -14,10 +14,10 @@
 namespace sandrun::sandbox {
 
 struct CgroupStats {
-  int64_t oom_kills = 0;       // OOM-killer events in the run's cgroup
-  int64_t cpu_usage_ms = -1;   // -1 when unknown
-  int64_t peak_memory_kb = -1; // -1 when unknown
-  int64_t pids_limit_hits = 0; // forks refused because the run was at its process limit
+  int64_t oom_kills = 0;        // OOM-killer events in the run's cgroup
+  int64_t cpu_usage_ms = -1;    // -1 when unknown
+  int64_t peak_memory_kb = -1;  // -1 when unknown
+  int64_t pids_limit_hits = 0;  // forks refused because the run was at its process limit
 };
 
 // One run's cgroup(s). Destroy() removes them; the destructor does too.

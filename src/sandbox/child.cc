@@ -46,8 +46,7 @@ bool ArrangeFds(const ChildPlan& plan) {
   int sync = ::fcntl(plan.sync_fd, F_DUPFD, 10);
   if (report < 0 || sync < 0) return false;
   if (::dup2(plan.stdin_fd, 0) < 0 || ::dup2(plan.stdout_fd, 1) < 0 ||
-      ::dup2(plan.stderr_fd, 2) < 0 || ::dup2(report, kReportFd) < 0 ||
-      ::dup2(sync, kSyncFd) < 0) {
+      ::dup2(plan.stderr_fd, 2) < 0 || ::dup2(report, kReportFd) < 0 || ::dup2(sync, kSyncFd) < 0) {
     return false;
   }
   // The report fd stays close-on-exec so the program never holds it.
@@ -117,8 +116,7 @@ bool ClearCapabilitySets() {
   }
   if (::chdir(plan.workdir) != 0) Fail(ChildStep::kChdir, 0);
   if (LoadSeccompInChild(plan.seccomp_program) != 0) Fail(ChildStep::kSeccomp, 0);
-  ::execve(plan.program, const_cast<char* const*>(plan.argv),
-           const_cast<char* const*>(plan.envp));
+  ::execve(plan.program, const_cast<char* const*>(plan.argv), const_cast<char* const*>(plan.envp));
   Fail(ChildStep::kExec, 0);
 }
 
@@ -161,23 +159,40 @@ bool ClearCapabilitySets() {
 
 const char* ChildStepName(ChildStep step) {
   switch (step) {
-    case ChildStep::kNone: return "none";
-    case ChildStep::kSync: return "wait for parent (uid/gid maps, cgroup)";
-    case ChildStep::kCgroupNamespace: return "unshare(CLONE_NEWCGROUP)";
-    case ChildStep::kMountPrivate: return "make mounts private";
-    case ChildStep::kMountStep: return "mount step";
-    case ChildStep::kPivotRoot: return "pivot_root";
-    case ChildStep::kHostname: return "sethostname";
-    case ChildStep::kFork: return "fork program";
-    case ChildStep::kSetGroups: return "setgroups";
-    case ChildStep::kSetGid: return "setresgid";
-    case ChildStep::kSetUid: return "setresuid";
-    case ChildStep::kCapabilities: return "drop capabilities";
-    case ChildStep::kNoNewPrivs: return "prctl(PR_SET_NO_NEW_PRIVS)";
-    case ChildStep::kRlimit: return "setrlimit";
-    case ChildStep::kChdir: return "chdir to workspace";
-    case ChildStep::kSeccomp: return "load seccomp filter";
-    case ChildStep::kExec: return "execve";
+    case ChildStep::kNone:
+      return "none";
+    case ChildStep::kSync:
+      return "wait for parent (uid/gid maps, cgroup)";
+    case ChildStep::kCgroupNamespace:
+      return "unshare(CLONE_NEWCGROUP)";
+    case ChildStep::kMountPrivate:
+      return "make mounts private";
+    case ChildStep::kMountStep:
+      return "mount step";
+    case ChildStep::kPivotRoot:
+      return "pivot_root";
+    case ChildStep::kHostname:
+      return "sethostname";
+    case ChildStep::kFork:
+      return "fork program";
+    case ChildStep::kSetGroups:
+      return "setgroups";
+    case ChildStep::kSetGid:
+      return "setresgid";
+    case ChildStep::kSetUid:
+      return "setresuid";
+    case ChildStep::kCapabilities:
+      return "drop capabilities";
+    case ChildStep::kNoNewPrivs:
+      return "prctl(PR_SET_NO_NEW_PRIVS)";
+    case ChildStep::kRlimit:
+      return "setrlimit";
+    case ChildStep::kChdir:
+      return "chdir to workspace";
+    case ChildStep::kSeccomp:
+      return "load seccomp filter";
+    case ChildStep::kExec:
+      return "execve";
   }
   return "unknown";
 }

@@ -72,8 +72,8 @@ struct ChildReport {
 struct ChildPlan {
   // File descriptors in the parent's numbering; the child rearranges them.
   int stdin_fd, stdout_fd, stderr_fd, report_fd, sync_fd;
-  const char* root_dir;   // host path of the new root's mount point
-  const char* put_old;    // root_dir + "/.oldroot"
+  const char* root_dir;         // host path of the new root's mount point
+  const char* put_old;          // root_dir + "/.oldroot"
   const char* old_root_inside;  // "/.oldroot"
   const MountStep* mount_steps;
   size_t mount_step_count;
@@ -83,7 +83,7 @@ struct ChildPlan {
   const RlimitSetting* rlimits;
   size_t rlimit_count;
   const char* workdir;
-  const char* program;              // absolute path inside
+  const char* program;  // absolute path inside
   const char* const* argv;
   const char* const* envp;
   const sock_fprog* seccomp_program;

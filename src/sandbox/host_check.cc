@@ -39,9 +39,10 @@ HostFacts ReadHostFacts(const std::string& proc) {
 std::vector<HostProblem> CheckHost(const HostFacts& f, bool require_cgroups) {
   std::vector<HostProblem> problems;
   if (!f.is_root) {
-    problems.push_back({"sandrund is not running as root: it maps the sandbox's ids, mounts "
-                        "tmpfs workspaces and manages cgroups",
-                        "run it as root (systemd unit in systemd/, or sudo scripts/serve)"});
+    problems.push_back(
+        {"sandrund is not running as root: it maps the sandbox's ids, mounts "
+         "tmpfs workspaces and manages cgroups",
+         "run it as root (systemd unit in systemd/, or sudo scripts/serve)"});
   }
   if (f.max_user_namespaces == 0) {
     problems.push_back({"user namespaces are disabled (user.max_user_namespaces = 0)",

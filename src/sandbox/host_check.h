@@ -11,15 +11,15 @@ namespace sandrun::sandbox {
 // What the checks read. -1 / "" = absent on this host.
 struct HostFacts {
   bool is_root = false;
-  long max_user_namespaces = -1;         // /proc/sys/user/max_user_namespaces
-  long unprivileged_userns_clone = -1;   // Debian: /proc/sys/kernel/unprivileged_userns_clone
-  long apparmor_restrict_userns = -1;    // Ubuntu: .../kernel/apparmor_restrict_unprivileged_userns
-  bool seccomp = false;                  // "Seccomp:" in /proc/self/status
-  bool tmpfs = false;                    // "tmpfs" in /proc/filesystems
-  std::string cgroup_version;            // "v2", "v1" or "" (from DetectCgroups)
-  std::string cgroup_error;              // why no usable cgroups
-  std::string nginx_version_output;      // `nginx -V` (stderr); "" when nginx is absent
-  bool check_nginx = true;               // the daemon's own /healthz skips nginx
+  long max_user_namespaces = -1;        // /proc/sys/user/max_user_namespaces
+  long unprivileged_userns_clone = -1;  // Debian: /proc/sys/kernel/unprivileged_userns_clone
+  long apparmor_restrict_userns = -1;   // Ubuntu: .../kernel/apparmor_restrict_unprivileged_userns
+  bool seccomp = false;                 // "Seccomp:" in /proc/self/status
+  bool tmpfs = false;                   // "tmpfs" in /proc/filesystems
+  std::string cgroup_version;           // "v2", "v1" or "" (from DetectCgroups)
+  std::string cgroup_error;             // why no usable cgroups
+  std::string nginx_version_output;     // `nginx -V` (stderr); "" when nginx is absent
+  bool check_nginx = true;              // the daemon's own /healthz skips nginx
 };
 
 struct HostProblem {

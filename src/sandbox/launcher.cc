@@ -35,8 +35,8 @@ std::vector<RlimitSetting> Rlimits(const SandboxLimits& limits, bool have_cgroup
   auto both = [](rlim_t v) { return rlimit{v, v}; };
   std::vector<RlimitSetting> out = {
       // SIGXCPU at the soft limit, SIGKILL one second later (setrlimit(2)).
-      {RLIMIT_CPU, {static_cast<rlim_t>(limits.cpu_time_s),
-                    static_cast<rlim_t>(limits.cpu_time_s + 1)}},
+      {RLIMIT_CPU,
+       {static_cast<rlim_t>(limits.cpu_time_s), static_cast<rlim_t>(limits.cpu_time_s + 1)}},
       {RLIMIT_FSIZE, both(limits.file_size_bytes)},
       {RLIMIT_NOFILE, both(static_cast<rlim_t>(limits.open_files))},
       {RLIMIT_CORE, both(0)},
@@ -89,12 +89,18 @@ struct Pipes {
 
 const char* OutcomeName(RunOutcome outcome) {
   switch (outcome) {
-    case RunOutcome::kExited: return "exited";
-    case RunOutcome::kSignaled: return "signaled";
-    case RunOutcome::kWallTimeout: return "wall_timeout";
-    case RunOutcome::kCpuTimeout: return "cpu_timeout";
-    case RunOutcome::kMemoryLimit: return "memory_limit";
-    case RunOutcome::kOutputLimit: return "output_limit";
+    case RunOutcome::kExited:
+      return "exited";
+    case RunOutcome::kSignaled:
+      return "signaled";
+    case RunOutcome::kWallTimeout:
+      return "wall_timeout";
+    case RunOutcome::kCpuTimeout:
+      return "cpu_timeout";
+    case RunOutcome::kMemoryLimit:
+      return "memory_limit";
+    case RunOutcome::kOutputLimit:
+      return "output_limit";
   }
   return "unknown";
 }
@@ -202,10 +208,22 @@ Result<SandboxResult> Launcher::Run(const SandboxSpec& spec) const {
     pollfd fds[4];
     int n = 0;
     int i_out = -1, i_err = -1, i_pid = -1, i_in = -1;
-    if (out_open) { i_out = n; fds[n++] = {p.out.read.get(), POLLIN, 0}; }
-    if (err_open) { i_err = n; fds[n++] = {p.err.read.get(), POLLIN, 0}; }
-    if (!exited) { i_pid = n; fds[n++] = {pidfd.get(), POLLIN, 0}; }
-    if (p.in.write.valid()) { i_in = n; fds[n++] = {p.in.write.get(), POLLOUT, 0}; }
+    if (out_open) {
+      i_out = n;
+      fds[n++] = {p.out.read.get(), POLLIN, 0};
+    }
+    if (err_open) {
+      i_err = n;
+      fds[n++] = {p.err.read.get(), POLLIN, 0};
+    }
+    if (!exited) {
+      i_pid = n;
+      fds[n++] = {pidfd.get(), POLLIN, 0};
+    }
+    if (p.in.write.valid()) {
+      i_in = n;
+      fds[n++] = {p.in.write.get(), POLLOUT, 0};
+    }
     auto now = Clock::now();
     int timeout_ms = 1000;
     if (!exited) {
@@ -264,8 +282,9 @@ Result<SandboxResult> Launcher::Run(const SandboxSpec& spec) const {
         static_cast<size_t>(report.detail) < mounts.descriptions.size()) {
       step += " (" + mounts.descriptions[static_cast<size_t>(report.detail)] + ")";
     }
-    return MakeError("sandbox", "sandbox setup failed at " + step + ": " +
-                                    std::strerror(report.err), report.err);
+    return MakeError("sandbox",
+                     "sandbox setup failed at " + step + ": " + std::strerror(report.err),
+                     report.err);
   }
 
   SandboxResult result;

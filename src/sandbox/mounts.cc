@@ -19,11 +19,12 @@ class PlanBuilder {
   void Add(MountOp op, const std::string& source, const std::string& inside, unsigned long flags,
            const std::string& data, std::string description) {
     const char* d = Keep(data);
-    plan_.steps.push_back(MountStep{op, Keep(source), Keep(root_ + inside), flags, d,
-                                    data.size()});
+    plan_.steps.push_back(MountStep{op, Keep(source), Keep(root_ + inside), flags, d, data.size()});
     plan_.descriptions.push_back(std::move(description));
   }
-  void Mkdir(const std::string& inside) { Add(MountOp::kMkdir, "", inside, 0, "", "mkdir " + inside); }
+  void Mkdir(const std::string& inside) {
+    Add(MountOp::kMkdir, "", inside, 0, "", "mkdir " + inside);
+  }
   void Symlink(const std::string& to, const std::string& inside) {
     Add(MountOp::kSymlink, to, inside, 0, "", "symlink " + inside + " -> " + to);
   }
@@ -84,26 +85,23 @@ std::string Passwd() {
          "nobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin\n";
 }
 
-std::string Group() {
-  return "root:x:0:\nuser:x:1000:\nnogroup:x:65534:\n";
-}
+std::string Group() { return "root:x:0:\nuser:x:1000:\nnogroup:x:65534:\n"; }
 
 }  // namespace
 
 const std::vector<std::string>& SystemBinds() {
-  static const std::vector<std::string> kBinds = {"/usr",   "/bin",   "/sbin",
-                                                  "/lib",   "/lib32", "/lib64",
-                                                  "/libx32"};
+  static const std::vector<std::string> kBinds = {"/usr",   "/bin",   "/sbin",  "/lib",
+                                                  "/lib32", "/lib64", "/libx32"};
   return kBinds;
 }
 
 const std::vector<std::string>& EtcEntries() {
   static const std::vector<std::string> kEtc = {
-      "/etc/alternatives", "/etc/ssl",        "/etc/ca-certificates", "/etc/ld.so.cache",
-      "/etc/ld.so.conf",   "/etc/ld.so.conf.d", "/etc/localtime",     "/etc/nsswitch.conf",
-      "/etc/hosts",        "/etc/mime.types", "/etc/matplotlibrc",    "/etc/fonts",
-      "/etc/python3",      "/etc/python3.11", "/etc/bash.bashrc",     "/etc/inputrc",
-      "/etc/magic",        "/etc/magic.mime", "/etc/timezone"};
+      "/etc/alternatives", "/etc/ssl",          "/etc/ca-certificates", "/etc/ld.so.cache",
+      "/etc/ld.so.conf",   "/etc/ld.so.conf.d", "/etc/localtime",       "/etc/nsswitch.conf",
+      "/etc/hosts",        "/etc/mime.types",   "/etc/matplotlibrc",    "/etc/fonts",
+      "/etc/python3",      "/etc/python3.11",   "/etc/bash.bashrc",     "/etc/inputrc",
+      "/etc/magic",        "/etc/magic.mime",   "/etc/timezone"};
   return kEtc;
 }
 

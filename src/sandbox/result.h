@@ -27,8 +27,8 @@ Stream& operator<<(Stream& out, RunOutcome outcome) {
 
 struct SandboxResult {
   RunOutcome outcome = RunOutcome::kExited;
-  int exit_code = -1;  // -1 when not exited
-  int signal = 0;      // 0 when not signaled
+  int exit_code = -1;       // -1 when not exited
+  int signal = 0;           // 0 when not signaled
   std::string stdout_text;  // raw bytes, head + marker + tail when truncated
   std::string stderr_text;
   bool stdout_truncated = false;

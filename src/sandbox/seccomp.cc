@@ -80,8 +80,8 @@ constexpr Rule kRefused[] = {
 };
 
 // clone(2) flags that create namespaces: refused for the same reason as unshare.
-constexpr unsigned long kNamespaceFlags[] = {CLONE_NEWNS,  CLONE_NEWUSER, CLONE_NEWPID,
-                                             CLONE_NEWNET, CLONE_NEWIPC,  CLONE_NEWUTS,
+constexpr unsigned long kNamespaceFlags[] = {CLONE_NEWNS,    CLONE_NEWUSER, CLONE_NEWPID,
+                                             CLONE_NEWNET,   CLONE_NEWIPC,  CLONE_NEWUTS,
                                              CLONE_NEWCGROUP};
 
 Error SeccompError(const std::string& what, int rc) {

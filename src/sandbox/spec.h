@@ -11,14 +11,14 @@
 namespace sandrun::sandbox {
 
 struct SandboxLimits {
-  int64_t wall_time_ms = 10'000;     // whole sandbox killed after this
-  int64_t cpu_time_s = 10;           // RLIMIT_CPU (and cgroup usage check)
-  uint64_t memory_bytes = 512ull << 20;  // cgroup memory limit, swap 0
-  int64_t processes = 64;            // cgroup pids.max
-  uint64_t output_bytes = 1 << 20;   // stdout + stderr together; past it the run is stopped
+  int64_t wall_time_ms = 10'000;           // whole sandbox killed after this
+  int64_t cpu_time_s = 10;                 // RLIMIT_CPU (and cgroup usage check)
+  uint64_t memory_bytes = 512ull << 20;    // cgroup memory limit, swap 0
+  int64_t processes = 64;                  // cgroup pids.max
+  uint64_t output_bytes = 1 << 20;         // stdout + stderr together; past it the run is stopped
   uint64_t file_size_bytes = 10ull << 20;  // RLIMIT_FSIZE
   uint64_t disk_bytes = 100ull << 20;      // size= of /tmp and /dev/shm tmpfs
-  int64_t open_files = 256;          // RLIMIT_NOFILE
+  int64_t open_files = 256;                // RLIMIT_NOFILE
 };
 
 struct SandboxSpec {

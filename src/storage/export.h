@@ -11,11 +11,11 @@
 namespace sandrun::storage {
 
 struct ExportOptions {
-  int max_files = 100;                     // files past this count are skipped as "too_many"
-  uint64_t max_file_bytes = 10ull << 20;   // larger files are skipped as "too_large"
+  int max_files = 100;                    // files past this count are skipped as "too_many"
+  uint64_t max_file_bytes = 10ull << 20;  // larger files are skipped as "too_large"
   // Workspace-relative directory prefixes never exported nor counted (".cache/", ...).
-  std::vector<std::string> ignored_dirs = {".cache", ".local", ".config", ".npm", "__pycache__",
-                                           ".ipynb_checkpoints", ".sandrun"};
+  std::vector<std::string> ignored_dirs = {
+      ".cache", ".local", ".config", ".npm", "__pycache__", ".ipynb_checkpoints", ".sandrun"};
   // Input files (workspace-relative path -> sha256 hex) left unchanged are not exported again.
   std::vector<std::pair<std::string, std::string>> unchanged_inputs;
 };
@@ -31,9 +31,9 @@ struct SkippedFile {
 };
 
 struct WalkResult {
-  std::vector<FoundFile> files;       // in a stable (sorted) order
+  std::vector<FoundFile> files;  // in a stable (sorted) order
   std::vector<SkippedFile> skipped;
-  bool limit_hit = false;             // some file skipped as too_large or too_many
+  bool limit_hit = false;  // some file skipped as too_large or too_many
 };
 
 // Walks the directory `workspace` without following any symlink (openat + O_NOFOLLOW |

@@ -85,7 +85,8 @@ Status CopyDir(int from_dir, int to_dir, const std::string& prefix, const std::s
       if (::mkdirat(to_dir, name, st.st_mode & 0777) != 0 && errno != EEXIST) {
         status = CopyError("mkdir", path);
       } else {
-        sys::UniqueFd from(::openat(from_dir, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+        sys::UniqueFd from(
+            ::openat(from_dir, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
         sys::UniqueFd to(::openat(to_dir, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
         if (!from.valid() || !to.valid()) continue;
         if (state.uid != static_cast<uid_t>(-1)) (void)::fchown(to.get(), state.uid, state.gid);
@@ -121,7 +122,8 @@ Result<SessionLock> SessionStore::Lock(const std::string& user, const std::strin
   const std::string dir =
       root_ + "/" + UserDir(user, key_) + "/" + SessionDirName(session, key_ + ":" + user);
   if (Status s = sys::MakeDirs(dir + "/files", 0700); !s.ok()) return s.error();
-  sys::UniqueFd fd(::open((dir + "/lock").c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600));
+  sys::UniqueFd fd(
+      ::open((dir + "/lock").c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600));
   if (!fd.valid()) return sys::ErrnoError("storage", "open " + dir + "/lock");
   const auto deadline = std::chrono::steady_clock::now() + wait;
   while (::flock(fd.get(), LOCK_EX | LOCK_NB) != 0) {
@@ -151,14 +153,15 @@ Status SessionStore::Save(const SessionLock& lock, const std::string& workspace)
   (void)sys::RemoveTree(next);
   (void)sys::RemoveTree(old);
   if (::mkdir(next.c_str(), 0700) != 0) return sys::ErrnoError("storage", "mkdir " + next);
-  Status s = CopyTree(workspace, next, ".sandrun", static_cast<uid_t>(-1),
-                      static_cast<gid_t>(-1), nullptr);
+  Status s = CopyTree(workspace, next, ".sandrun", static_cast<uid_t>(-1), static_cast<gid_t>(-1),
+                      nullptr);
   if (!s.ok()) {
     (void)sys::RemoveTree(next);
     return s;
   }
   const std::string files = lock.dir() + "/files";
-  if (::rename(files.c_str(), old.c_str()) != 0) return sys::ErrnoError("storage", "rename " + files);
+  if (::rename(files.c_str(), old.c_str()) != 0)
+    return sys::ErrnoError("storage", "rename " + files);
   if (::rename(next.c_str(), files.c_str()) != 0) {
     (void)::rename(old.c_str(), files.c_str());
     return sys::ErrnoError("storage", "rename " + next);

@@ -128,10 +128,9 @@ Status RemoveTree(const std::string& path) {
   return OkStatus();
 }
 
-Status MountTmpfs(const std::string& target, uint64_t size_bytes, uid_t uid, gid_t gid,
-                  int mode) {
-  std::string options = "size=" + std::to_string(size_bytes) + ",mode=" +
-                        std::to_string(mode / 64) + std::to_string((mode / 8) % 8) +
+Status MountTmpfs(const std::string& target, uint64_t size_bytes, uid_t uid, gid_t gid, int mode) {
+  std::string options = "size=" + std::to_string(size_bytes) +
+                        ",mode=" + std::to_string(mode / 64) + std::to_string((mode / 8) % 8) +
                         std::to_string(mode % 8) + ",uid=" + std::to_string(uid) +
                         ",gid=" + std::to_string(gid);
   if (::mount("tmpfs", target.c_str(), "tmpfs", MS_NOSUID | MS_NODEV, options.c_str()) != 0) {

@@ -39,8 +39,7 @@ Status MakeDirs(const std::string& path, int mode = 0755);
 Status RemoveTree(const std::string& path);
 
 // Mounts a tmpfs of `size_bytes` at `target` owned by uid:gid with mode. Errors: "mount".
-Status MountTmpfs(const std::string& target, uint64_t size_bytes, uid_t uid, gid_t gid,
-                  int mode);
+Status MountTmpfs(const std::string& target, uint64_t size_bytes, uid_t uid, gid_t gid, int mode);
 // umount2(target, MNT_DETACH). Errors: "umount".
 Status Unmount(const std::string& target);
 

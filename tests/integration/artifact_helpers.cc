@@ -44,14 +44,15 @@ httplib::Headers ToHttplib(const Headers& headers) {
 HttpResponse GetWith(const std::string& path_and_query, const Headers& headers,
                      const std::string& source_ip, int port) {
   auto client = MakeClient(source_ip, port);
-  return FromResult(client.Get(path_and_query.c_str(), ToHttplib(headers)), "GET " + path_and_query);
+  return FromResult(client.Get(path_and_query.c_str(), ToHttplib(headers)),
+                    "GET " + path_and_query);
 }
 
 HttpResponse PostWith(const std::string& path, const std::string& body, const Headers& headers,
                       const std::string& source_ip, int port) {
   auto client = MakeClient(source_ip, port);
   return FromResult(client.Post(path.c_str(), ToHttplib(headers), body, "application/json"),
-              "POST " + path);
+                    "POST " + path);
 }
 
 std::string PythonRequest(const std::string& code, const std::string& user) {

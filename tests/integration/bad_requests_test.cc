@@ -21,9 +21,9 @@ BOOST_AUTO_TEST_CASE(unknown_field_is_400_naming_it) {
       Post("/run", R"json({"language":"python","code":"print(1)","bogus_field":1})json");
   BOOST_TEST(response.status == 400);
   ServiceError error = ParseServiceError(response.body);
-  BOOST_TEST((error.field == "bogus_field" ||
-              error.message.find("bogus_field") != std::string::npos),
-             "error names the field: " << response.body);
+  BOOST_TEST(
+      (error.field == "bogus_field" || error.message.find("bogus_field") != std::string::npos),
+      "error names the field: " << response.body);
 }
 
 BOOST_AUTO_TEST_CASE(unknown_language_is_400) {

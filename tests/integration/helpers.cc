@@ -1,6 +1,9 @@
 #include "helpers.h"
 
 #include <openssl/evp.h>
+#include <rapidjson/error/en.h>
+#include <rapidjson/stringbuffer.h>
+#include <rapidjson/writer.h>
 #include <signal.h>
 
 #include <boost/test/unit_test.hpp>
@@ -8,10 +11,6 @@
 #include <filesystem>
 #include <fstream>
 #include <sstream>
-
-#include <rapidjson/error/en.h>
-#include <rapidjson/stringbuffer.h>
-#include <rapidjson/writer.h>
 
 #include "stack.h"
 
@@ -30,7 +29,6 @@ httplib::Client MakeClient() {
   client.set_url_encode(false);
   return client;
 }
-
 
 std::string Digest(const EVP_MD* md, const std::string& data) {
   unsigned char out[EVP_MAX_MD_SIZE];
@@ -84,9 +82,9 @@ rapidjson::Document ParseJson(const std::string& body) {
 
 rapidjson::Document PostRun(const std::string& body) {
   HttpResponse response = Post("/run", body);
-  BOOST_REQUIRE_MESSAGE(response.status == 200,
-                        "POST /run answered " << response.status << ": " << response.body
-                                              << "\nrequest: " << body);
+  BOOST_REQUIRE_MESSAGE(response.status == 200, "POST /run answered " << response.status << ": "
+                                                                      << response.body
+                                                                      << "\nrequest: " << body);
   BOOST_TEST(response.Header("Content-Type").rfind("application/json", 0) == 0);
   rapidjson::Document doc = ParseJson(response.body);
   BOOST_REQUIRE_MESSAGE(doc.IsObject(), "answer is not an object: " << response.body);

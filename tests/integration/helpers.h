@@ -3,15 +3,14 @@
 // checks the daemon's signing against nginx), and a view of the host's processes (/proc).
 #pragma once
 
+#include <httplib.h>
+#include <rapidjson/document.h>
 #include <sys/types.h>
 
 #include <cstdint>
 #include <map>
 #include <string>
 #include <vector>
-
-#include <httplib.h>
-#include <rapidjson/document.h>
 
 namespace sandrun::integration {
 

@@ -1,13 +1,12 @@
 // The seccomp filter from inside a real sandbox, through nginx: the probe program
 // (tests/probe) is uploaded as an input file and calls every refused syscall.
 #include <openssl/evp.h>
+#include <rapidjson/stringbuffer.h>
+#include <rapidjson/writer.h>
 
 #include <boost/test/unit_test.hpp>
 #include <fstream>
 #include <sstream>
-
-#include <rapidjson/stringbuffer.h>
-#include <rapidjson/writer.h>
 
 #include "helpers.h"
 #include "stack.h"
@@ -78,7 +77,8 @@ BOOST_AUTO_TEST_CASE(the_32_bit_abi_kills_the_process) {
 }
 
 BOOST_AUTO_TEST_CASE(ordinary_programs_still_work) {
-  auto doc = PostRun(R"j({"language":"python","code":"import threading, subprocess, numpy, concurrent.futures as cf\nwith cf.ThreadPoolExecutor(8) as ex:\n    print(sum(ex.map(lambda i: int(numpy.arange(i).sum()), range(100))))\nprint(subprocess.run(['bash', '-c', 'echo sub; ls / | wc -l'], capture_output=True, text=True).stdout.split()[0])\nimport multiprocessing as mp\nwith mp.Pool(2) as p:\n    print(p.map(abs, [-1, -2]))\n"})j");
+  auto doc = PostRun(
+      R"j({"language":"python","code":"import threading, subprocess, numpy, concurrent.futures as cf\nwith cf.ThreadPoolExecutor(8) as ex:\n    print(sum(ex.map(lambda i: int(numpy.arange(i).sum()), range(100))))\nprint(subprocess.run(['bash', '-c', 'echo sub; ls / | wc -l'], capture_output=True, text=True).stdout.split()[0])\nimport multiprocessing as mp\nwith mp.Pool(2) as p:\n    print(p.map(abs, [-1, -2]))\n"})j");
   BOOST_TEST(Str(doc, "status") == "ok", Str(doc, "stderr"));
   BOOST_TEST(Str(doc, "stdout") == "161700\nsub\n[1, 2]\n");
 }

@@ -10,6 +10,9 @@
 #include <dirent.h>
 #include <fcntl.h>
 #include <netinet/in.h>
+#include <rapidjson/document.h>
+#include <rapidjson/stringbuffer.h>
+#include <rapidjson/writer.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -20,17 +23,12 @@
 #include <functional>
 #include <set>
 
-#include <rapidjson/document.h>
-#include <rapidjson/stringbuffer.h>
-#include <rapidjson/writer.h>
-
 #include "helpers.h"
 #include "host_state.h"
 #include "stack.h"
 
 namespace sandrun::integration {
 namespace {
-
 
 std::string CasesPath(const std::string& file) {
   return std::string(SANDRUN_SOURCE_DIR) + "/../shared/cases/" + file;
@@ -60,7 +58,6 @@ std::string ToJson(const rapidjson::Value& v) {
   v.Accept(w);
   return buffer.GetString();
 }
-
 
 // A TCP listener on the host's loopback that no sandbox may reach.
 class HostListener {
@@ -115,8 +112,8 @@ void RunCase(const Case& c) {
   auto start = std::chrono::steady_clock::now();
   HttpResponse http = Post("/run", body);
   double wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  BOOST_TEST_MESSAGE(c.id << ": HTTP " << http.status << " in " << wall_s << " s: "
-                          << http.body.substr(0, 600));
+  BOOST_TEST_MESSAGE(c.id << ": HTTP " << http.status << " in " << wall_s
+                          << " s: " << http.body.substr(0, 600));
 
   // status: a string or a list; "http_4xx" = refused before running.
   std::set<std::string> allowed;
@@ -127,8 +124,8 @@ void RunCase(const Case& c) {
     }
   }
   if (http.status >= 400 && http.status < 500) {
-    BOOST_TEST(allowed.count("http_4xx") == 1u, c.id << ": refused with " << http.status << ": "
-                                                     << http.body);
+    BOOST_TEST(allowed.count("http_4xx") == 1u,
+               c.id << ": refused with " << http.status << ": " << http.body);
     ServiceError err = ParseServiceError(http.body);
     BOOST_TEST(!err.message.empty());
     CheckHostIsClean(c.id, owned_before);

@@ -1,7 +1,11 @@
 #include "stack.h"
 
 #include <fcntl.h>
+#include <httplib.h>
 #include <netinet/in.h>
+#include <rapidjson/document.h>
+#include <rapidjson/stringbuffer.h>
+#include <rapidjson/writer.h>
 #include <signal.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
@@ -21,11 +25,6 @@
 #include <sstream>
 #include <stdexcept>
 #include <thread>
-
-#include <httplib.h>
-#include <rapidjson/document.h>
-#include <rapidjson/stringbuffer.h>
-#include <rapidjson/writer.h>
 
 #include "helpers.h"
 
@@ -125,10 +124,14 @@ void Stack::WriteTestConfig(const std::string& path) const {
   // room for every case here; links live long enough for a slow run of the suite.
   std::ostringstream out;
   out << R"({
-  "link_ttl_s": )" << kLinkTtlS << R"(,
-  "sandbox_uid": )" << sandbox_uid_ << R"(,
-  "sandbox_gid": )" << sandbox_uid_ << R"(,
-  "cgroup_name": ")" << cgroup_name() << R"(",
+  "link_ttl_s": )"
+      << kLinkTtlS << R"(,
+  "sandbox_uid": )"
+      << sandbox_uid_ << R"(,
+  "sandbox_gid": )"
+      << sandbox_uid_ << R"(,
+  "cgroup_name": ")"
+      << cgroup_name() << R"(",
   "session_wait_s": 3,
   "max_concurrent_runs": 2,
   "ceilings": {"wall_time_s": 60, "cpu_time_s": 60, "memory_mb": 2048}
@@ -223,8 +226,7 @@ void Stack::WaitHealthy() {
       const std::string how = WIFEXITED(status)
                                   ? "exit status " + std::to_string(WEXITSTATUS(status))
                                   : "signal " + std::to_string(WTERMSIG(status));
-      throw std::runtime_error("scripts/serve exited during start-up (" + how + ")\n" +
-                               LogTails());
+      throw std::runtime_error("scripts/serve exited during start-up (" + how + ")\n" + LogTails());
     }
     httplib::Client client("127.0.0.1", port_);
     client.set_connection_timeout(2, 0);

@@ -2,8 +2,8 @@
 // daemon must stay up, every answer must be well-formed JSON with a status that fits its
 // program, and nothing may pile up on the host: processes, mounts, cgroups, run directories,
 // the daemon's open fds. Bounded: SANDRUN_STORM_RUNS runs (default 300) from 8 clients.
-#include <boost/test/unit_test.hpp>
 #include <atomic>
+#include <boost/test/unit_test.hpp>
 #include <cstdlib>
 #include <map>
 #include <mutex>
@@ -24,25 +24,29 @@ struct Kind {
 };
 
 std::vector<Kind> Kinds() {
-  const std::map<std::string, int64_t> tight = {{"wall_time_s", 2}, {"memory_mb", 64},
-                                                {"processes", 32}, {"output_bytes", 65536},
+  const std::map<std::string, int64_t> tight = {{"wall_time_s", 2},
+                                                {"memory_mb", 64},
+                                                {"processes", 32},
+                                                {"output_bytes", 65536},
                                                 {"max_files", 50}};
   return {
       {"print", RunRequest("python", "print('ok')", tight), {"ok"}},
       {"fork_bomb", RunRequest("bash", ":(){ :|:& };:", tight), {"error", "timeout"}},
       // 32 Python processes outgrow 64 MiB: the process or the memory limit, whichever first.
-      {"python_fork_loop", RunRequest("python", "import os\nwhile True:\n    os.fork()", tight),
+      {"python_fork_loop",
+       RunRequest("python", "import os\nwhile True:\n    os.fork()", tight),
        {"error", "timeout", "memory_limit"}},
-      {"memory_bomb", RunRequest("python", "a = bytearray(1 << 30)", tight),
+      {"memory_bomb",
+       RunRequest("python", "a = bytearray(1 << 30)", tight),
        {"memory_limit", "error"}},
-      {"output_flood", RunRequest("python", "while True:\n    print('x' * 100)", tight),
+      {"output_flood",
+       RunRequest("python", "while True:\n    print('x' * 100)", tight),
        {"output_limit"}},
       {"sleep_past_timeout", RunRequest("bash", "sleep 100 & sleep 100", tight), {"timeout"}},
       {"file_flood",
        RunRequest("python", "for i in range(2000):\n    open(f'f{i}', 'w').write('x')", tight),
        {"ok"}},
-      {"disk_fill", RunRequest("bash", "cat /dev/zero > big; echo done", tight),
-       {"ok", "error"}},
+      {"disk_fill", RunRequest("bash", "cat /dev/zero > big; echo done", tight), {"ok", "error"}},
   };
 }
 
@@ -60,8 +64,8 @@ Counts Measure() {
 BOOST_AUTO_TEST_SUITE(Storm)
 
 BOOST_AUTO_TEST_CASE(hostile_storm_leaves_nothing_behind) {
-  const int runs = std::getenv("SANDRUN_STORM_RUNS") ? std::atoi(std::getenv("SANDRUN_STORM_RUNS"))
-                                                      : 300;
+  const int runs =
+      std::getenv("SANDRUN_STORM_RUNS") ? std::atoi(std::getenv("SANDRUN_STORM_RUNS")) : 300;
   constexpr int kClients = 8;
   const std::vector<Kind> kinds = Kinds();
   // Warm up (first-run lazy allocations in the daemon), then count.

@@ -59,8 +59,8 @@ BOOST_AUTO_TEST_CASE(session_keeps_files_and_exports_only_new_ones) {
   auto first = PostRun(SessionRun("alice", "chat-a", "open('a.txt','w').write('A')"));
   BOOST_TEST(Str(first, "status") == "ok");
   BOOST_TEST(ExportedPaths(first) == std::set<std::string>{"a.txt"});
-  auto second = PostRun(SessionRun(
-      "alice", "chat-a", "print(open('a.txt').read()); open('b.txt','w').write('B')"));
+  auto second = PostRun(
+      SessionRun("alice", "chat-a", "print(open('a.txt').read()); open('b.txt','w').write('B')"));
   BOOST_TEST(Str(second, "stdout") == "A\n");
   BOOST_TEST(ExportedPaths(second) == std::set<std::string>{"b.txt"});
   // A changed file is exported again.
@@ -70,8 +70,8 @@ BOOST_AUTO_TEST_CASE(session_keeps_files_and_exports_only_new_ones) {
 
 BOOST_AUTO_TEST_CASE(one_user_cannot_name_another_users_session) {
   PostRun(SessionRun("alice", "shared-name", "open('secret.txt','w').write('s')"));
-  auto other = PostRun(SessionRun("mallory", "shared-name",
-                                  "import os; print(sorted(os.listdir('.')))"));
+  auto other =
+      PostRun(SessionRun("mallory", "shared-name", "import os; print(sorted(os.listdir('.')))"));
   BOOST_TEST(Str(other, "stdout").find("secret.txt") == std::string::npos);
 }
 
@@ -79,8 +79,9 @@ BOOST_AUTO_TEST_CASE(runs_of_one_session_are_serialised) {
   // The first run holds the session for 1.5 s; the second waits (session_wait_s is 3 in the
   // test config) and then sees the first one's file.
   auto slow = std::async(std::launch::async, [] {
-    return Post("/run", SessionRun("bob", "chat-b",
-                                   "import time; time.sleep(1.5); open('late.txt','w').write('L')"));
+    return Post("/run",
+                SessionRun("bob", "chat-b",
+                           "import time; time.sleep(1.5); open('late.txt','w').write('L')"));
   });
   std::this_thread::sleep_for(std::chrono::milliseconds(300));
   auto waiting = PostRun(SessionRun("bob", "chat-b", "print(open('late.txt').read())"));
@@ -127,8 +128,9 @@ BOOST_AUTO_TEST_CASE(input_files_are_placed_and_not_exported_unless_changed) {
 
 BOOST_AUTO_TEST_CASE(hostile_input_paths_are_400_naming_the_field) {
   for (const char* path : {"../escape.txt", "/etc/cron.d/x", "a/../../b", ".sandrun/main.py"}) {
-    HttpResponse r = Post("/run", std::string(R"j({"language":"bash","code":"true","files":[{"path":")j") +
-                                      path + R"j(","content_base64":"eA=="}]})j");
+    HttpResponse r =
+        Post("/run", std::string(R"j({"language":"bash","code":"true","files":[{"path":")j") +
+                         path + R"j(","content_base64":"eA=="}]})j");
     BOOST_TEST(r.status == 400, path);
     BOOST_TEST(ParseServiceError(r.body).field == "files[0].path", path);
   }
@@ -154,13 +156,15 @@ namespace sandrun::integration {
 BOOST_AUTO_TEST_SUITE(SessionExpiry)
 
 BOOST_AUTO_TEST_CASE(idle_session_is_deleted_by_the_janitor) {
-  auto first = PostRun(R"j({"language":"bash","user":"frank","session":"chat-f","code":"echo kept > note.txt"})j");
+  auto first = PostRun(
+      R"j({"language":"bash","user":"frank","session":"chat-f","code":"echo kept > note.txt"})j");
   BOOST_TEST(Str(first, "status") == "ok");
   // Polls until the janitor has swept the idle session (bounded; no duration asserted).
   bool gone = false;
   for (int i = 0; i < 30 && !gone; ++i) {
     std::this_thread::sleep_for(std::chrono::milliseconds(500));
-    auto again = PostRun(R"j({"language":"bash","user":"frank","session":"chat-f-probe","code":"true"})j");
+    auto again =
+        PostRun(R"j({"language":"bash","user":"frank","session":"chat-f-probe","code":"true"})j");
     (void)again;
     gone = ReadFile(Stack::Get().state_dir() + "/logs/sandrund.log").find("idle sessions") !=
            std::string::npos;

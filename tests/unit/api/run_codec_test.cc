@@ -73,8 +73,8 @@ BOOST_AUTO_TEST_CASE(limit_above_ceiling_is_refused_and_lower_is_taken) {
   BOOST_TEST(err->code == "limit_above_ceiling");
   BOOST_TEST(err->field == "limits.memory_mb");
   api::RunRequest r;
-  BOOST_TEST(!Decode(R"({"language":"py","code":"x","limits":{"memory_mb":1024,"wall_time_s":2}})",
-                     &r));
+  BOOST_TEST(
+      !Decode(R"({"language":"py","code":"x","limits":{"memory_mb":1024,"wall_time_s":2}})", &r));
   BOOST_TEST(r.limits.memory_mb == 1024);
   BOOST_TEST(r.limits.wall_time_s == 2);
 }
@@ -156,7 +156,9 @@ BOOST_AUTO_TEST_SUITE(RunCodecV1Fields)
 
 BOOST_AUTO_TEST_CASE(snippets_become_steps_in_order) {
   api::RunRequest r;
-  BOOST_TEST(!Decode(R"j({"snippets":[{"language":"sh","code":"echo a"},{"language":"py","code":"print(2)"}],"continue_on_error":true})j", &r));
+  BOOST_TEST(!Decode(
+      R"j({"snippets":[{"language":"sh","code":"echo a"},{"language":"py","code":"print(2)"}],"continue_on_error":true})j",
+      &r));
   BOOST_TEST_REQUIRE(r.steps.size() == 2u);
   BOOST_TEST(r.steps[0].language->name == "bash");
   BOOST_TEST(r.steps[1].language->name == "python");
@@ -164,7 +166,8 @@ BOOST_AUTO_TEST_CASE(snippets_become_steps_in_order) {
 }
 
 BOOST_AUTO_TEST_CASE(snippet_errors_name_the_index) {
-  auto err = Decode(R"j({"snippets":[{"language":"py","code":"1"},{"language":"cobol","code":"2"}]})j");
+  auto err =
+      Decode(R"j({"snippets":[{"language":"py","code":"1"},{"language":"cobol","code":"2"}]})j");
   BOOST_TEST_REQUIRE(err.has_value());
   BOOST_TEST(err->field == "snippets[1].language");
   err = Decode(R"j({"snippets":[{"language":"py"}]})j");
@@ -172,21 +175,25 @@ BOOST_AUTO_TEST_CASE(snippet_errors_name_the_index) {
 }
 
 BOOST_AUTO_TEST_CASE(exactly_one_source_of_code) {
-  BOOST_TEST(Decode(R"j({"language":"py","code":"1","markdown":"x"})j")->code == "conflicting_fields");
+  BOOST_TEST(Decode(R"j({"language":"py","code":"1","markdown":"x"})j")->code ==
+             "conflicting_fields");
   BOOST_TEST(Decode(R"j({"stdin":"x"})j")->code == "missing_field");
   BOOST_TEST(Decode(R"j({"language":"py","code":"1","block":0})j")->code == "conflicting_fields");
 }
 
 BOOST_AUTO_TEST_CASE(input_files_are_decoded) {
   api::RunRequest r;
-  BOOST_TEST(!Decode(R"j({"language":"py","code":"1","files":[{"path":"data/in.csv","content_base64":"MSwyCg=="}]})j", &r));
+  BOOST_TEST(!Decode(
+      R"j({"language":"py","code":"1","files":[{"path":"data/in.csv","content_base64":"MSwyCg=="}]})j",
+      &r));
   BOOST_TEST_REQUIRE(r.files.size() == 1u);
   BOOST_TEST(r.files[0].path == "data/in.csv");
   BOOST_TEST(r.files[0].content == "1,2\n");
 }
 
 BOOST_AUTO_TEST_CASE(hostile_input_paths_are_refused) {
-  for (const char* path : {"../x", "/etc/passwd", "a/../../b", "a//b", "", "a\\nb", ".sandrun/main.py", "./x"}) {
+  for (const char* path :
+       {"../x", "/etc/passwd", "a/../../b", "a//b", "", "a\\nb", ".sandrun/main.py", "./x"}) {
     std::string body = std::string(R"j({"language":"py","code":"1","files":[{"path":")j") + path +
                        R"j(","content_base64":""}]})j";
     auto err = Decode(body);
@@ -200,7 +207,8 @@ BOOST_AUTO_TEST_CASE(hostile_input_paths_are_refused) {
 }
 
 BOOST_AUTO_TEST_CASE(bad_base64_is_refused) {
-  auto err = Decode(R"j({"language":"py","code":"1","files":[{"path":"a","content_base64":"!!!"}]})j");
+  auto err =
+      Decode(R"j({"language":"py","code":"1","files":[{"path":"a","content_base64":"!!!"}]})j");
   BOOST_TEST_REQUIRE(err.has_value());
   BOOST_TEST(err->code == "invalid_base64");
 }

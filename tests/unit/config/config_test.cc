@@ -16,7 +16,8 @@ struct StateDir {
   StateDir() {
     char tmpl[] = "/tmp/sandrun-config-test-XXXXXX";
     path = mkdtemp(tmpl);
-    std::ofstream(path + "/link_secret.conf") << "set $sandrun_link_secret \"abcdef0123456789abcdef\";\n";
+    std::ofstream(path + "/link_secret.conf")
+        << "set $sandrun_link_secret \"abcdef0123456789abcdef\";\n";
   }
   ~StateDir() { std::system(("rm -rf '" + path + "'").c_str()); }
   std::string Write(const std::string& text) {
@@ -61,8 +62,10 @@ BOOST_AUTO_TEST_CASE(wrong_type_is_named) {
 
 BOOST_AUTO_TEST_CASE(default_limit_above_ceiling_is_refused) {
   StateDir dir;
-  auto c = Load(dir.Write("{\"state_dir\": \"" + dir.path + "\", \"allow_anonymous\": true, "
-                          "\"limits\": {\"memory_mb\": 4096}, \"ceilings\": {\"memory_mb\": 1024}}"));
+  auto c =
+      Load(dir.Write("{\"state_dir\": \"" + dir.path +
+                     "\", \"allow_anonymous\": true, "
+                     "\"limits\": {\"memory_mb\": 4096}, \"ceilings\": {\"memory_mb\": 1024}}"));
   BOOST_TEST_REQUIRE(!c.ok());
   BOOST_TEST(c.error().message.find("limits.memory_mb") != std::string::npos);
 }
@@ -83,7 +86,8 @@ BOOST_AUTO_TEST_CASE(requires_a_token_unless_anonymous) {
 BOOST_AUTO_TEST_CASE(env_overrides_file) {
   StateDir dir;
   setenv("SANDRUN_LINK_TTL_S", "77", 1);
-  auto c = Load(dir.Write("{\"state_dir\": \"" + dir.path + "\", \"allow_anonymous\": true, "
+  auto c = Load(dir.Write("{\"state_dir\": \"" + dir.path +
+                          "\", \"allow_anonymous\": true, "
                           "\"link_ttl_s\": 5}"));
   unsetenv("SANDRUN_LINK_TTL_S");
   BOOST_TEST_REQUIRE(c.ok());
@@ -125,21 +129,24 @@ BOOST_AUTO_TEST_CASE(artifact_store_keys_have_their_defaults) {
 BOOST_AUTO_TEST_CASE(bearer_tokens_in_the_config_are_tokens) {
   StateDir dir;
   std::ofstream(dir.path + "/tokens") << "from-file\n";
-  auto c = Load(dir.Write("{\"state_dir\": \"" + dir.path + "\", \"tokens_file\": \"" +
-                          dir.path + "/tokens\", \"bearer_tokens\": \" one, two\\tthree \"}"));
+  auto c = Load(dir.Write("{\"state_dir\": \"" + dir.path + "\", \"tokens_file\": \"" + dir.path +
+                          "/tokens\", \"bearer_tokens\": \" one, two\\tthree \"}"));
   BOOST_TEST_REQUIRE(c.ok(), (c.ok() ? "" : c.error().message));
   BOOST_TEST(c->tokens == (std::vector<std::string>{"one", "two", "three", "from-file"}));
 }
 
 BOOST_AUTO_TEST_CASE(trusted_proxies_are_addresses_or_cidr_ranges) {
   StateDir dir;
-  auto ok = Load(dir.Write("{\"state_dir\": \"" + dir.path + "\", \"allow_anonymous\": true, "
+  auto ok = Load(dir.Write("{\"state_dir\": \"" + dir.path +
+                           "\", \"allow_anonymous\": true, "
                            "\"trusted_proxies\": \"127.0.0.1, 10.0.0.0/8 ::1 fd00::/8\"}"));
   BOOST_TEST(ok.ok(), (ok.ok() ? "" : ok.error().message));
-  for (const char* bad : {"example.org", "10.0.0.0/33", "::1/129", "10.0.0.1/", "1.2.3.4/x",
-                          "1.2.3.4;", "1.2.3"}) {
-    auto c = Load(dir.Write("{\"state_dir\": \"" + dir.path + "\", \"allow_anonymous\": true, "
-                            "\"trusted_proxies\": \"" + std::string(bad) + "\"}"));
+  for (const char* bad :
+       {"example.org", "10.0.0.0/33", "::1/129", "10.0.0.1/", "1.2.3.4/x", "1.2.3.4;", "1.2.3"}) {
+    auto c = Load(dir.Write("{\"state_dir\": \"" + dir.path +
+                            "\", \"allow_anonymous\": true, "
+                            "\"trusted_proxies\": \"" +
+                            std::string(bad) + "\"}"));
     BOOST_TEST_REQUIRE(!c.ok(), bad);
     BOOST_TEST(c.error().message.find("trusted_proxies") != std::string::npos);
   }
@@ -147,8 +154,8 @@ BOOST_AUTO_TEST_CASE(trusted_proxies_are_addresses_or_cidr_ranges) {
 
 BOOST_AUTO_TEST_CASE(quota_and_age_must_be_positive) {
   StateDir dir;
-  for (const char* key : {"artifact_max_age_s", "user_quota_files", "user_quota_mb",
-                          "janitor_interval_s"}) {
+  for (const char* key :
+       {"artifact_max_age_s", "user_quota_files", "user_quota_mb", "janitor_interval_s"}) {
     auto c = Load(dir.Write("{\"state_dir\": \"" + dir.path + "\", \"allow_anonymous\": true, \"" +
                             key + "\": 0}"));
     BOOST_TEST_REQUIRE(!c.ok(), key);

@@ -15,8 +15,9 @@ HostFacts GoodHost() {
   f.seccomp = true;
   f.tmpfs = true;
   f.cgroup_version = "v1";
-  f.nginx_version_output = "nginx version: nginx/1.22.1\\nconfigure arguments: "
-                           "--with-http_secure_link_module --with-http_ssl_module";
+  f.nginx_version_output =
+      "nginx version: nginx/1.22.1\\nconfigure arguments: "
+      "--with-http_secure_link_module --with-http_ssl_module";
   return f;
 }
 
@@ -79,7 +80,8 @@ BOOST_AUTO_TEST_CASE(no_seccomp_or_tmpfs_are_named) {
 
 BOOST_AUTO_TEST_CASE(nginx_without_secure_link_is_named) {
   HostFacts f = GoodHost();
-  f.nginx_version_output = "nginx version: nginx/1.22.1\\nconfigure arguments: --with-http_ssl_module";
+  f.nginx_version_output =
+      "nginx version: nginx/1.22.1\\nconfigure arguments: --with-http_ssl_module";
   BOOST_TEST(Mentions(CheckHost(f, true), "secure_link"));
   f.nginx_version_output = "";
   BOOST_TEST(Mentions(CheckHost(f, true), "nginx is not installed"));

@@ -160,8 +160,9 @@ BOOST_AUTO_TEST_CASE(process_limit_stops_a_fork_loop) {
 }
 
 BOOST_AUTO_TEST_CASE(host_is_out_of_sight) {
-  Run run("ls /root 2>&1; ls /var 2>&1; cat /proc/net/dev | tail -n +3 | cut -d: -f1; "
-          "ls /proc | grep -c '^[0-9]'; touch /usr/x 2>&1");
+  Run run(
+      "ls /root 2>&1; ls /var 2>&1; cat /proc/net/dev | tail -n +3 | cut -d: -f1; "
+      "ls /proc | grep -c '^[0-9]'; touch /usr/x 2>&1");
   auto r = launcher->Run(run.spec);
   BOOST_TEST_REQUIRE(r.ok());
   BOOST_TEST(r->stdout_text.find("No such file or directory") != std::string::npos);

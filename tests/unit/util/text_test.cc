@@ -9,7 +9,8 @@ using sandrun::util::SanitizeUtf8;
 BOOST_AUTO_TEST_SUITE(Utf8)
 
 BOOST_AUTO_TEST_CASE(keeps_valid_text) {
-  std::string text = "na\xC3\xAFve caf\xC3\xA9 \xE2\x80\x94 \xE4\xBD\xA0\xE5\xA5\xBD \xF0\x9F\x98\x80";
+  std::string text =
+      "na\xC3\xAFve caf\xC3\xA9 \xE2\x80\x94 \xE4\xBD\xA0\xE5\xA5\xBD \xF0\x9F\x98\x80";
   BOOST_TEST(SanitizeUtf8(text) == text);
 }
 
