@@ -14,7 +14,8 @@ std::optional<ApiError> Service::PlanMarkdown(const std::string& markdown, int b
       markdown::BuildRunPlan(markdown, languages, block < 0 ? markdown::kAllBlocks : block);
   if (!built.ok()) {
     const std::string& code = built.error().code;
-    return ApiError{code == "too_large" ? 413 : 400, code, built.error().message,
+    // 413 is for the request body (DESIGN.md §2); a too-large message inside it is a 400.
+    return ApiError{400, code, built.error().message,
                     code == "bad_block" ? "block" : "markdown"};
   }
   for (const auto& s : built->steps) {

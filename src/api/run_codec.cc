@@ -1,5 +1,8 @@
 #include "api/run_codec.h"
 
+#include <cctype>
+#include <set>
+
 #include <openssl/evp.h>
 #include <rapidjson/document.h>
 #include <rapidjson/error/en.h>
@@ -125,6 +128,18 @@ namespace {
 // Standard base64 (RFC 4648 §4) through OpenSSL; whitespace-free input, padding required.
 std::optional<std::string> DecodeBase64(const std::string& text) {
   if (text.size() % 4 != 0) return std::nullopt;
+  // EVP_DecodeBlock skips surrounding whitespace and takes "====": check the alphabet and
+  // that '=' is only the last one or two characters.
+  const size_t first_pad = text.find('=');
+  if (first_pad != std::string::npos &&
+      (text.size() - first_pad > 2 ||
+       text.find_first_not_of('=', first_pad) != std::string::npos)) {
+    return std::nullopt;
+  }
+  for (size_t i = 0; i < (first_pad == std::string::npos ? text.size() : first_pad); ++i) {
+    const char c = text[i];
+    if (!std::isalnum(static_cast<unsigned char>(c)) && c != '+' && c != '/') return std::nullopt;
+  }
   std::string out(text.size() / 4 * 3, '\0');
   int n = EVP_DecodeBlock(reinterpret_cast<unsigned char*>(out.data()),
                           reinterpret_cast<const unsigned char*>(text.data()),
@@ -267,10 +282,17 @@ std::optional<ApiError> DecodeRunRequest(const std::string& body, const std::str
   // Iterated as const: RapidJSON 1.1's non-const member iterators compare ambiguously under
   // C++20's reversed operators (clang -Wambiguous-reversed-operator).
   const Value& root = doc;
+  std::set<std::string> seen;
   for (auto it = root.MemberBegin(); it != root.MemberEnd(); ++it) {
     std::string name(it->name.GetString(), it->name.GetStringLength());
     const Value& v = it->value;
     std::optional<ApiError> err;
+    // RFC 8259 §4 leaves duplicate names to the parser; RapidJSON keeps both. Refuse rather
+    // than guess which `code` the client meant.
+    if (!seen.insert(name).second) {
+      return Bad("duplicate_field", "field '" + util::SanitizeUtf8(name) + "' appears twice",
+                 util::SanitizeUtf8(name));
+    }
     if (name == "language") {
       err = GetString(v, "language", &language);
       has_language = true;

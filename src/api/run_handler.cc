@@ -169,6 +169,31 @@ std::string Sha256Hex(const std::string& data) {
   return sha.FinalHex();
 }
 
+// Several programs (snippets, markdown) each get their own directory in .sandrun.
+bool MultiStep(const RunRequest& run) { return run.markdown.has_value() || run.steps.size() > 1; }
+
+// The program file of step `i`, relative to .sandrun: main.py, or <i>/main.py.
+std::string ProgramPath(const RunRequest& run, size_t i) {
+  const std::string& name = run.steps[i].language->file_name;
+  return MultiStep(run) ? std::to_string(i) + "/" + name : name;
+}
+
+// Writes every program file of the run into <workspace>/.sandrun (the daemon's own directory,
+// made by RunDir::Create; nothing of the user's is in it yet).
+Status WriteProgramFiles(const RunRequest& run, const std::string& workspace) {
+  for (size_t i = 0; i < run.steps.size(); ++i) {
+    if (!run.steps[i].save_as.empty()) continue;
+    if (MultiStep(run)) {
+      if (Status s = sys::MakeDirs(workspace + "/.sandrun/" + std::to_string(i), 0755); !s.ok()) {
+        return s;
+      }
+    }
+    const std::string path = workspace + "/.sandrun/" + ProgramPath(run, i);
+    if (Status s = sys::WriteFile(path, run.steps[i].code, 0644); !s.ok()) return s;
+  }
+  return OkStatus();
+}
+
 }  // namespace
 
 HttpResponse Service::HandleRun(const HttpRequest& request, bool trusted) {
@@ -192,6 +217,23 @@ HttpResponse Service::HandleRun(const HttpRequest& request, bool trusted) {
       return ErrorResponse(err->status, err->code, err->message, err->field);
     }
   }
+  // The session first: a run waiting for its session's previous run must not hold a
+  // sandbox slot meanwhile (others would get 503 while nothing runs).
+  storage::SessionLock session;
+  if (!run.session.empty()) {
+    auto locked =
+        sessions_.Lock(run.user, run.session, std::chrono::seconds(config_.session_wait_s));
+    if (!locked.ok()) {
+      if (locked.error().code == "session_busy") {
+        return ErrorResponse(
+            409, "session_busy",
+            "session '" + util::SanitizeUtf8(run.session) + "': " + locked.error().message,
+            "session");
+      }
+      return ErrorResponse(500, "storage", locked.error().message);
+    }
+    session = std::move(*locked);
+  }
   Admission::Ticket ticket = admission_.Acquire();
   if (!ticket.admitted()) {
     HttpResponse r = ErrorResponse(503, "busy", "all sandboxes are busy; retry shortly");
@@ -210,20 +252,7 @@ HttpResponse Service::HandleRun(const HttpRequest& request, bool trusted) {
 
   // The files the run starts with: exported again only when changed.
   storage::FileDigests before;
-  storage::SessionLock session;
-  if (!run.session.empty()) {
-    auto locked =
-        sessions_.Lock(run.user, run.session, std::chrono::seconds(config_.session_wait_s));
-    if (!locked.ok()) {
-      if (locked.error().code == "session_busy") {
-        return ErrorResponse(
-            409, "session_busy",
-            "session '" + util::SanitizeUtf8(run.session) + "': " + locked.error().message,
-            "session");
-      }
-      return ErrorResponse(500, "storage", "run " + id + ": " + locked.error().message);
-    }
-    session = std::move(*locked);
+  if (session.held()) {
     auto restored = sessions_.Restore(session, dir.workspace(), uid, gid);
     if (!restored.ok()) {
       return ErrorResponse(restored.error().code == "file_limit" ? 400 : 500, restored.error().code,
@@ -250,6 +279,13 @@ HttpResponse Service::HandleRun(const HttpRequest& request, bool trusted) {
       return ErrorResponse(400, s.error().code, s.error().message, "markdown");
     }
     before[step.save_as] = Sha256Hex(step.code);
+  }
+
+  // Every program file is written now, before any user code runs: once the run has started,
+  // the workspace is the user's (it could plant symlinks), and the daemon writes nothing
+  // more into it (red-team finding: a path written between steps followed a planted link).
+  if (Status s = WriteProgramFiles(run, dir.workspace()); !s.ok()) {
+    return ErrorResponse(500, "sandbox_error", "run " + id + ": " + s.error().message);
   }
 
   RunResponse response = RunSteps(run, id, dir.workspace(), dir.tmp(), dir.root());
@@ -305,6 +341,15 @@ HttpResponse Service::HandleRun(const HttpRequest& request, bool trusted) {
                  "sandrun: the session's files could not be saved: " + s.error().message);
     }
   }
+  // A run that makes 300000 files must not make a response of megabytes: list the first
+  // skipped ones and count the rest.
+  constexpr size_t kMaxSkippedListed = 1000;
+  if (response.files_skipped.size() > kMaxSkippedListed) {
+    AppendLine(response.stderr_stream.text,
+               "sandrun: " + std::to_string(response.files_skipped.size() - kMaxSkippedListed) +
+                   " more skipped files are not listed in files_skipped");
+    response.files_skipped.resize(kMaxSkippedListed);
+  }
   Count(response.status, response.wall_ms);
   HttpResponse http;
   http.body = EncodeRunResponse(response);
@@ -319,7 +364,7 @@ RunResponse Service::RunSteps(const RunRequest& run, const std::string& id,
   response.id = id;
   response.status = "ok";
   response.limits = limits;
-  const bool multi = run.markdown.has_value() || run.steps.size() > 1;
+  const bool multi = MultiStep(run);
   const size_t programs = static_cast<size_t>(std::count_if(
       run.steps.begin(), run.steps.end(), [](const CodeStep& s) { return s.save_as.empty(); }));
   if (multi) response.steps.emplace();
@@ -346,20 +391,14 @@ RunResponse Service::RunSteps(const RunRequest& run, const std::string& id,
       break;
     }
     // The program file: .sandrun/main.py for one step, .sandrun/<i>/main.py for several.
-    const std::string rel =
-        multi ? std::to_string(i) + "/" + step.language->file_name : step.language->file_name;
-    if (multi) (void)sys::MakeDirs(workspace + "/.sandrun/" + std::to_string(i), 0755);
-    if (Status s = sys::WriteFile(workspace + "/.sandrun/" + rel, step.code, 0644); !s.ok()) {
-      response.status = "sandbox_error";
-      response.stderr_stream.text = s.error().message;
-      return response;
-    }
+    const std::string rel = ProgramPath(run, i);
     sandbox::SandboxSpec spec;
     for (const auto& arg : step.language->argv) {
       spec.argv.push_back(arg == "{file}" ? std::string(kProgramDir) + "/" + rel : arg);
     }
     spec.env = SandboxEnv(config_);
     spec.workspace_dir = workspace;
+    spec.readonly_workspace_dirs = {".sandrun"};
     spec.tmp_dir = tmp;
     spec.root_dir = root;
     if (i + 1 == run.steps.size()) spec.stdin_data = run.stdin_data;

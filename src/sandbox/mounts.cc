@@ -131,6 +131,9 @@ MountPlan BuildMountPlan(const SandboxSpec& spec) {
   // The workspace (a size-limited tmpfs the parent mounted on the host) at both names.
   b.Bind(spec.workspace_dir, "/home/user", kSafe);
   b.Bind(spec.workspace_dir, "/mnt/data", kSafe);
+  for (const auto& dir : spec.readonly_workspace_dirs) {
+    b.Bind(spec.workspace_dir + "/" + dir, "/home/user/" + dir, MS_RDONLY | kSafe);
+  }
 
   // A minimal /dev: host device nodes bound onto empty files (mknod is not allowed in a
   // user namespace); no tty, no ptmx.

@@ -221,3 +221,33 @@ BOOST_AUTO_TEST_CASE(session_from_header_when_body_has_none) {
 }
 
 BOOST_AUTO_TEST_SUITE_END()
+
+BOOST_AUTO_TEST_SUITE(RunCodecRegressions)
+
+// Red-team finding: the last of two `code` fields silently won.
+BOOST_AUTO_TEST_CASE(duplicate_field_is_refused) {
+  auto err = Decode(R"j({"language":"py","code":"print(1)","code":"print(2)"})j");
+  BOOST_TEST_REQUIRE(err.has_value());
+  BOOST_TEST(err->code == "duplicate_field");
+  BOOST_TEST(err->field == "code");
+}
+
+// Red-team finding: "====" and whitespace-wrapped base64 were accepted.
+BOOST_AUTO_TEST_CASE(base64_is_strict) {
+  for (const char* bad : {"====", "  aGk=  ", "aGk=\\n", "a=Gk", "aG=k", "aGk*"}) {
+    std::string body =
+        std::string(R"j({"language":"py","code":"1","files":[{"path":"a","content_base64":")j") +
+        bad + R"j("}]})j";
+    auto err = Decode(body);
+    BOOST_TEST_REQUIRE(err.has_value(), "accepted: " << bad);
+    BOOST_TEST(err->code == "invalid_base64", bad);
+  }
+  api::RunRequest r;
+  BOOST_TEST(!Decode(
+      R"j({"language":"py","code":"1","files":[{"path":"a","content_base64":"aGk="},{"path":"b","content_base64":""}]})j",
+      &r));
+  BOOST_TEST(r.files[0].content == "hi");
+  BOOST_TEST(r.files[1].content.empty());
+}
+
+BOOST_AUTO_TEST_SUITE_END()

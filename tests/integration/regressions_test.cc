@@ -1,0 +1,74 @@
+// Named regression cases for security and limit bugs found by review (STYLE.md "Tests").
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <boost/test/unit_test.hpp>
+#include <chrono>
+#include <filesystem>
+#include <future>
+#include <thread>
+
+#include "helpers.h"
+#include "stack.h"
+
+namespace sandrun::integration {
+
+BOOST_AUTO_TEST_SUITE(Regressions)
+
+// Red team, 2026-11-30: between two steps the daemon wrote the next program file through
+// .sandrun, which step 0 had replaced by a symlink to a host directory: a root-owned file
+// written outside the sandbox. Program files are now all written before the run, and
+// .sandrun is a read-only mount point inside (cannot be renamed or replaced).
+BOOST_AUTO_TEST_CASE(step_cannot_redirect_the_next_program_file_to_the_host) {
+  const std::string canary = "/tmp/sandrun-canary-" + std::to_string(::getpid());
+  std::filesystem::create_directories(canary);
+  ::chmod(canary.c_str(), 0755);
+  for (const std::string& body :
+       {R"j({"markdown":"```bash\nmv .sandrun .o; mkdir .sandrun; ln -s )j" + canary +
+            R"j( .sandrun/1; ls -la .sandrun .o 2>&1 | head -3\n```\n```bash\necho second\n```"})j",
+        R"j({"snippets":[{"language":"bash","code":"mv .sandrun .o; ln -s )j" + canary +
+            R"j( .sandrun; echo first"},{"language":"bash","code":"echo second"}]})j"}) {
+    auto doc = PostRun(body);
+    const std::string out = Str(doc, "stdout") + Str(doc, "stderr");
+    BOOST_TEST(out.find("second") != std::string::npos, out);  // the real program ran
+    BOOST_TEST(std::filesystem::is_empty(canary), "a file appeared in " << canary);
+  }
+  std::filesystem::remove_all(canary);
+}
+
+// Red team: a run waiting for its session held a sandbox slot, so other users got 503 while
+// nothing ran. Now the session is locked before admission. With 2 slots: A holds one and
+// its session; B waits for the session; C (another user) must get the second slot at once,
+// so C finishes before A.
+BOOST_AUTO_TEST_CASE(session_waiter_holds_no_sandbox_slot) {
+  std::atomic<int> order{0};
+  int a_done = 0, c_done = 0;
+  auto a = std::async(std::launch::async, [&] {
+    Post("/run", R"j({"language":"bash","user":"gina","session":"S","code":"sleep 3"})j");
+    a_done = ++order;
+  });
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  auto b = std::async(std::launch::async, [&] {
+    Post("/run", R"j({"language":"bash","user":"gina","session":"S","code":"true"})j");
+  });
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  HttpResponse c = Post("/run", R"j({"language":"bash","user":"hank","code":"echo c"})j");
+  c_done = ++order;
+  a.get();
+  b.get();
+  BOOST_TEST(c.status == 200, c.body);
+  BOOST_TEST(c_done < a_done, "the other user's run waited for the session holder");
+}
+
+// Red team: `python app.py` (the most common how-to-run line) failed: no /usr/bin/python.
+BOOST_AUTO_TEST_CASE(how_to_run_with_python_command_works) {
+  auto doc = PostRun(
+      R"j({"markdown":"Save this as `app.py`:\n\n```python\nprint(\"app ran\")\n```\n\nRun it:\n\n```sh\npython app.py\n```\n"})j");
+  BOOST_TEST(Str(doc, "status") == "ok", Str(doc, "stderr"));
+  BOOST_TEST(Str(doc, "stdout").find("app ran") != std::string::npos);
+}
+
+BOOST_AUTO_TEST_SUITE_END()
+
+}  // namespace sandrun::integration
