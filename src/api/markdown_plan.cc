@@ -15,8 +15,7 @@ std::optional<ApiError> Service::PlanMarkdown(const std::string& markdown, int b
   if (!built.ok()) {
     const std::string& code = built.error().code;
     // 413 is for the request body (DESIGN.md §2); a too-large message inside it is a 400.
-    return ApiError{400, code, built.error().message,
-                    code == "bad_block" ? "block" : "markdown"};
+    return ApiError{400, code, built.error().message, code == "bad_block" ? "block" : "markdown"};
   }
   for (const auto& s : built->steps) {
     CodeStep step;

@@ -1,13 +1,13 @@
 #include "api/run_codec.h"
 
-#include <cctype>
-#include <set>
-
 #include <openssl/evp.h>
 #include <rapidjson/document.h>
 #include <rapidjson/error/en.h>
 #include <rapidjson/stringbuffer.h>
 #include <rapidjson/writer.h>
+
+#include <cctype>
+#include <set>
 
 #include "util/text.h"
 

@@ -293,7 +293,8 @@ const std::vector<LimitKey>& LimitKeys() {
       {"output_bytes", &Limits::output_bytes, 1024, "stdout + stderr captured (bytes)"},
       {"max_files", &Limits::max_files, 0, "generated files exported"},
       {"file_size_mb", &Limits::file_size_mb, 1, "largest file written or exported (MiB)"},
-      {"disk_mb", &Limits::disk_mb, 1, "size of the workspace + /tmp (one tmpfs), and of /dev/shm (MiB)"},
+      {"disk_mb", &Limits::disk_mb, 1,
+       "size of the workspace + /tmp (one tmpfs), and of /dev/shm (MiB)"},
   };
   return kLimitKeys;
 }
