@@ -45,14 +45,14 @@ BOOST_AUTO_TEST_CASE(session_waiter_holds_no_sandbox_slot) {
   std::atomic<int> order{0};
   int a_done = 0, c_done = 0;
   auto a = std::async(std::launch::async, [&] {
-    Post("/run", R"j({"language":"bash","user":"gina","session":"S","code":"sleep 3"})j");
+    Post("/run", R"j({"language":"bash","user":"gina","session":"S","code":"sleep 6"})j");
     a_done = ++order;
   });
-  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  std::this_thread::sleep_for(std::chrono::milliseconds(600));
   auto b = std::async(std::launch::async, [&] {
     Post("/run", R"j({"language":"bash","user":"gina","session":"S","code":"true"})j");
   });
-  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  std::this_thread::sleep_for(std::chrono::milliseconds(600));
   HttpResponse c = Post("/run", R"j({"language":"bash","user":"hank","code":"echo c"})j");
   c_done = ++order;
   a.get();
