@@ -47,33 +47,6 @@ int SweepRuns(const std::string& runs_dir) {
   return swept;
 }
 
-// Why `path` (which may not exist yet) cannot be reached by an unprivileged id: the first
-// existing directory on it without search permission for others. "" when reachable.
-std::string UnreachableBySandbox(const std::string& path) {
-  char cwd[4096];
-  std::string absolute = path;
-  if (absolute.empty() || absolute[0] != '/') {
-    if (::getcwd(cwd, sizeof cwd) == nullptr) return "";
-    absolute = std::string(cwd) + "/" + path;
-  }
-  std::string prefix;
-  size_t pos = 0;
-  while (pos < absolute.size()) {
-    size_t next = absolute.find('/', pos + 1);
-    if (next == std::string::npos) next = absolute.size();
-    prefix = absolute.substr(0, next);
-    struct stat st;
-    if (::stat(prefix.c_str(), &st) != 0) break;  // created later with mode 0755
-    if (S_ISDIR(st.st_mode) && (st.st_mode & S_IXOTH) == 0) {
-      return prefix + " is not searchable by others (mode " +
-             std::to_string((st.st_mode >> 6) & 7) + std::to_string((st.st_mode >> 3) & 7) +
-             std::to_string(st.st_mode & 7) + ")";
-    }
-    pos = next;
-  }
-  return "";
-}
-
 struct Host {
   std::unique_ptr<sandbox::Launcher> launcher;
   std::string problems;                    // "" when the host can sandbox
@@ -191,7 +164,7 @@ int main(int argc, char** argv) {
   // The sandbox's own ids (not root) build its mounts from paths below runs_dir, so every
   // directory above it must be searchable by others. A state dir under /root (0700) is not:
   // then runs go to /run/sandrun/<hash> unless runs_dir was set explicitly.
-  if (std::string why = UnreachableBySandbox(config.runs_dir); !why.empty()) {
+  if (std::string why = sys::FirstUnsearchableDir(config.runs_dir); !why.empty()) {
     if (config.runs_dir_configured) {
       std::fprintf(stderr,
                    "sandrund: config: key 'runs_dir': %s: make every directory on the "

@@ -12,6 +12,7 @@
 #include "storage/artifact_store.h"
 #include "storage/digest.h"
 #include "storage/export.h"
+#include "storage/workspace_file.h"
 #include "sys/syscalls.h"
 #include "util/text.h"
 
@@ -133,36 +134,6 @@ void AppendLine(std::string& text, const std::string& line) {
   text += line + "\n";
 }
 
-// Writes `content` to the workspace-relative `path` (already validated), creating parent
-// directories, never following a symlink, owned by uid:gid.
-Status WriteWorkspaceFile(const std::string& workspace, const std::string& path,
-                          const std::string& content, uid_t uid, gid_t gid) {
-  sys::UniqueFd dir(::open(workspace.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
-  size_t start = 0;
-  for (size_t slash; dir.valid() && (slash = path.find('/', start)) != std::string::npos;
-       start = slash + 1) {
-    const std::string name = path.substr(start, slash - start);
-    if (::mkdirat(dir.get(), name.c_str(), 0755) == 0) {
-      sys::UniqueFd made(
-          ::openat(dir.get(), name.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
-      if (made.valid()) (void)::fchown(made.get(), uid, gid);
-    }
-    dir = sys::UniqueFd(
-        ::openat(dir.get(), name.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
-  }
-  if (!dir.valid())
-    return sys::ErrnoError("invalid_path", "cannot create the directories of " + path);
-  const std::string name = path.substr(start);
-  sys::UniqueFd fd(::openat(dir.get(), name.c_str(),
-                            O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0644));
-  if (!fd.valid()) return sys::ErrnoError("invalid_path", "cannot create " + path);
-  if (!sys::WriteAll(fd.get(), content.data(), content.size())) {
-    return sys::ErrnoError("file_limit", "cannot write " + path);
-  }
-  (void)::fchown(fd.get(), uid, gid);
-  return OkStatus();
-}
-
 std::string Sha256Hex(const std::string& data) {
   storage::Sha256 sha;
   sha.Update(data.data(), data.size());
@@ -263,7 +234,7 @@ HttpResponse Service::HandleRun(const HttpRequest& request, bool trusted) {
     before = std::move(*restored);
   }
   for (const auto& file : run.files) {
-    if (Status s = WriteWorkspaceFile(dir.workspace(), file.path, file.content, uid, gid);
+    if (Status s = storage::PlaceFile(dir.workspace(), file.path, file.content, uid, gid);
         !s.ok()) {
       return ErrorResponse(400, s.error().code, s.error().message, "files");
     }
@@ -274,7 +245,7 @@ HttpResponse Service::HandleRun(const HttpRequest& request, bool trusted) {
   // written first, like input files: not exported again unless the run changes them.
   for (const auto& step : run.steps) {
     if (step.save_as.empty()) continue;
-    if (Status s = WriteWorkspaceFile(dir.workspace(), step.save_as, step.code, uid, gid);
+    if (Status s = storage::PlaceFile(dir.workspace(), step.save_as, step.code, uid, gid);
         !s.ok()) {
       return ErrorResponse(400, s.error().code, s.error().message, "markdown");
     }
@@ -302,10 +273,7 @@ HttpResponse Service::HandleRun(const HttpRequest& request, bool trusted) {
   export_options.unchanged_inputs.assign(before.begin(), before.end());
   auto walk = storage::WalkWorkspace(dir.workspace(), export_options);
   if (walk.ok()) {
-    for (auto& skipped : walk->skipped) {
-      // .sandrun holds the program files we wrote: ours, not the user's; never listed.
-      if (skipped.path != ".sandrun") response.files_skipped.push_back(std::move(skipped));
-    }
+    response.files_skipped = std::move(walk->skipped);
     storage::PublishOptions publish;
     publish.artifacts_root = config_.artifacts_dir;
     publish.public_base_url = PublicBaseUrl(request);

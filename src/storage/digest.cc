@@ -7,6 +7,7 @@
 #include <new>
 
 #include "storage/fs.h"
+#include "util/text.h"
 
 namespace sandrun::storage {
 
@@ -24,18 +25,7 @@ std::string Sha256::FinalHex() {
   unsigned char md[EVP_MAX_MD_SIZE];
   unsigned int len = 0;
   EVP_DigestFinal_ex(ctx_.get(), md, &len);
-  return HexEncode(md, len);
-}
-
-std::string HexEncode(const unsigned char* data, size_t size) {
-  static constexpr char kDigits[] = "0123456789abcdef";
-  std::string out;
-  out.reserve(size * 2);
-  for (size_t i = 0; i < size; ++i) {
-    out += kDigits[data[i] >> 4];
-    out += kDigits[data[i] & 0xf];
-  }
-  return out;
+  return util::HexEncode(std::string_view(reinterpret_cast<const char*>(md), len));
 }
 
 Result<std::string> Sha256OfFd(int fd) {

@@ -27,9 +27,6 @@ class Sha256 {
   std::unique_ptr<EVP_MD_CTX, Free> ctx_;
 };
 
-// Lowercase hex of `size` bytes.
-std::string HexEncode(const unsigned char* data, size_t size);
-
 // SHA-256 (hex) of everything readable from `fd`, from its current offset to EOF.
 // Errors: read(2) fails.
 Result<std::string> Sha256OfFd(int fd);

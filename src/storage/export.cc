@@ -105,6 +105,9 @@ void Walker::Visit(int dirfd, const std::string& prefix, const std::string& name
 }
 
 void Walker::VisitDir(int dirfd, const std::string& name, const std::string& path, int depth) {
+  for (const std::string& dir : options_.unlisted_dirs) {
+    if (dir == path) return;
+  }
   if (IsIgnored(path, name)) {
     Skip(path, "ignored");  // one entry for the whole directory; its contents are not counted
     return;

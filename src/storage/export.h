@@ -14,8 +14,11 @@ struct ExportOptions {
   int max_files = 100;                    // files past this count are skipped as "too_many"
   uint64_t max_file_bytes = 10ull << 20;  // larger files are skipped as "too_large"
   // Workspace-relative directory prefixes never exported nor counted (".cache/", ...).
-  std::vector<std::string> ignored_dirs = {
-      ".cache", ".local", ".config", ".npm", "__pycache__", ".ipynb_checkpoints", ".sandrun"};
+  std::vector<std::string> ignored_dirs = {".cache", ".local",      ".config",
+                                           ".npm",   "__pycache__", ".ipynb_checkpoints"};
+  // Workspace-relative directories that are not the user's (the launcher's program files):
+  // neither exported, counted nor listed in `skipped`.
+  std::vector<std::string> unlisted_dirs = {".sandrun"};
   // Input files (workspace-relative path -> sha256 hex) left unchanged are not exported again.
   std::vector<std::pair<std::string, std::string>> unchanged_inputs;
 };

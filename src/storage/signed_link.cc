@@ -7,6 +7,7 @@
 #include <string_view>
 
 #include "storage/digest.h"
+#include "util/text.h"
 
 namespace sandrun::storage {
 namespace {
@@ -105,7 +106,7 @@ std::string UserDir(const std::string& user, const std::string& key) {
     throw std::bad_alloc();
   }
   // 128 bits of the HMAC: ample against guessing, and keeps URLs short.
-  return HexEncode(md, len).substr(0, 32);
+  return util::HexEncode(std::string_view(reinterpret_cast<const char*>(md), len)).substr(0, 32);
 }
 
 }  // namespace sandrun::storage

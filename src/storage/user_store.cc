@@ -1,7 +1,6 @@
 #include "storage/user_store.h"
 
 #include <fcntl.h>
-#include <openssl/rand.h>
 #include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -11,6 +10,7 @@
 #include <optional>
 
 #include "storage/digest.h"
+#include "util/text.h"
 
 namespace sandrun::storage {
 namespace {
@@ -200,10 +200,6 @@ Result<std::string> MoveToTrash(int user_fd, const std::string& name, const std:
   return trash;
 }
 
-Result<std::string> RandomName(const std::string& prefix) {
-  unsigned char bytes[8];
-  if (RAND_bytes(bytes, sizeof bytes) != 1) return MakeError("storage", "RAND_bytes failed");
-  return prefix + HexEncode(bytes, sizeof bytes);
-}
+Result<std::string> RandomName(const std::string& prefix) { return prefix + util::RandomHex(8); }
 
 }  // namespace sandrun::storage

@@ -180,4 +180,29 @@ bool WriteFileInChild(const char* path, const char* text, size_t size) {
 
 int LastErrno() { return errno; }
 
+std::string FirstUnsearchableDir(const std::string& path) {
+  char cwd[4096];
+  std::string absolute = path;
+  if (absolute.empty() || absolute[0] != '/') {
+    if (::getcwd(cwd, sizeof cwd) == nullptr) return "";
+    absolute = std::string(cwd) + "/" + path;
+  }
+  std::string prefix;
+  size_t pos = 0;
+  while (pos < absolute.size()) {
+    size_t next = absolute.find('/', pos + 1);
+    if (next == std::string::npos) next = absolute.size();
+    prefix = absolute.substr(0, next);
+    struct stat st;
+    if (::stat(prefix.c_str(), &st) != 0) break;  // created later with mode 0755
+    if (S_ISDIR(st.st_mode) && (st.st_mode & S_IXOTH) == 0) {
+      return prefix + " is not searchable by others (mode " +
+             std::to_string((st.st_mode >> 6) & 7) + std::to_string((st.st_mode >> 3) & 7) +
+             std::to_string(st.st_mode & 7) + ")";
+    }
+    pos = next;
+  }
+  return "";
+}
+
 }  // namespace sandrun::sys

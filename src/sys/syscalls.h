@@ -43,6 +43,11 @@ Status MountTmpfs(const std::string& target, uint64_t size_bytes, uid_t uid, gid
 // umount2(target, MNT_DETACH). Errors: "umount".
 Status Unmount(const std::string& target);
 
+// Why `path` (relative to the cwd, and possibly not existing yet) cannot be reached by an
+// unprivileged id: "<dir> is not searchable by others (mode NNN)" for the first existing
+// directory on it without o+x; "" when reachable. Not child-safe.
+std::string FirstUnsearchableDir(const std::string& path);
+
 // pidfd-based wait helpers.
 // Blocks until the process behind `pid` exits and reaps it with wait4; returns the wait
 // status and resource usage (of the process and its reaped descendants).

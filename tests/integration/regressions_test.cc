@@ -69,6 +69,42 @@ BOOST_AUTO_TEST_CASE(how_to_run_with_python_command_works) {
   BOOST_TEST(Str(doc, "stdout").find("app ran") != std::string::npos);
 }
 
+// Red team: a chunked body over 16 MiB got nginx's HTML 413 page (the error location had the
+// 1 MiB default body limit), not the JSON error every other refusal has.
+BOOST_AUTO_TEST_CASE(chunked_body_over_the_limit_is_a_json_413) {
+  httplib::Client client("127.0.0.1", Stack::Get().port());
+  client.set_read_timeout(60, 0);
+  const std::string chunk(1 << 20, ' ');
+  auto r = client.Post(
+      "/run",
+      [&](size_t offset, httplib::DataSink& sink) {
+        if (offset < (17u << 20)) {
+          sink.write(chunk.data(), chunk.size());
+        } else {
+          sink.done();
+        }
+        return true;
+      },
+      "application/json");
+  // nginx may close the connection before reading everything; an answer must still come.
+  BOOST_TEST_REQUIRE(static_cast<bool>(r), "no answer: " << httplib::to_string(r.error()));
+  BOOST_TEST(r->status == 413);
+  BOOST_TEST(r->get_header_value("Content-Type").find("application/json") != std::string::npos);
+  BOOST_TEST(ParseServiceError(r->body).code.size() > 0u, r->body);
+}
+
+// Red team: 300000 empty files gave a files_skipped list of 99901 entries (megabytes of
+// JSON). The list is capped at 1000; stderr says how many more were skipped.
+BOOST_AUTO_TEST_CASE(files_skipped_is_capped) {
+  auto doc = PostRun(RunRequest(
+      "python", "for i in range(1500):\n    open(f'f{i:04}', 'w').close()", {{"max_files", 10}}));
+  BOOST_TEST(Str(doc, "status") == "ok");
+  BOOST_TEST(doc["files"].Size() == 10u);
+  BOOST_TEST(doc["files_skipped"].Size() == 1000u);
+  BOOST_TEST(Str(doc, "stderr").find("490 more skipped files are not listed") != std::string::npos,
+             Str(doc, "stderr"));
+}
+
 BOOST_AUTO_TEST_SUITE_END()
 
 }  // namespace sandrun::integration

@@ -151,6 +151,19 @@ BOOST_AUTO_TEST_CASE(ignored_dirs_are_one_entry_and_never_counted) {
   BOOST_TEST(!result.limit_hit);
 }
 
+BOOST_AUTO_TEST_CASE(unlisted_dirs_are_neither_exported_counted_nor_listed) {
+  TempDir dir;
+  WriteFile(dir / ".sandrun/0/main.py", "print(1)");
+  WriteFile(dir / "sub/.sandrun/kept.txt", "x");  // only the top-level one is the launcher's
+  WriteFile(dir / "out.txt", "x");
+  ExportOptions options;
+  options.max_files = 2;
+  const WalkResult result = Walk(dir, options);
+  BOOST_TEST(Paths(result.files) == (std::vector<std::string>{"out.txt", "sub/.sandrun/kept.txt"}),
+             boost::test_tools::per_element());
+  BOOST_TEST(result.skipped.empty());
+}
+
 BOOST_AUTO_TEST_CASE(ignored_dirs_match_a_relative_path_prefix) {
   TempDir dir;
   WriteFile(dir / "data/tmp/a", "x");

@@ -1,0 +1,42 @@
+#define BOOST_TEST_MODULE sys_syscalls
+#include "sys/syscalls.h"
+
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <boost/test/unit_test.hpp>
+#include <cstdlib>
+
+using sandrun::sys::FirstUnsearchableDir;
+
+BOOST_AUTO_TEST_SUITE(Syscalls)
+
+BOOST_AUTO_TEST_CASE(names_the_first_directory_others_cannot_search) {
+  char tmpl[] = "/tmp/sandrun-sys-XXXXXX";
+  const std::string base = ::mkdtemp(tmpl);
+  ::chmod(base.c_str(), 0755);
+  const std::string closed = base + "/closed";
+  BOOST_REQUIRE(::mkdir(closed.c_str(), 0700) == 0);
+  BOOST_TEST(FirstUnsearchableDir(base + "/open/runs") == "");  // not existing yet: fine
+  const std::string why = FirstUnsearchableDir(closed + "/state/runs");
+  BOOST_TEST(why.find(closed + " is not searchable by others (mode 700)") == 0u, why);
+  ::chmod(closed.c_str(), 0711);
+  BOOST_TEST(FirstUnsearchableDir(closed + "/state/runs") == "");
+  std::system(("rm -rf " + base).c_str());
+}
+
+BOOST_AUTO_TEST_CASE(tree_removal_does_not_follow_symlinks) {
+  char tmpl[] = "/tmp/sandrun-sys-XXXXXX";
+  const std::string base = ::mkdtemp(tmpl);
+  const std::string outside = base + "/outside";
+  const std::string tree = base + "/tree";
+  BOOST_REQUIRE(sandrun::sys::MakeDirs(outside + "/keep").ok());
+  BOOST_REQUIRE(sandrun::sys::MakeDirs(tree + "/sub").ok());
+  BOOST_REQUIRE(::symlink(outside.c_str(), (tree + "/sub/link").c_str()) == 0);
+  BOOST_TEST(sandrun::sys::RemoveTree(tree).ok());
+  BOOST_TEST(::access(tree.c_str(), F_OK) != 0);
+  BOOST_TEST(::access((outside + "/keep").c_str(), F_OK) == 0);
+  std::system(("rm -rf " + base).c_str());
+}
+
+BOOST_AUTO_TEST_SUITE_END()
