@@ -1,11 +1,13 @@
-// Every case of ../shared/cases/cases.jsonl as a named test against the live stack
-// (nginx + sandrund via scripts/serve). Each case's `expect` keys are checked, and its
-// `must` / `must_not` become host-side assertions that hold for every case:
+// Every case of tests/data/hostile_cases/runs.jsonl (format in that folder's README.md) as a
+// named test against the live stack (nginx + sandrund via scripts/serve). Each case's `expect`
+// keys are checked, and after every case the host must be clean:
 //   - no process of the run is left (host uids of the sandbox user and its root),
 //   - no run directory, workspace mount or run cgroup is left,
 //   - nothing owned by the sandbox's host uids appears outside the artifact store,
 //   - a listener the test opens on the host's 127.0.0.1 receives no connection.
-// Case files are data from shared/ (kept beside the repository, as in CI).
+// The data file is part of the repository. If it is missing, empty or has a bad line, that is
+// one failing test named for the problem (never a registration error that stops the binary).
+// SANDRUN_HOSTILE_CASES=<path> reads another file (used to test exactly that).
 #include <arpa/inet.h>
 #include <dirent.h>
 #include <fcntl.h>
@@ -19,6 +21,7 @@
 
 #include <boost/test/unit_test.hpp>
 #include <chrono>
+#include <cstdlib>
 #include <fstream>
 #include <functional>
 #include <set>
@@ -30,8 +33,10 @@
 namespace sandrun::integration {
 namespace {
 
-std::string CasesPath(const std::string& file) {
-  return std::string(SANDRUN_SOURCE_DIR) + "/../shared/cases/" + file;
+std::string CasesPath() {
+  const char* path = std::getenv("SANDRUN_HOSTILE_CASES");
+  if (path != nullptr && *path != '\0') return path;
+  return std::string(SANDRUN_SOURCE_DIR) + "/tests/data/hostile_cases/runs.jsonl";
 }
 
 struct Case {
@@ -39,17 +44,41 @@ struct Case {
   std::string line;  // the whole JSON line
 };
 
-std::vector<Case> LoadCases(const std::string& file) {
+struct CaseFile {
   std::vector<Case> cases;
-  std::ifstream in(CasesPath(file));
+  std::vector<std::string> problems;  // one per unusable line, or the file's own problem
+};
+
+// A line is a case if it is a JSON object with a string `name` not seen before and the
+// objects `request` and `expect`.
+CaseFile LoadCases(const std::string& path) {
+  CaseFile file;
+  std::ifstream in(path);
+  if (!in) {
+    file.problems.push_back("cannot open " + path);
+    return file;
+  }
+  std::set<std::string> names;
   std::string line;
-  while (std::getline(in, line)) {
+  for (int number = 1; std::getline(in, line); ++number) {
+    if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
     rapidjson::Document doc;
     doc.Parse(line.c_str());
-    if (doc.HasParseError() || !doc.IsObject() || !doc.HasMember("id")) continue;
-    cases.push_back({doc["id"].GetString(), line});
+    const std::string where = path + ":" + std::to_string(number);
+    if (doc.HasParseError() || !doc.IsObject()) {
+      file.problems.push_back(where + ": not a JSON object");
+    } else if (!doc.HasMember("name") || !doc["name"].IsString() || !doc.HasMember("request") ||
+               !doc["request"].IsObject() || !doc.HasMember("expect") ||
+               !doc["expect"].IsObject()) {
+      file.problems.push_back(where + ": needs a string `name` and objects `request`, `expect`");
+    } else if (!names.insert(doc["name"].GetString()).second) {
+      file.problems.push_back(where + ": duplicate name " + doc["name"].GetString());
+    } else {
+      file.cases.push_back({doc["name"].GetString(), line});
+    }
   }
-  return cases;
+  if (file.cases.empty() && file.problems.empty()) file.problems.push_back(path + " has no case");
+  return file;
 }
 
 std::string ToJson(const rapidjson::Value& v) {
@@ -199,17 +228,20 @@ void RunCase(const Case& c) {
   CheckHostIsClean(c.id, owned_before);
 }
 
+// One test per case; every problem of the file together is one more test, `case_file_problems`,
+// that fails and lists them (a unique name: Boost refuses the whole binary over a duplicate).
 struct CaseRegistrar {
-  explicit CaseRegistrar(const std::string& file) {
+  CaseRegistrar() {
     auto& suite = boost::unit_test::framework::current_auto_test_suite();
-    std::vector<Case> cases = LoadCases(file);
-    if (cases.empty()) {
-      const std::string path = CasesPath(file);
+    CaseFile file = LoadCases(CasesPath());
+    if (!file.problems.empty()) {
+      std::string text;
+      for (const std::string& p : file.problems) text += "\n  " + p;
       suite.add(boost::unit_test::make_test_case(
-          [path] { BOOST_FAIL("no cases read from " << path << " (shared/ beside the repo)"); },
-          "cases_file_missing", __FILE__, __LINE__));
+          [text] { BOOST_FAIL("the hostile cases cannot all be read:" << text); },
+          "case_file_problems", __FILE__, __LINE__));
     }
-    for (const Case& c : cases) {
+    for (const Case& c : file.cases) {
       suite.add(boost::unit_test::make_test_case([c] { RunCase(c); }, c.id, __FILE__, __LINE__));
     }
   }
@@ -217,10 +249,9 @@ struct CaseRegistrar {
 
 }  // namespace
 
-BOOST_AUTO_TEST_SUITE(SharedCases)
-// Registered at static initialisation, inside this suite (one test per case id).
-static CaseRegistrar cases_registrar("cases.jsonl");
-static CaseRegistrar messages_registrar("messages.jsonl");
+BOOST_AUTO_TEST_SUITE(HostileCases)
+// Registered at static initialisation, inside this suite (one test per case name).
+static CaseRegistrar cases_registrar;
 BOOST_AUTO_TEST_SUITE_END()
 
 }  // namespace sandrun::integration
