@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <cstring>
 #include <fstream>
+#include <sstream>
 #include <string>
 #include <thread>
 
@@ -20,6 +21,7 @@
 #include "server/fcgi_server.h"
 #include "storage/janitor.h"
 #include "sys/syscalls.h"
+#include "version.h"
 
 namespace {
 
@@ -28,8 +30,10 @@ using namespace sandrun;
 void Usage() {
   std::fprintf(stdout,
                "usage: sandrund [--config FILE]        run the daemon (foreground)\n"
-               "       sandrund check [--config FILE]  check that this host can sandbox\n\n%s",
-               config::HelpText().c_str());
+               "       sandrund check [--config FILE]  check that this host can sandbox\n"
+               "                                       (FILE: %s by default)\n"
+               "       sandrund --version              version and commit\n\n%s",
+               config::kDefaultConfigPath, config::HelpText().c_str());
 }
 
 // Removes what a crashed daemon left in the runs directory: workspace mounts and dirs.
@@ -146,6 +150,9 @@ int main(int argc, char** argv) {
     if (arg == "--help" || arg == "-h") {
       Usage();
       return 0;
+    } else if (arg == "--version") {
+      std::printf("sandrund %s (commit %s)\n", kVersion, kGitDescribe);
+      return 0;
     } else if (arg == "--config" && i + 1 < argc) {
       config_path = argv[++i];
     } else if (arg == "check") {
@@ -155,9 +162,21 @@ int main(int argc, char** argv) {
       return 2;
     }
   }
+  bool config_given = !config_path.empty();
+  if (check && !config_given) config_path = config::kDefaultConfigPath;
+  if (check) {
+    std::printf("sandrund check: config %s%s\n", config_path.c_str(),
+                config_given ? "" : " (the default; --config FILE names another)");
+    std::fflush(stdout);  // before any problem on stderr
+  }
   auto loaded = config::Load(config_path);
   if (!loaded.ok()) {
-    std::fprintf(stderr, "sandrund: config: %s\n", loaded.error().message.c_str());
+    // One line per problem, each with its fix (config::Load's contract).
+    std::istringstream problems(loaded.error().message);
+    for (std::string line; std::getline(problems, line);) {
+      std::fprintf(stderr, "sandrund: config %s: %s\n",
+                   config_path.empty() ? "(none)" : config_path.c_str(), line.c_str());
+    }
     return 2;
   }
   config::Config& config = *loaded;

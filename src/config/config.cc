@@ -233,6 +233,51 @@ bool IsAddressOrCidr(const std::string& item) {
   return std::stoi(bits) <= max_bits;
 }
 
+// `error` with how to repair it, on the same line (Load's contract: one line per problem).
+Error WithFix(Error error, const std::string& fix) {
+  error.message += " -- fix: " + fix;
+  return error;
+}
+
+std::string LinkSecretFix(const std::string& path) {
+  return "make one: umask 027; printf 'set $sandrun_link_secret \"%s\";\\n' "
+         "\"$(openssl rand -hex 32)\" > " +
+         path;
+}
+
+// Bearer tokens from bearer_tokens and tokens_file; an error (with its fix) when the file cannot
+// be read, or when there is no token and anonymous use is not allowed.
+Status ReadTokens(Config& c) {
+  const std::string anonymous = "or, for a local test only, set \"allow_anonymous\": true";
+  c.tokens = SplitList(c.bearer_tokens);
+  if (!c.tokens_file.empty()) {
+    auto text = sys::ReadFile(c.tokens_file, 1 << 20);
+    if (!text.ok()) {
+      return WithFix(KeyError("tokens_file", text.error().message),
+                     "make it, one token a line (clients send `Authorization: Bearer <token>`): "
+                     "umask 077; openssl rand -hex 32 > " +
+                         c.tokens_file + "; " + anonymous);
+    }
+    std::istringstream lines(*text);
+    std::string line;
+    while (std::getline(lines, line)) {
+      while (!line.empty() && (line.back() == '\r' || line.back() == ' ')) line.pop_back();
+      if (!line.empty() && line[0] != '#') c.tokens.push_back(line);
+    }
+  }
+  if (!c.allow_anonymous && c.tokens.empty()) {
+    std::string fix =
+        c.tokens_file.empty()
+            ? "set \"tokens_file\" to a file of tokens, one a line (make one: "
+              "umask 077; openssl rand -hex 32 > /etc/sandrun/tokens); " +
+                  anonymous
+            : "add a token: openssl rand -hex 32 >> " + c.tokens_file + "; " + anonymous;
+    return WithFix(
+        KeyError("tokens_file", "no bearer token configured and allow_anonymous is false"), fix);
+  }
+  return OkStatus();
+}
+
 Status Finish(Config& c) {
   if (c.state_dir.empty()) return KeyError("state_dir", "must not be empty");
   if (c.fcgi_socket.empty()) c.fcgi_socket = c.state_dir + "/sandrun.sock";
@@ -251,34 +296,31 @@ Status Finish(Config& c) {
   }
   for (const auto& lk : LimitKeys()) {
     if (c.limits.*(lk.member) > c.ceilings.*(lk.member)) {
-      return KeyError(std::string("limits.") + lk.name,
-                      "above its ceiling " + std::to_string(c.ceilings.*(lk.member)));
+      return WithFix(KeyError(std::string("limits.") + lk.name,
+                              "above its ceiling " + std::to_string(c.ceilings.*(lk.member))),
+                     std::string("lower it, or raise ceilings.") + lk.name);
     }
   }
   if (c.languages.empty()) c.languages = DefaultLanguages();
-  auto secret = ReadLinkSecret(c.link_secret_file);
-  if (!secret.ok()) return secret.error();
-  c.link_secret = *secret;
+  // The files the config names and the proxies: all checked, so one start lists them all.
+  std::vector<Error> problems;
+  if (auto secret = ReadLinkSecret(c.link_secret_file); secret.ok()) {
+    c.link_secret = *secret;
+  } else {
+    problems.push_back(WithFix(secret.error(), LinkSecretFix(c.link_secret_file)));
+  }
   for (const std::string& item : SplitList(c.trusted_proxies)) {
     if (!IsAddressOrCidr(item)) {
-      return KeyError("trusted_proxies", "'" + item + "' is not an IP address or CIDR range");
+      problems.push_back(
+          WithFix(KeyError("trusted_proxies", "'" + item + "' is not an IP address or CIDR range"),
+                  "list addresses or ranges such as 127.0.0.1, 10.0.0.0/8, ::1"));
     }
   }
-  c.tokens = SplitList(c.bearer_tokens);
-  if (!c.tokens_file.empty()) {
-    auto text = sys::ReadFile(c.tokens_file, 1 << 20);
-    if (!text.ok()) return KeyError("tokens_file", text.error().message);
-    std::istringstream lines(*text);
-    std::string line;
-    while (std::getline(lines, line)) {
-      while (!line.empty() && (line.back() == '\r' || line.back() == ' ')) line.pop_back();
-      if (!line.empty() && line[0] != '#') c.tokens.push_back(line);
-    }
-  }
-  if (!c.allow_anonymous && c.tokens.empty()) {
-    return KeyError("tokens_file", "no bearer token configured and allow_anonymous is false");
-  }
-  return OkStatus();
+  if (Status s = ReadTokens(c); !s.ok()) problems.push_back(s.error());
+  if (problems.empty()) return OkStatus();
+  std::string lines;
+  for (const Error& e : problems) lines += (lines.empty() ? "" : "\n") + e.message;
+  return MakeError("config", lines);
 }
 
 }  // namespace
@@ -303,13 +345,19 @@ Result<Config> Load(const std::string& path) {
   Config config;
   if (!path.empty()) {
     auto text = sys::ReadFile(path, 1 << 20);
-    if (!text.ok()) return MakeError("config", text.error().message);
+    if (!text.ok()) {
+      return WithFix(MakeError("config", text.error().message),
+                     "copy docs/sandrun.example.jsonc of the source tree to " + path +
+                         " and edit it, or name another file with --config FILE");
+    }
     rapidjson::Document doc;
     doc.Parse<rapidjson::kParseCommentsFlag | rapidjson::kParseTrailingCommasFlag>(text->c_str(),
                                                                                    text->size());
     if (doc.HasParseError()) {
-      return MakeError("config", path + ": " + rapidjson::GetParseError_En(doc.GetParseError()) +
-                                     " at offset " + std::to_string(doc.GetErrorOffset()));
+      return WithFix(
+          MakeError("config", path + ": " + rapidjson::GetParseError_En(doc.GetParseError()) +
+                                  " at offset " + std::to_string(doc.GetErrorOffset())),
+          "correct the JSON there (comments and trailing commas are allowed)");
     }
     if (!doc.IsObject()) return MakeError("config", path + ": expected a JSON object");
     // Iterated as const: RapidJSON 1.1's non-const member iterators compare ambiguously
@@ -329,7 +377,10 @@ Result<Config> Load(const std::string& path) {
         for (const auto& k : Keys()) {
           if (name == k.name) key = &k;
         }
-        if (key == nullptr) return KeyError(name, "unknown key (see sandrund --help)");
+        if (key == nullptr) {
+          return WithFix(KeyError(name, "unknown key"),
+                         "remove it or correct its spelling (sandrund --help lists every key)");
+        }
         s = SetFromJson(config, *key, it->value);
       }
       if (!s.ok()) return s.error();

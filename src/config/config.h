@@ -80,8 +80,15 @@ struct Config {
   std::vector<Language> languages;  // default: python, bash
 };
 
+// Where `sandrund check` reads its config when no --config is given.
+inline constexpr char kDefaultConfigPath[] = "/etc/sandrun/sandrun.jsonc";
+
 // Loads `path` (may be "" for defaults only), applies SANDRUN_* env overrides, reads secret
-// files and validates. Errors name the key: code "config", message "key 'x': ...".
+// files and validates. Errors: code "config"; the message has one line per problem, naming the
+// key ("key 'x': ...") and, for the problems a first install meets (the config file, JSON
+// syntax, unknown keys, the link secret file, the tokens, ceilings), ending in " -- fix: "
+// and what to run or edit. The link secret, tokens and trusted_proxies are all checked before
+// returning, so one error lists each of their problems.
 Result<Config> Load(const std::string& path);
 
 // Text for --help: one line per key with type, default and description.

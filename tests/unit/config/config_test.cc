@@ -5,7 +5,10 @@
 #include <unistd.h>
 
 #include <boost/test/unit_test.hpp>
+#include <cstdio>
+#include <cstdlib>
 #include <fstream>
+#include <sstream>
 #include <vector>
 
 namespace {
@@ -161,6 +164,119 @@ BOOST_AUTO_TEST_CASE(quota_and_age_must_be_positive) {
     BOOST_TEST_REQUIRE(!c.ok(), key);
     BOOST_TEST(c.error().message.find(key) != std::string::npos);
   }
+}
+
+BOOST_AUTO_TEST_SUITE_END()
+
+// Load's errors for a first install: one line per problem, each with a fix that works.
+BOOST_AUTO_TEST_SUITE(ConfigProblems)
+
+namespace {
+
+std::vector<std::string> Lines(const std::string& text) {
+  std::vector<std::string> lines;
+  std::istringstream in(text);
+  for (std::string line; std::getline(in, line);) lines.push_back(line);
+  return lines;
+}
+
+// The shell command of a fix, from `marker` to the first "; or" (or the end of the line).
+std::string CommandOf(const std::string& line, const std::string& marker) {
+  size_t start = line.find(marker);
+  if (start == std::string::npos) return "";
+  start += marker.size();
+  size_t end = line.find("; or", start);
+  return line.substr(start, end == std::string::npos ? std::string::npos : end - start);
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(missing_link_secret_file_gives_the_command_that_makes_one) {
+  StateDir dir;
+  std::remove((dir.path + "/link_secret.conf").c_str());
+  const std::string config =
+      dir.Write("{\"state_dir\": \"" + dir.path + "\", \"allow_anonymous\": true}");
+  auto c = Load(config);
+  BOOST_TEST_REQUIRE(!c.ok());
+  std::vector<std::string> lines = Lines(c.error().message);
+  BOOST_TEST_REQUIRE(lines.size() == 1u, c.error().message);
+  BOOST_TEST(lines[0].find("key 'link_secret_file'") == 0u, lines[0]);
+  BOOST_TEST(lines[0].find(" -- fix: make one: ") != std::string::npos, lines[0]);
+  // The command as printed makes a file that Load accepts.
+  std::string command = CommandOf(lines[0], "make one: ");
+  BOOST_TEST(command.find(dir.path + "/link_secret.conf") != std::string::npos, command);
+  BOOST_TEST_REQUIRE(std::system(command.c_str()) == 0, command);
+  auto fixed = Load(config);
+  BOOST_TEST(fixed.ok(), (fixed.ok() ? "" : fixed.error().message));
+  BOOST_TEST((fixed.ok() && fixed->link_secret.size() == 64u));
+}
+
+BOOST_AUTO_TEST_CASE(missing_tokens_file_says_how_to_make_it_or_allow_anonymous) {
+  StateDir dir;
+  const std::string tokens = dir.path + "/tokens";
+  const std::string config =
+      dir.Write("{\"state_dir\": \"" + dir.path + "\", \"tokens_file\": \"" + tokens + "\"}");
+  auto c = Load(config);
+  BOOST_TEST_REQUIRE(!c.ok());
+  std::vector<std::string> lines = Lines(c.error().message);
+  BOOST_TEST_REQUIRE(lines.size() == 1u, c.error().message);  // not also "no bearer token"
+  BOOST_TEST(lines[0].find("key 'tokens_file'") == 0u, lines[0]);
+  BOOST_TEST(lines[0].find("\"allow_anonymous\": true") != std::string::npos, lines[0]);
+  std::string command = CommandOf(lines[0], "`Authorization: Bearer <token>`): ");
+  BOOST_TEST(command.find("openssl rand -hex 32 > " + tokens) != std::string::npos, command);
+  BOOST_TEST_REQUIRE(std::system(command.c_str()) == 0, command);
+  auto fixed = Load(config);
+  BOOST_TEST_REQUIRE(fixed.ok(), (fixed.ok() ? "" : fixed.error().message));
+  BOOST_TEST(fixed->tokens.size() == 1u);
+}
+
+BOOST_AUTO_TEST_CASE(no_token_at_all_says_to_name_a_tokens_file_or_allow_anonymous) {
+  StateDir dir;
+  auto c = Load(dir.Write("{\"state_dir\": \"" + dir.path + "\"}"));
+  BOOST_TEST_REQUIRE(!c.ok());
+  const std::string& m = c.error().message;
+  BOOST_TEST(m.find("no bearer token configured") != std::string::npos, m);
+  BOOST_TEST(m.find("fix: set \"tokens_file\"") != std::string::npos, m);
+  BOOST_TEST(m.find("\"allow_anonymous\": true") != std::string::npos, m);
+  // An empty tokens file: add a token to it.
+  std::ofstream(dir.path + "/tokens") << "# no token yet\n";
+  auto empty = Load(dir.Write("{\"state_dir\": \"" + dir.path + "\", \"tokens_file\": \"" +
+                              dir.path + "/tokens\"}"));
+  BOOST_TEST_REQUIRE(!empty.ok());
+  BOOST_TEST(empty.error().message.find("add a token: openssl rand -hex 32 >> " + dir.path +
+                                        "/tokens") != std::string::npos,
+             empty.error().message);
+}
+
+BOOST_AUTO_TEST_CASE(every_file_problem_is_a_line_of_its_own) {
+  StateDir dir;
+  std::remove((dir.path + "/link_secret.conf").c_str());
+  auto c = Load(dir.Write("{\"state_dir\": \"" + dir.path + "\", \"tokens_file\": \"" + dir.path +
+                          "/none\", \"trusted_proxies\": \"example.org\"}"));
+  BOOST_TEST_REQUIRE(!c.ok());
+  std::vector<std::string> lines = Lines(c.error().message);
+  BOOST_TEST_REQUIRE(lines.size() == 3u, c.error().message);
+  BOOST_TEST(lines[0].find("key 'link_secret_file'") == 0u, lines[0]);
+  BOOST_TEST(lines[1].find("key 'trusted_proxies'") == 0u, lines[1]);
+  BOOST_TEST(lines[2].find("key 'tokens_file'") == 0u, lines[2]);
+  for (const std::string& line : lines) {
+    BOOST_TEST(line.find(" -- fix: ") != std::string::npos, line);
+  }
+}
+
+BOOST_AUTO_TEST_CASE(missing_config_file_and_bad_json_and_unknown_key_say_what_to_do) {
+  StateDir dir;
+  auto missing = Load(dir.path + "/nothing.jsonc");
+  BOOST_TEST_REQUIRE(!missing.ok());
+  BOOST_TEST(
+      missing.error().message.find("fix: copy docs/sandrun.example.jsonc") != std::string::npos,
+      missing.error().message);
+  auto bad = Load(dir.Write("{\"state_dir\": "));
+  BOOST_TEST_REQUIRE(!bad.ok());
+  BOOST_TEST(bad.error().message.find("fix: correct the JSON") != std::string::npos);
+  auto unknown = Load(dir.Write("{\"allow_anonymus\": true}"));
+  BOOST_TEST_REQUIRE(!unknown.ok());
+  BOOST_TEST(unknown.error().message.find("sandrund --help lists every key") != std::string::npos);
 }
 
 BOOST_AUTO_TEST_SUITE_END()
