@@ -51,6 +51,17 @@ int SweepRuns(const std::string& runs_dir) {
   return swept;
 }
 
+// The fallback runs directory (/run/sandrun/<hash>) and /run/sandrun itself, when empty:
+// nothing of a cleanly stopped daemon stays in /run. Another daemon's directory keeps
+// /run/sandrun (rmdir fails with ENOTEMPTY, which is fine).
+void RemoveFallbackRunsDir(const std::string& runs_dir) {
+  if (Status s = sys::RemoveEmptyDir(runs_dir); !s.ok()) {
+    std::fprintf(stderr, "sandrund: %s\n", s.error().message.c_str());
+    return;
+  }
+  (void)sys::RemoveEmptyDir(runs_dir.substr(0, runs_dir.rfind('/')));
+}
+
 struct Host {
   std::unique_ptr<sandbox::Launcher> launcher;
   std::string problems;                    // "" when the host can sandbox
@@ -183,6 +194,7 @@ int main(int argc, char** argv) {
   // The sandbox's own ids (not root) build its mounts from paths below runs_dir, so every
   // directory above it must be searchable by others. A state dir under /root (0700) is not:
   // then runs go to /run/sandrun/<hash> unless runs_dir was set explicitly.
+  bool runs_dir_fallback = false;  // /run/sandrun/<hash>: removed again at a clean stop
   if (std::string why = sys::FirstUnsearchableDir(config.runs_dir); !why.empty()) {
     if (config.runs_dir_configured) {
       std::fprintf(stderr,
@@ -195,6 +207,7 @@ int main(int argc, char** argv) {
         "/run/sandrun/" + std::to_string(std::hash<std::string>{}(config.state_dir));
     std::fprintf(stderr, "sandrund: %s; runs go to %s instead\n", why.c_str(), fallback.c_str());
     config.runs_dir = fallback;
+    runs_dir_fallback = true;
   }
   // Writes to a closed pipe (a client gone, a sandbox's stdin) must be errors, not deaths.
   ::signal(SIGPIPE, SIG_IGN);
@@ -270,11 +283,13 @@ int main(int argc, char** argv) {
     std::this_thread::sleep_for(std::chrono::seconds(3));
     std::fprintf(stderr, "sandrund: runs still in flight after 3 s; exiting\n");
     SweepRuns(config.runs_dir);
+    if (runs_dir_fallback) RemoveFallbackRunsDir(config.runs_dir);
     std::_Exit(0);
   });
   waiter.detach();
   server.Serve([&](const api::HttpRequest& r) { return service.Handle(r); });
   SweepRuns(config.runs_dir);
+  if (runs_dir_fallback) RemoveFallbackRunsDir(config.runs_dir);
   std::fprintf(stderr, "sandrund: stopped\n");
   return 0;
 }

@@ -90,11 +90,18 @@ sr_install_browser_test() {
   fi
   sr_log "installing the browser test's npm packages (playwright-core $want) into $dir/node_modules"
   # The browser is Debian's /usr/bin/chromium: playwright-core downloads none.
-  (cd "$dir" && npm ci --no-audit --no-fund --loglevel=error)
+  if ! (cd "$dir" && npm ci --no-audit --no-fund --loglevel=error); then
+    sr_die "npm ci failed (above). The browser test (tests/browser/, ctest integration.Browser)" \
+      "needs the npm package playwright-core $want, pinned in $dir/package-lock.json, from" \
+      "the npm registry ($(npm config get registry 2>/dev/null || echo 'npm config get registry'))." \
+      "Give npm a way there (npm config set proxy URL, or npm config set registry URL for a" \
+      "mirror), or copy $dir/node_modules from a machine that has it, then run this again."
+  fi
 }
 
 # Configures and builds into $SR_BUILD. Extra arguments go to the cmake configure step.
-# -DSANDRUN_WERROR=ON is added when CI=true.
+# -DSANDRUN_WERROR=ON is added when CI=true. SR_BUILD_TARGETS (an array, e.g. (sandrund))
+# limits the build to those targets; empty or unset: everything, tests included.
 sr_build() {
   local -a args=(-DCMAKE_BUILD_TYPE="${SANDRUN_BUILD_TYPE:-RelWithDebInfo}")
   if [[ ${CI:-} == true ]]; then
@@ -102,7 +109,11 @@ sr_build() {
   fi
   sr_log "building into $SR_BUILD"
   cmake -S "$SR_REPO" -B "$SR_BUILD" "${args[@]}" "$@"
-  cmake --build "$SR_BUILD" -j "$(nproc)"
+  local -a targets=()
+  if [[ -n ${SR_BUILD_TARGETS+x} && ${#SR_BUILD_TARGETS[@]} -gt 0 ]]; then
+    targets=(--target "${SR_BUILD_TARGETS[@]}")
+  fi
+  cmake --build "$SR_BUILD" -j "$(nproc)" "${targets[@]}"
 }
 
 # The daemon binary: SANDRUN_DAEMON, or the one in the build directory.
@@ -284,7 +295,8 @@ sr_nginx_test() {
 # True if /proc/PID/cmdline contains STRING (NULs read as spaces).
 sr_cmdline_has() {
   local pid="$1" needle="$2" cmdline
-  cmdline="$(tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null)" || return 1
+  # stderr first: redirections apply left to right, and the process may be gone already.
+  cmdline="$(tr '\0' ' ' 2>/dev/null <"/proc/$pid/cmdline")" || return 1
   [[ $cmdline == *"$needle"* ]]
 }
 

@@ -1,9 +1,43 @@
 // `markdown` requests: the run plan of DESIGN.md §5 (markdown/run_plan.h) mapped onto the
 // steps the run handler executes and the `plan` entries of the response.
+#include <map>
+
 #include "api/service.h"
 #include "markdown/run_plan.h"
 
 namespace sandrun::api {
+
+void MarkBlocksNotRun(const std::vector<CodeStep>& steps, const std::vector<StepResult>& ran,
+                      const std::string& run_status, std::vector<PlanEntry>* plan) {
+  std::map<int, int> planned;  // block -> program steps planned, and that ran
+  std::map<int, int> done;
+  for (const CodeStep& s : steps) {
+    if (s.save_as.empty() && s.block_index >= 0) ++planned[s.block_index];
+  }
+  const StepResult* failed = nullptr;
+  for (const StepResult& r : ran) {
+    ++done[r.index];
+    if (failed == nullptr && r.status != "ok") failed = &r;
+  }
+  for (PlanEntry& e : *plan) {
+    auto it = planned.find(e.index);
+    if (!e.run || it == planned.end() || done[e.index] >= it->second) continue;
+    std::string why;
+    if (failed != nullptr && failed->index == e.index) {
+      why = "an install line of this block failed first (" + failed->status + ")";
+    } else if (failed != nullptr) {
+      why = "block " + std::to_string(failed->index) + " failed (" + failed->status + ")";
+    } else if (run_status == "timeout") {
+      why = "the run's wall-clock time was spent";
+    } else if (run_status == "output_limit") {
+      why = "the run's output budget was spent";
+    } else {
+      why = "the run stopped (" + run_status + ")";
+    }
+    e.run = false;
+    e.reason = "not run: " + why + "; planned: " + e.reason;
+  }
+}
 
 std::optional<ApiError> Service::PlanMarkdown(const std::string& markdown, int block,
                                               std::vector<CodeStep>* steps,

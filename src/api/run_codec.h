@@ -93,6 +93,14 @@ struct PlanEntry {
   std::string reason;
 };
 
+// After the run (DESIGN.md §5): a plan entry that was to run but did not, because an earlier
+// block failed or the run's time or output budget was spent, gets `run: false` and a reason
+// that says why, e.g. "not run: block 0 failed (error); planned: main code", so that `plan`
+// tells what ran. `steps` are the request's, `ran` the response's (one per program step that
+// ran, `index` its block), `run_status` the response's status. Pure.
+void MarkBlocksNotRun(const std::vector<CodeStep>& steps, const std::vector<StepResult>& ran,
+                      const std::string& run_status, std::vector<PlanEntry>* plan);
+
 struct RunResponse {
   std::string id;
   std::string status;  // ok, error, killed, timeout, memory_limit, output_limit, file_limit

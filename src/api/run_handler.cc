@@ -38,7 +38,9 @@ class RunDir {
     mounted_ = s.ok();
     if (s.ok()) s = MakeOwnedDir(workspace(), 0755, uid, gid);
     if (s.ok()) s = MakeOwnedDir(tmp(), 01777, uid, gid);
-    if (s.ok()) s = MakeOwnedDir(workspace() + "/.sandrun", 0755, 0, 0);
+    // The sandbox user's (not host root's, which shows as nobody:nogroup in `ls -la`); it
+    // still cannot change it: it is bound read-only at both names of the workspace (mounts.cc).
+    if (s.ok()) s = MakeOwnedDir(workspace() + "/.sandrun", 0755, uid, gid);
     return s;
   }
   std::string workspace() const { return path_ + "/fs/ws"; }
@@ -260,6 +262,9 @@ HttpResponse Service::HandleRun(const HttpRequest& request, bool trusted) {
   }
 
   RunResponse response = RunSteps(run, id, dir.workspace(), dir.tmp(), dir.root());
+  if (plan && response.steps) {
+    MarkBlocksNotRun(run.steps, *response.steps, response.status, &*plan);
+  }
   response.plan = std::move(plan);
   if (response.status == "sandbox_error") {
     Count("sandbox_error", 0);

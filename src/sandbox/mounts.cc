@@ -133,6 +133,7 @@ MountPlan BuildMountPlan(const SandboxSpec& spec) {
   b.Bind(spec.workspace_dir, "/mnt/data", kSafe);
   for (const auto& dir : spec.readonly_workspace_dirs) {
     b.Bind(spec.workspace_dir + "/" + dir, "/home/user/" + dir, MS_RDONLY | kSafe);
+    b.Bind(spec.workspace_dir + "/" + dir, "/mnt/data/" + dir, MS_RDONLY | kSafe);
   }
 
   // A minimal /dev: host device nodes bound onto empty files (mknod is not allowed in a

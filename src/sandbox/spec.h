@@ -29,7 +29,8 @@ struct SandboxSpec {
   // Host directory mounted at /home/user and /mnt/data (the workspace). Must exist and be
   // writable by host_uid.
   std::string workspace_dir;
-  // Directories of the workspace (relative) bound read-only over themselves: the program
+  // Directories of the workspace (relative) bound read-only over themselves, at both of its
+  // names (/home/user and /mnt/data): the program
   // files the launcher wrote. Being mount points, they cannot be renamed or replaced either.
   std::vector<std::string> readonly_workspace_dirs;
   // Host directory mounted at /tmp (shared by the steps of one run); "" = a fresh tmpfs of

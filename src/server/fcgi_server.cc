@@ -161,8 +161,12 @@ void FcgiServer::Serve(const Handler& handler) {
 void FcgiServer::Stop() {
   stopping_ = true;
   FCGX_ShutdownPending();
-  // Wake the thread blocked in accept(2).
-  if (listen_fd_ >= 0) ::shutdown(listen_fd_, SHUT_RDWR);
+  // Wake the thread blocked in accept(2). The socket file goes too: a clean stop leaves no
+  // sandrun.sock behind (nginx then fails to connect at once, with ENOENT).
+  if (listen_fd_ >= 0) {
+    ::shutdown(listen_fd_, SHUT_RDWR);
+    ::unlink(options_.socket_path.c_str());
+  }
 }
 
 }  // namespace sandrun::server

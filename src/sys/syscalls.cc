@@ -110,6 +110,11 @@ Status RemoveBelow(int dirfd, const std::string& shown, dev_t dev) {
 
 }  // namespace
 
+Status RemoveEmptyDir(const std::string& path) {
+  if (::rmdir(path.c_str()) != 0 && errno != ENOENT) return ErrnoError("rmdir", "rmdir " + path);
+  return OkStatus();
+}
+
 Status RemoveTree(const std::string& path) {
   struct stat st;
   if (::lstat(path.c_str(), &st) != 0) {

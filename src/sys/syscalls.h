@@ -37,6 +37,9 @@ Status MakeDirs(const std::string& path, int mode = 0755);
 // rm -rf without following symlinks (openat/unlinkat + O_NOFOLLOW). Crossing into another
 // mount is refused. Errors name the path.
 Status RemoveTree(const std::string& path);
+// rmdir(2): removes `path` only if it is an empty directory. Errors name the path
+// (ENOTEMPTY: something is still in it). A missing path is not an error.
+Status RemoveEmptyDir(const std::string& path);
 
 // Mounts a tmpfs of `size_bytes` at `target` owned by uid:gid with mode. Errors: "mount".
 Status MountTmpfs(const std::string& target, uint64_t size_bytes, uid_t uid, gid_t gid, int mode);

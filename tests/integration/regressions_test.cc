@@ -37,6 +37,37 @@ BOOST_AUTO_TEST_CASE(step_cannot_redirect_the_next_program_file_to_the_host) {
   std::filesystem::remove_all(canary);
 }
 
+// Issue 15: .sandrun showed in `ls -la` of the workspace as nobody:nogroup (host root). It is
+// the sandbox user's now, and still read-only at both names of the workspace: neither a file
+// in it nor its mode can change (the fix above must hold through /mnt/data too).
+BOOST_AUTO_TEST_CASE(program_dir_is_the_sandbox_users_and_read_only_at_both_names) {
+  auto doc = PostRun(
+      R"j({"snippets":[{"language":"bash","code":"stat -c 'owner %U:%G' .sandrun /mnt/data/.sandrun; for d in .sandrun /mnt/data/.sandrun; do touch $d/x 2>/dev/null && echo wrote $d; chmod 0777 $d 2>/dev/null && echo chmod $d; mv $d $d.o 2>/dev/null && echo moved $d; done; echo first"},{"language":"bash","code":"echo second; ls -a .sandrun"}]})j");
+  const std::string out = Str(doc, "stdout");
+  BOOST_TEST(out.find("owner user:user\nowner user:user\n") != std::string::npos, out);
+  BOOST_TEST(out.find("nobody") == std::string::npos, out);
+  for (const char* bad : {"wrote", "chmod", "moved"}) {
+    BOOST_TEST(out.find(bad) == std::string::npos, bad << ": " << out);
+  }
+  BOOST_TEST(out.find("second") != std::string::npos, out);
+}
+
+// Issue 15: the plan of a markdown run whose first block failed said the next block
+// "run": true although it never ran. Now it says it did not run, and why.
+BOOST_AUTO_TEST_CASE(plan_says_a_block_after_a_failed_one_did_not_run) {
+  auto doc = PostRun(
+      R"j({"markdown":"Setup:\n\n```bash\necho setting up; exit 3\n```\n\nThen:\n\n```python\nprint('never')\n```\n"})j");
+  BOOST_TEST(Str(doc, "status") == "error");
+  BOOST_TEST(Str(doc, "stdout").find("never") == std::string::npos);
+  const auto& plan = doc["plan"];
+  BOOST_TEST_REQUIRE(plan.IsArray());
+  BOOST_TEST_REQUIRE(plan.Size() == 2u);
+  BOOST_TEST(plan[0]["run"].GetBool());
+  BOOST_TEST(!plan[1]["run"].GetBool());
+  BOOST_TEST(std::string(plan[1]["reason"].GetString()) ==
+             "not run: block 0 failed (error); planned: main code");
+}
+
 // Red team: a run waiting for its session held a sandbox slot, so other users got 503 while
 // nothing ran. Now the session is locked before admission. With 2 slots: A holds one and
 // its session; B waits for the session; C (another user) must get the second slot at once,

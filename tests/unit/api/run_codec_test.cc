@@ -251,3 +251,75 @@ BOOST_AUTO_TEST_CASE(base64_is_strict) {
 }
 
 BOOST_AUTO_TEST_SUITE_END()
+
+// The plan after the run (DESIGN.md §5): blocks that were to run but did not say so and why.
+BOOST_AUTO_TEST_SUITE(PlanAfterRun)
+
+namespace {
+
+api::CodeStep Step(int block, const std::string& save_as = "") {
+  api::CodeStep s;
+  s.block_index = block;
+  s.save_as = save_as;
+  return s;
+}
+
+api::StepResult Ran(int block, const std::string& status) {
+  api::StepResult r;
+  r.index = block;
+  r.status = status;
+  return r;
+}
+
+std::vector<api::PlanEntry> Plan() {
+  return {{0, "bash", true, "setup step (writes helper.py)"},
+          {1, "text", false, "example output"},
+          {2, "python", true, "main code"}};
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(block_after_a_failed_block_is_not_run_and_says_why) {
+  auto plan = Plan();
+  api::MarkBlocksNotRun({Step(0), Step(2)}, {Ran(0, "error")}, "error", &plan);
+  BOOST_TEST(plan[0].run);  // it ran, and failed: the step result says so
+  BOOST_TEST(plan[0].reason == "setup step (writes helper.py)");
+  BOOST_TEST(!plan[1].run);
+  BOOST_TEST(plan[1].reason == "example output");  // never meant to run: unchanged
+  BOOST_TEST(!plan[2].run);
+  BOOST_TEST(plan[2].reason == "not run: block 0 failed (error); planned: main code");
+}
+
+BOOST_AUTO_TEST_CASE(every_block_ran_leaves_the_plan_as_it_was) {
+  auto plan = Plan();
+  api::MarkBlocksNotRun({Step(0), Step(2)}, {Ran(0, "ok"), Ran(2, "error")}, "error", &plan);
+  BOOST_TEST(plan[0].run);
+  BOOST_TEST(plan[2].run);
+  BOOST_TEST(plan[2].reason == "main code");
+}
+
+BOOST_AUTO_TEST_CASE(spent_budget_and_failed_install_line_are_named) {
+  auto plan = Plan();
+  api::MarkBlocksNotRun({Step(0), Step(2)}, {Ran(0, "ok")}, "timeout", &plan);
+  BOOST_TEST(!plan[2].run);
+  BOOST_TEST(plan[2].reason.find("not run: the run's wall-clock time was spent") == 0u,
+             plan[2].reason);
+  // A python block with a `!pip` line is two steps; the pip step failed, the code never ran.
+  auto pip = Plan();
+  api::MarkBlocksNotRun({Step(0), Step(2), Step(2)}, {Ran(0, "ok"), Ran(2, "error")}, "error",
+                        &pip);
+  BOOST_TEST(!pip[2].run);
+  BOOST_TEST(pip[2].reason.find("not run: an install line of this block failed first") == 0u,
+             pip[2].reason);
+}
+
+BOOST_AUTO_TEST_CASE(saved_blocks_are_not_program_steps) {
+  std::vector<api::PlanEntry> plan = {{0, "python", false, "saved as app.py and run by block 1"},
+                                      {1, "bash", true, "runs app.py"}};
+  api::MarkBlocksNotRun({Step(0, "app.py"), Step(1)}, {Ran(1, "ok")}, "ok", &plan);
+  BOOST_TEST(!plan[0].run);
+  BOOST_TEST(plan[0].reason == "saved as app.py and run by block 1");
+  BOOST_TEST(plan[1].run);
+}
+
+BOOST_AUTO_TEST_SUITE_END()

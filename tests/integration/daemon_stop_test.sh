@@ -1,0 +1,46 @@
+#!/usr/bin/env bash
+# A clean stop (SIGTERM) of sandrund leaves nothing behind: no sandrun.sock, and no runs
+# directory in /run/sandrun/ (the fallback used when the state directory is not searchable by
+# others, as under /root). The state directory here is under a mode-0700 directory, so the
+# daemon uses that fallback. Usage: daemon_stop_test.sh SANDRUND
+set -uo pipefail
+daemon="$1"
+top="$(mktemp -d)" # mode 0700
+pid=""
+cleanup() {
+  if [[ -n $pid ]]; then kill -KILL "$pid" 2>/dev/null; fi
+  rm -rf "$top"
+}
+trap cleanup EXIT
+fail() {
+  printf 'FAIL: %s\n' "$*" >&2
+  [[ -f $top/log ]] && cat "$top/log" >&2
+  exit 1
+}
+
+state="$top/state"
+mkdir -p "$state"
+# shellcheck disable=SC2016 # $sandrun_link_secret is an nginx variable
+printf 'set $sandrun_link_secret "%s";\n' "$(openssl rand -hex 32)" >"$state/link_secret.conf"
+printf '{"state_dir": "%s", "allow_anonymous": true, "cgroup_name": "sandrun-stop-test-%s"}\n' \
+  "$state" "$$" >"$top/config.json"
+"$daemon" --config "$top/config.json" >"$top/log" 2>&1 &
+pid=$!
+for _ in $(seq 1 300); do
+  grep -q 'listening on' "$top/log" && break
+  kill -0 "$pid" 2>/dev/null || fail "sandrund exited during start-up"
+  sleep 0.1
+done
+grep -q 'listening on' "$top/log" || fail "sandrund did not start within 30 s"
+runs="$(sed -n 's/.*; runs go to \(.*\) instead$/\1/p' "$top/log")"
+[[ $runs == /run/sandrun/* ]] || fail "no fallback runs directory in the log"
+[[ -d $runs && -S $state/sandrun.sock ]] || fail "no $runs or no socket while running"
+
+kill -TERM "$pid"
+rc=0
+wait "$pid" || rc=$?
+pid=""
+[[ $rc -eq 0 ]] || fail "sandrund exited with status $rc after SIGTERM"
+[[ ! -e $state/sandrun.sock ]] || fail "$state/sandrun.sock is left after a clean stop"
+[[ ! -e $runs ]] || fail "$runs is left after a clean stop"
+printf 'ok: clean stop; no socket, no %s\n' "$runs"
