@@ -448,9 +448,10 @@ sr_stack_stop() {
 
 # Prints the JSON of a sandrund config file, which may have // and /* */ comments and trailing
 # commas (as sandrund accepts, docs/sandrun.example.jsonc), for jq. Fails on anything else.
+# Debian's python3 (scripts/packages/batteries.txt), whatever else is first on PATH.
 # Usage: sr_jsonc_to_json FILE
 sr_jsonc_to_json() {
-  python3 - "$1" <<'PY'
+  /usr/bin/python3 - "$1" <<'PY'
 import json, sys
 
 text = open(sys.argv[1], encoding="utf-8").read()

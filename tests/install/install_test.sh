@@ -23,7 +23,7 @@ fail() {
   printf 'FAIL: %s\n' "$*" >&2
   exit 1
 }
-step() { printf '\n==== %s\n' "$*"; }
+step() { printf '\n==== [%3d s] %s\n' "$SECONDS" "$*"; }
 
 # ---- outside: checks, then the namespaces ------------------------------------------------
 if [[ ${1:-} != --inside ]]; then
@@ -116,6 +116,23 @@ cd "$src"
 export SANDRUN_BUILD_DIR="$build"
 printf 'PID 1 here: %s; /run/systemd/system: %s\n' "$(ps -p 1 -o comm=)" \
   "$([[ -d /run/systemd/system ]] && echo present || echo absent)"
+
+step "0. port 8080 taken by another server: scripts/install refuses before changing anything"
+python3 -m http.server --bind 127.0.0.1 8080 >/dev/null 2>&1 &
+other=$!
+for _ in $(seq 50); do
+  curl -s -o /dev/null localhost:8080/ && break
+  sleep 0.1
+done
+if scripts/install >"$tmp/run0.log" 2>&1; then
+  cat "$tmp/run0.log"
+  fail "scripts/install went ahead with port 8080 taken"
+fi
+cat "$tmp/run0.log"
+grep -q 'port 8080 is taken by .*python3' "$tmp/run0.log" || fail "it did not say what holds port 8080"
+[[ ! -e /etc/sandrun && ! -e /usr/local/bin/sandrund ]] || fail "it changed files before refusing"
+kill "$other"
+wait "$other" || true
 
 step "1. scripts/install"
 scripts/install >"$tmp/run1.log" 2>&1 || {
