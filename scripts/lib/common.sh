@@ -40,15 +40,20 @@ sr_read_package_lists() {
   done
 }
 
+# Prints the packages named in the given list files that are not installed, one a line.
+sr_missing_packages() {
+  local pkg status
+  while read -r pkg; do
+    status="$(dpkg-query -W -f='${db:Status-Status}' "$pkg" 2>/dev/null || true)"
+    [[ $status == installed ]] || printf '%s\n' "$pkg"
+  done < <(sr_read_package_lists "$@")
+}
+
 # Installs the packages named in the given list files that are not installed yet.
 # Runs `apt-get update` at most once per process, and only when something is missing.
 sr_install_packages() {
-  local pkg status
   local -a missing=()
-  while read -r pkg; do
-    status="$(dpkg-query -W -f='${db:Status-Status}' "$pkg" 2>/dev/null || true)"
-    [[ $status == installed ]] || missing+=("$pkg")
-  done < <(sr_read_package_lists "$@")
+  mapfile -t missing < <(sr_missing_packages "$@")
   if [[ ${#missing[@]} -eq 0 ]]; then
     return 0
   fi
@@ -223,12 +228,12 @@ sr_pick_nginx_user() {
   done
 }
 
-# Writes the files nginx/sandrun.conf.in includes from the nginx dir:
+# Writes the files nginx/sandrun-site.conf.in includes into DIR:
 #   trusted_proxies.conf / trusted_proxies.geo  from TRUSTED (addresses or CIDR ranges,
 #                                               separated by spaces or commas);
 #   test_pages.conf   a /_test/ location serving TEST_PAGES_DIR, only when that is non-empty
 #                     (the integration tests' browser page; never in a real deployment).
-# Usage: sr_render_nginx_includes NGINX_DIR TRUSTED TEST_PAGES_DIR
+# Usage: sr_render_nginx_includes DIR TRUSTED TEST_PAGES_DIR
 sr_render_nginx_includes() {
   local dir="$1" trusted="$2" pages="$3" entry
   : >"$dir/trusted_proxies.conf.tmp"
@@ -266,20 +271,42 @@ EOF
   mv -f "$dir/test_pages.conf.tmp" "$dir/test_pages.conf"
 }
 
-# Renders nginx/sandrun.conf.in into <nginx dir>/nginx.conf, and the files it includes
+# Renders nginx/sandrun-site.conf.in (sandrun's maps and server block, http context) into OUT.
+# Values go into nginx directives unquoted: only safe characters are accepted.
+# Usage: sr_render_nginx_site OUT LISTEN INCLUDE_DIR FCGI_SOCKET ARTIFACTS_DIR LINK_SECRET_FILE \
+#          ACCESS_LOG ERROR_LOG
+sr_render_nginx_site() {
+  local out="$1" listen="$2" incl="$3" socket="$4" artifacts="$5" secret="$6" access="$7"
+  local error="$8" v
+  for v in "${@:2:7}"; do
+    # Values go into nginx directives unquoted and into sed replacements.
+    [[ $v =~ ^[A-Za-z0-9_./:@+-]+$ ]] || sr_die "unsafe character in nginx setting '$v'"
+  done
+  sed -e "s|@LISTEN@|$listen|g" -e "s|@INCLUDE_DIR@|$incl|g" -e "s|@FCGI_SOCKET@|$socket|g" \
+    -e "s|@ARTIFACTS_DIR@|$artifacts|g" -e "s|@LINK_SECRET_FILE@|$secret|g" \
+    -e "s|@ACCESS_LOG@|$access|g" -e "s|@ERROR_LOG@|$error|g" \
+    "$SR_REPO/nginx/sandrun-site.conf.in" >"$out.tmp"
+  if grep -n '@[A-Z_]*@' "$out.tmp"; then
+    sr_die "placeholders left in the rendered nginx site"
+  fi
+  mv -f "$out.tmp" "$out"
+}
+
+# Renders a private nginx into NGINX_DIR: nginx/sandrun.conf.in as nginx.conf, the site
+# (sr_render_nginx_site) as sandrun-site.conf beside it, and the files the site includes
 # (sr_render_nginx_includes) from TRUSTED and TEST_PAGES_DIR (both may be empty or absent).
 # Usage: sr_render_nginx LISTEN NGINX_DIR FCGI_SOCKET ARTIFACTS_DIR LINK_SECRET_FILE USER \
 #          [TRUSTED [TEST_PAGES_DIR]]
 sr_render_nginx() {
   local listen="$1" dir="$2" socket="$3" artifacts="$4" secret="$5" user="$6" v
-  for v in "${@:1:6}"; do
-    # Values go into nginx directives unquoted and into sed replacements.
+  for v in "$dir" "$user"; do
     [[ $v =~ ^[A-Za-z0-9_./:@+-]+$ ]] || sr_die "unsafe character in nginx setting '$v'"
   done
   sr_render_nginx_includes "$dir" "${7:-}" "${8:-}"
-  sed -e "s|@LISTEN@|$listen|g" -e "s|@NGINX_DIR@|$dir|g" -e "s|@FCGI_SOCKET@|$socket|g" \
-    -e "s|@ARTIFACTS_DIR@|$artifacts|g" -e "s|@LINK_SECRET_FILE@|$secret|g" \
-    -e "s|@NGINX_USER@|$user|g" "$SR_REPO/nginx/sandrun.conf.in" >"$dir/nginx.conf.tmp"
+  sr_render_nginx_site "$dir/sandrun-site.conf" "$listen" "$dir" "$socket" "$artifacts" \
+    "$secret" "$dir/logs/access.log" "$dir/logs/error.log"
+  sed -e "s|@NGINX_DIR@|$dir|g" -e "s|@NGINX_USER@|$user|g" \
+    "$SR_REPO/nginx/sandrun.conf.in" >"$dir/nginx.conf.tmp"
   if grep -n '@[A-Z_]*@' "$dir/nginx.conf.tmp"; then
     sr_die "placeholders left in the rendered nginx config"
   fi
@@ -429,4 +456,42 @@ sr_stack_stop() {
   SR_NGINX_PID=""
   sr_stop_pid "$SR_DAEMON_PID" TERM 30 sandrund
   SR_DAEMON_PID=""
+}
+
+# Prints the JSON of a sandrund config file, which may have // and /* */ comments and trailing
+# commas (as sandrund accepts, docs/sandrun.example.jsonc), for jq. Fails on anything else.
+# Debian's python3 (scripts/packages/batteries.txt), whatever else is first on PATH.
+# Usage: sr_jsonc_to_json FILE
+sr_jsonc_to_json() {
+  /usr/bin/python3 - "$1" <<'PY'
+import json, sys
+
+text = open(sys.argv[1], encoding="utf-8").read()
+out, i, n = [], 0, len(text)
+while i < n:
+    c = text[i]
+    if c == '"':  # a string, copied whole (escapes included)
+        j = i + 1
+        while j < n and text[j] != '"':
+            j += 2 if text[j] == "\\" else 1
+        out.append(text[i:j + 1])
+        i = j + 1
+    elif text.startswith("//", i):
+        j = text.find("\n", i)
+        i = n if j < 0 else j
+    elif text.startswith("/*", i):
+        j = text.find("*/", i + 2)
+        i = n if j < 0 else j + 2
+    else:
+        if c in "}]":  # drop a trailing comma before it
+            k = len(out) - 1
+            while k >= 0 and out[k].isspace():
+                k -= 1
+            if k >= 0 and out[k] == ",":
+                del out[k]
+        out.append(c)
+        i += 1
+json.dump(json.loads("".join(out)), sys.stdout)
+print()
+PY
 }
