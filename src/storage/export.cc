@@ -150,7 +150,8 @@ void Walker::VisitFile(int dirfd, const std::string& name, const std::string& pa
     return;
   }
   if (found_bytes_ + path.size() > limits_.max_found_path_bytes) {
-    SkipLimit(path, "too_many");
+    // Past the listed-path budget in any case: kept out of memory as well as the response.
+    SkipLimit(path, "too_long");
     return;
   }
   found_bytes_ += path.size();

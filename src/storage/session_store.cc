@@ -77,11 +77,16 @@ Status TreeCopier::AddEntry(const std::string& path) {
 }
 
 Status TreeCopier::CopyDir(int from_dir, int to_dir, const std::string& prefix, int depth) {
+  // No more names are read than could still be copied: a directory of 100000 empty files
+  // costs neither their names in memory nor their copies.
+  const uint64_t max = std::min(options_.budget.max_entries, kMaxEntries);
   bool truncated = false;
-  auto names = ListDir(from_dir, kMaxEntries - std::min(usage_.files, kMaxEntries), &truncated);
+  const size_t skipped = depth == 0 && !options_.skip_top.empty() ? 1 : 0;
+  auto names = ListDir(from_dir, max - std::min(usage_.files, max) + skipped, &truncated);
   if (!names.ok()) return names.error();
   if (truncated) {
-    return OverBudget("more than " + std::to_string(kMaxEntries) + " files and directories");
+    return OverBudget("more than " + std::to_string(max) + " files and directories (in " +
+                      (prefix.empty() ? "." : prefix) + ")");
   }
   std::sort(names->begin(), names->end());
   for (const std::string& name : *names) {

@@ -17,7 +17,7 @@ struct WalkLimits {
   // time and memory. Entries past it are reported as skipped "too_many".
   size_t max_entries = 100000;
   // Bytes of the paths of files found, kept in memory until sorted; files past it are
-  // skipped as "too_many" (ExportOptions::max_listed_path_bytes lists far fewer anyway).
+  // skipped as "too_long", like those past ExportOptions::max_listed_path_bytes (far less).
   size_t max_found_path_bytes = 8 << 20;
   // Skipped entries kept in WalkResult::skipped, by number and by bytes of their paths; the
   // rest are only counted (skipped_unlisted).
