@@ -49,9 +49,10 @@ Result<off_t> NextData(int fd, off_t pos, off_t size, const std::string& path) {
 }
 
 // The end of the data extent that starts at `pos` (there is always a hole at end of file).
+// Always past `pos`, so the copy loop moves on whatever lseek says.
 off_t NextHole(int fd, off_t pos, off_t size) {
   const off_t hole = lseek(fd, pos, SEEK_HOLE);
-  return hole < 0 ? size : std::min(hole, size);
+  return hole <= pos ? size : std::min(hole, size);
 }
 
 Status PwriteAll(int fd, const char* data, size_t size, off_t offset, const std::string& path) {
