@@ -184,7 +184,7 @@ constexpr char kSpec[] = R"json({
         "required": ["path", "reason"],
         "properties": {
           "path": {"type": "string"},
-          "reason": {"type": "string", "description": "symlink, not_regular, too_large, too_many, quota or ignored."}
+          "reason": {"type": "string", "description": "symlink, not_regular, too_large, too_many, too_deep, too_long, quota or ignored."}
         }
       },
       "Snippet": {

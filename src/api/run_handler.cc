@@ -121,6 +121,14 @@ std::string LimitNote(const sandbox::SandboxResult& r, const config::Limits& lim
       return "sandrun: stopped: CPU time limit of " + std::to_string(limits.cpu_time_s) +
              " s reached";
     case RunOutcome::kMemoryLimit:
+      // The OOM killer picks one process; when that was a child and the program carried on
+      // to exit by itself, nothing was "stopped".
+      if (r.exit_code >= 0) {
+        return "sandrun: a process was killed by the memory limit of " +
+               std::to_string(limits.memory_mb) +
+               " MiB (the program went on and exited with code " + std::to_string(r.exit_code) +
+               ")";
+      }
       return "sandrun: stopped: memory limit of " + std::to_string(limits.memory_mb) +
              " MiB reached";
     case RunOutcome::kOutputLimit:
@@ -165,6 +173,45 @@ Status WriteProgramFiles(const RunRequest& run, const std::string& workspace) {
     if (Status s = sys::WriteFile(path, run.steps[i].code, 0644); !s.ok()) return s;
   }
   return OkStatus();
+}
+
+// Saves the workspace as the session's files, or says in stderr why not (the session then
+// keeps its files from before this run). A run that hit a file limit does not save: what
+// it left is what did not fit.
+void SaveSession(const storage::SessionStore& sessions, const storage::SessionLock& session,
+                 const std::string& workspace, const storage::Quota& quota, RunResponse& response) {
+  const std::string kept = "; the session keeps its files from before this run";
+  if (response.status == "file_limit") {
+    AppendLine(response.stderr_stream.text,
+               "sandrun: session not saved: the run hit a file limit" + kept);
+    return;
+  }
+  if (Status s = sessions.Save(session, workspace, quota); !s.ok()) {
+    const std::string why = s.error().code == "over_budget"
+                                ? "its files are over the per-user quota: " + s.error().message
+                                : s.error().message;
+    AppendLine(response.stderr_stream.text, "sandrun: session not saved: " + why + kept);
+  }
+}
+
+// A run that makes 300000 files, or files with 16 KiB paths, must not make a response of
+// megabytes: list the first skipped ones (by number and path bytes) and count the rest.
+void CapSkipped(uint64_t unlisted, RunResponse& response) {
+  constexpr size_t kMaxSkippedListed = 1000;
+  constexpr size_t kMaxSkippedPathBytes = 256 << 10;
+  size_t keep = 0, bytes = 0;
+  for (const auto& skipped : response.files_skipped) {
+    if (keep == kMaxSkippedListed || bytes + skipped.path.size() > kMaxSkippedPathBytes) break;
+    bytes += skipped.path.size();
+    ++keep;
+  }
+  unlisted += response.files_skipped.size() - keep;
+  response.files_skipped.resize(keep);
+  if (unlisted > 0) {
+    AppendLine(response.stderr_stream.text,
+               "sandrun: " + std::to_string(unlisted) +
+                   " more skipped files are not listed in files_skipped");
+  }
 }
 
 }  // namespace
@@ -277,8 +324,12 @@ HttpResponse Service::HandleRun(const HttpRequest& request, bool trusted) {
   export_options.max_file_bytes = (static_cast<uint64_t>(limits.file_size_mb) << 20) - 1;
   export_options.unchanged_inputs.assign(before.begin(), before.end());
   auto walk = storage::WalkWorkspace(dir.workspace(), export_options);
+  uint64_t skipped_unlisted = 0;
+  const storage::Quota quota = {static_cast<uint64_t>(config_.user_quota_files),
+                                static_cast<uint64_t>(config_.user_quota_mb) << 20};
   if (walk.ok()) {
     response.files_skipped = std::move(walk->skipped);
+    skipped_unlisted = walk->skipped_unlisted;
     storage::PublishOptions publish;
     publish.artifacts_root = config_.artifacts_dir;
     publish.public_base_url = PublicBaseUrl(request);
@@ -286,16 +337,22 @@ HttpResponse Service::HandleRun(const HttpRequest& request, bool trusted) {
     publish.user_dir_key = config_.link_secret + ":user-dir";
     publish.link_ttl_s = config_.link_ttl_s;
     publish.max_age_s = config_.artifact_max_age_s;
-    publish.quota = {static_cast<uint64_t>(config_.user_quota_files),
-                     static_cast<uint64_t>(config_.user_quota_mb) << 20};
+    publish.quota = quota;
+    // The user's sessions share the quota and are never evicted for a run's files.
+    publish.reserved = sessions_.UserUsage(run.user);
     auto published = storage::Publish(dir.workspace(), walk->files, run.user, id, publish);
     if (published.ok()) {
       response.files = std::move(published->files);
       for (auto& s : published->skipped) response.files_skipped.push_back(std::move(s));
       if (published->over_quota) {
         response.status = "file_limit";
-        AppendLine(response.stderr_stream.text,
-                   "sandrun: " + storage::DescribeOverQuota(published->requested, publish.quota));
+        std::string note = storage::DescribeOverQuota(published->requested, publish.quota);
+        if (publish.reserved.files > 0 || publish.reserved.bytes > 0) {
+          note += " (the user's sessions hold " + std::to_string(publish.reserved.files) +
+                  " files and directories, " + std::to_string(publish.reserved.bytes) +
+                  " bytes on disk, of that quota)";
+        }
+        AppendLine(response.stderr_stream.text, "sandrun: " + note);
       }
     } else {
       // Disk full or a write error in the store: nothing of the run was published.
@@ -308,21 +365,8 @@ HttpResponse Service::HandleRun(const HttpRequest& request, bool trusted) {
     AppendLine(response.stderr_stream.text,
                "sandrun: generated files could not be listed: " + walk.error().message);
   }
-  if (session.held()) {
-    if (Status s = sessions_.Save(session, dir.workspace()); !s.ok()) {
-      AppendLine(response.stderr_stream.text,
-                 "sandrun: the session's files could not be saved: " + s.error().message);
-    }
-  }
-  // A run that makes 300000 files must not make a response of megabytes: list the first
-  // skipped ones and count the rest.
-  constexpr size_t kMaxSkippedListed = 1000;
-  if (response.files_skipped.size() > kMaxSkippedListed) {
-    AppendLine(response.stderr_stream.text,
-               "sandrun: " + std::to_string(response.files_skipped.size() - kMaxSkippedListed) +
-                   " more skipped files are not listed in files_skipped");
-    response.files_skipped.resize(kMaxSkippedListed);
-  }
+  if (session.held()) SaveSession(sessions_, session, dir.workspace(), quota, response);
+  CapSkipped(skipped_unlisted, response);
   Count(response.status, response.wall_ms);
   HttpResponse http;
   http.body = EncodeRunResponse(response);

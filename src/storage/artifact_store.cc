@@ -11,6 +11,7 @@
 #include <system_error>
 
 #include "storage/digest.h"
+#include "storage/file_copy.h"
 #include "storage/fs.h"
 #include "storage/mime.h"
 #include "storage/signed_link.h"
@@ -19,7 +20,6 @@
 namespace sandrun::storage {
 namespace {
 
-constexpr size_t kCopyChunk = 64 * 1024;
 constexpr size_t kMimeHead = 64 * 1024;  // enough for libmagic to tell ZIP/Office, PNG, PDF, ...
 constexpr mode_t kDirMode = 0755;        // nginx (another user) must be able to read
 constexpr mode_t kFileMode = 0644;
@@ -42,18 +42,6 @@ Result<UniqueFd> MakeDirAt(int dirfd, const std::string& name, const std::string
   // mkdirat's mode is filtered by the umask; nginx still has to be able to read.
   if (created && fchmod(fd.get(), kDirMode) != 0) return StorageError("fchmod", path, LastErrno());
   return fd;
-}
-
-// Writes all of `data`; returns 0 or the errno of the failed write(2).
-int WriteAll(int fd, const char* data, size_t size) {
-  while (size > 0) {
-    const ssize_t n = write(fd, data, size);
-    if (n < 0 && LastErrno() == EINTR) continue;
-    if (n < 0) return LastErrno();
-    data += n;
-    size -= static_cast<size_t>(n);
-  }
-  return 0;
 }
 
 // A source file opened for copying, or why it was skipped.
@@ -98,6 +86,7 @@ Source OpenSource(int workspace_fd, const std::vector<std::string>& parts) {
 struct Copy {
   std::string temp_name;  // in the destination directory, still to be renamed
   uint64_t size = 0;
+  uint64_t bytes_on_disk = 0;  // of the copy (file_copy.h)
   std::string sha256;
   std::string head;   // the first kMimeHead bytes, for libmagic
   bool grew = false;  // the source held more than `limit` bytes: nothing kept
@@ -165,6 +154,7 @@ Status Publisher::PublishOne(const FoundFile& file, PublishResult* result) {
     return StorageError("renameat", dest_path, LastErrno());
   }
   result->files.push_back(Describe(file, parts.back(), *copy));
+  result->stored += Usage{1, copy->bytes_on_disk};
   return OkStatus();
 }
 
@@ -193,27 +183,23 @@ Result<Copy> Publisher::CopyToTemp(int src_fd, int dest_dir_fd, uint64_t limit,
   // The create mode is filtered by the umask; nginx still has to be able to read.
   if (fchmod(out.get(), kFileMode) != 0) return StorageError("fchmod", path, LastErrno());
   Sha256 sha;
-  std::vector<char> buf(kCopyChunk);
-  while (true) {
-    const ssize_t n = read(src_fd, buf.data(), buf.size());
-    if (n < 0 && LastErrno() == EINTR) continue;
-    if (n < 0) return StorageError("read", path, LastErrno());
-    if (n == 0) break;
-    if (copy.size + static_cast<uint64_t>(n) > limit) {
-      copy.grew = true;
-      return copy;
-    }
-    if (const int err = WriteAll(out.get(), buf.data(), static_cast<size_t>(n)); err != 0) {
-      return StorageError("write", path, err);
-    }
-    sha.Update(buf.data(), static_cast<size_t>(n));
-    const size_t keep = std::min(static_cast<size_t>(n), kMimeHead - copy.head.size());
-    copy.head.append(buf.data(), keep);
-    copy.size += static_cast<uint64_t>(n);
+  auto observe = [&](const char* data, size_t size) {
+    sha.Update(data, size);
+    if (copy.head.size() < kMimeHead)
+      copy.head.append(data, std::min(size, kMimeHead - copy.head.size()));
+  };
+  // Holes stay holes: a sparse file costs the store the blocks it really uses.
+  auto copied = CopyFileKeepingHoles(src_fd, out.get(), limit, path, observe);
+  if (!copied.ok()) return copied.error();
+  if (copied->too_large) {
+    copy.grew = true;
+    return copy;
   }
   // No fsync: a crash loses the run's links anyway, and the janitor sweeps what is left. But
   // close(2) can still report a deferred write error (ENOSPC, EIO on some file systems).
   if (close(out.Release()) != 0) return StorageError("close", path, LastErrno());
+  copy.size = copied->size;
+  copy.bytes_on_disk = copied->bytes_on_disk;
   copy.sha256 = sha.FinalHex();
   return copy;
 }
@@ -282,7 +268,8 @@ Result<Staging> MakeStaging(const UserDirLock& lock, const std::string& run_id) 
 // Returns the trash names of the evicted runs, to be deleted once unlocked. On error the
 // staging directory is left for the caller to discard.
 Result<std::vector<std::string>> GoLive(UserDirLock& lock, const Staging& staging, RunInfo run,
-                                        const Quota& quota, PublishResult* result) {
+                                        const Quota& quota, const Usage& reserved,
+                                        PublishResult* result) {
   if (Status s = lock.Relock(); !s.ok()) return s.error();
   // Stamped under the lock, so the order of live_ns is the order runs went live.
   timespec ts{};
@@ -294,7 +281,9 @@ Result<std::vector<std::string>> GoLive(UserDirLock& lock, const Staging& stagin
   auto runs = ScanRuns(lock.fd(), lock.path());
   if (!runs.ok()) return runs.error();
   // The copy never exceeds the walked sizes, which fit, so the run fits with the others gone.
-  const EvictionPlan plan = PlanEviction(std::move(*runs), run.usage, quota);
+  Usage incoming = run.usage;
+  incoming += reserved;
+  const EvictionPlan plan = PlanEviction(std::move(*runs), incoming, quota);
   std::vector<std::string> trash;
   for (const std::string& victim : plan.evict) {
     // Renamed away first: nginx stops serving the whole run at once.
@@ -321,8 +310,10 @@ Result<PublishResult> Publish(const std::string& workspace, const std::vector<Fo
   if (!IsRunId(run_id)) return MakeError("storage", "Publish: bad run id '" + run_id + "'");
   PublishResult result;
   if (files.empty()) return result;  // no empty run directories for the janitor to sweep
-  for (const FoundFile& file : files) result.requested += Usage{1, file.size};
-  if (!Fits(result.requested, options.quota)) {
+  for (const FoundFile& file : files) result.requested += Usage{1, file.bytes_on_disk};
+  Usage with_reserved = result.requested;
+  with_reserved += options.reserved;
+  if (!Fits(with_reserved, options.quota)) {
     // Refused before anything is copied: evicting every older run would not make room.
     result.over_quota = true;
     for (const FoundFile& file : files) result.skipped.push_back({file.path, "quota"});
@@ -365,9 +356,8 @@ Result<PublishResult> Publish(const std::string& workspace, const std::vector<Fo
     discard(Error{});
     return result;
   }
-  RunInfo run{run_id, now, 0, {}};
-  for (const ArtifactFile& file : result.files) run.usage += Usage{1, file.size};
-  auto trash = GoLive(*lock, *staging, run, options.quota, &result);
+  RunInfo run{run_id, now, 0, result.stored};
+  auto trash = GoLive(*lock, *staging, run, options.quota, options.reserved, &result);
   if (!trash.ok()) return discard(trash.error());
   for (const std::string& name : *trash) RemoveTreeAt(lock->fd(), name);
   return result;

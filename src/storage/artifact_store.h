@@ -30,7 +30,8 @@ struct PublishOptions {
   int64_t link_ttl_s = 3600;          // link lifetime
   int64_t max_age_s = 0;              // files are deleted this long after publishing (0 = never)
   Quota quota;                        // per user; the user's oldest runs are evicted to make room
-  int64_t now_epoch_s = 0;            // injected clock (0 = time(nullptr))
+  Usage reserved;  // counted against `quota` but never evicted: what the user's sessions hold
+  int64_t now_epoch_s = 0;  // injected clock (0 = time(nullptr))
 };
 
 struct PublishResult {
@@ -40,7 +41,9 @@ struct PublishResult {
   // The run alone is over the user's quota: nothing was published, nothing evicted, and
   // every file is in `skipped` with reason "quota".
   bool over_quota = false;
-  Usage requested;                   // what the run's files came to (walked sizes)
+  // What the run's files came to, as walked (bytes on disk, file_copy.h, not st_size).
+  Usage requested;
+  Usage stored;                      // what the published copies use (holes kept)
   std::vector<std::string> evicted;  // run ids of this user evicted to make room
 };
 
@@ -50,12 +53,12 @@ struct PublishResult {
 // renamed to <run_id> only when complete, so nginx serves all of a run or nothing of it.
 // Before that rename, under the user directory's lock (so concurrent runs of one user cannot
 // both squeeze in), the user's oldest runs are evicted until the new run fits the quota; a
-// run that alone exceeds the quota is refused whole (over_quota). Links expire at the earlier
-// of link_ttl_s and max_age_s. A workspace path under ".sandrun/" is skipped ("ignored"): the
-// store keeps the run record there.
-// Errors: a bad or already published run id, cannot create the directories, disk full or a
-// write error (then nothing of the run stays published and nothing was evicted).
-// Not safe after fork.
+// run that alone (with options.reserved) exceeds the quota is refused whole (over_quota).
+// Files are copied keeping holes and counted by the blocks they use (file_copy.h). Links expire at
+// the earlier of link_ttl_s and max_age_s. A workspace path under ".sandrun/" is skipped
+// ("ignored"): the store keeps the run record there. Errors: a bad or already published run id,
+// cannot create the directories, disk full or a write error (then nothing of the run stays
+// published and nothing was evicted). Not safe after fork.
 Result<PublishResult> Publish(const std::string& workspace, const std::vector<FoundFile>& files,
                               const std::string& user, const std::string& run_id,
                               const PublishOptions& options);

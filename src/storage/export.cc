@@ -8,15 +8,16 @@
 #include <map>
 
 #include "storage/digest.h"
+#include "storage/file_copy.h"
 #include "storage/fs.h"
 #include "storage/walk_limits.h"
 
 namespace sandrun::storage {
 namespace {
 
-// What lies past WalkLimits (too deep, too many entries) is reported as skipped "too_many" and
-// sets limit_hit, like files past max_files: DESIGN.md's list of reasons has no better word for
-// "the program made more than we are willing to look at".
+// What lies past WalkLimits is reported as skipped and sets limit_hit, like files past
+// max_files: "too_deep" past max_depth, "too_many" past the number of entries, "too_long" past
+// the path byte bounds.
 
 std::string Join(const std::string& prefix, const std::string& name) {
   return prefix.empty() ? name : prefix + "/" + name;
@@ -45,11 +46,19 @@ class Walker {
  private:
   void Visit(int dirfd, const std::string& prefix, const std::string& name, int depth);
   void VisitDir(int dirfd, const std::string& name, const std::string& path, int depth);
-  void VisitFile(int dirfd, const std::string& name, const std::string& path, uint64_t size);
+  void VisitFile(int dirfd, const std::string& name, const std::string& path,
+                 const struct stat& st);
   bool IsIgnored(const std::string& path, const std::string& name) const;
   bool IsUnchangedInput(int dirfd, const std::string& name, const std::string& path) const;
   void Skip(const std::string& path, const char* reason) {
-    result_.skipped.push_back({path, reason});
+    // Bounded: a tree of 100000 long paths must not cost the daemon gigabytes.
+    if (result_.skipped.size() < limits_.max_skipped_listed &&
+        skipped_bytes_ + path.size() <= limits_.max_skipped_path_bytes) {
+      skipped_bytes_ += path.size();
+      result_.skipped.push_back({path, reason});
+    } else {
+      ++result_.skipped_unlisted;
+    }
   }
   void SkipLimit(const std::string& path, const char* reason) {
     Skip(path, reason);
@@ -62,7 +71,9 @@ class Walker {
   std::map<std::string, std::string> unchanged_;
   std::vector<FoundFile> candidates_;  // regular files within max_file_bytes, any order
   WalkResult result_;
-  size_t listed_ = 0;  // directory entries read so far, at most limits_.max_entries
+  size_t listed_ = 0;         // directory entries read so far, at most limits_.max_entries
+  size_t found_bytes_ = 0;    // path bytes in candidates_
+  size_t skipped_bytes_ = 0;  // path bytes in result_.skipped
 };
 
 void Walker::WalkDir(int fd, const std::string& prefix, int depth) {
@@ -93,12 +104,14 @@ void Walker::Visit(int dirfd, const std::string& prefix, const std::string& name
   // AT_SYMLINK_NOFOLLOW: stat the link itself; never open anything before its type is known
   // (opening a FIFO would block the walk).
   if (fstatat(dirfd, name.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0) return;  // vanished
-  if (S_ISLNK(st.st_mode)) {
+  if (path.size() > options_.max_path_bytes) {
+    SkipLimit(path, "too_long");  // a directory: its contents are longer still
+  } else if (S_ISLNK(st.st_mode)) {
     Skip(path, "symlink");
   } else if (S_ISDIR(st.st_mode)) {
     VisitDir(dirfd, name, path, depth);
   } else if (S_ISREG(st.st_mode)) {
-    VisitFile(dirfd, name, path, static_cast<uint64_t>(st.st_size));
+    VisitFile(dirfd, name, path, st);
   } else {
     Skip(path, "not_regular");  // FIFO, socket, character or block device
   }
@@ -113,7 +126,7 @@ void Walker::VisitDir(int dirfd, const std::string& name, const std::string& pat
     return;
   }
   if (depth + 1 > limits_.max_depth) {
-    SkipLimit(path, "too_many");
+    SkipLimit(path, "too_deep");
     return;
   }
   UniqueFd fd = OpenDirAt(dirfd, name);
@@ -125,7 +138,9 @@ void Walker::VisitDir(int dirfd, const std::string& name, const std::string& pat
   WalkDir(fd.get(), path, depth + 1);
 }
 
-void Walker::VisitFile(int dirfd, const std::string& name, const std::string& path, uint64_t size) {
+void Walker::VisitFile(int dirfd, const std::string& name, const std::string& path,
+                       const struct stat& st) {
+  const uint64_t size = static_cast<uint64_t>(st.st_size);
   // Unchanged inputs are left out silently, not listed as skipped: the caller gave them to us
   // (request files, or a session's earlier outputs), so listing them on every run would bury
   // what is actually news about this run.
@@ -134,7 +149,13 @@ void Walker::VisitFile(int dirfd, const std::string& name, const std::string& pa
     SkipLimit(path, "too_large");
     return;
   }
-  candidates_.push_back({path, size});
+  if (found_bytes_ + path.size() > limits_.max_found_path_bytes) {
+    // Past the listed-path budget in any case: kept out of memory as well as the response.
+    SkipLimit(path, "too_long");
+    return;
+  }
+  found_bytes_ += path.size();
+  candidates_.push_back({path, size, BytesOnDisk(st)});
 }
 
 bool Walker::IsIgnored(const std::string& path, const std::string& name) const {
@@ -165,11 +186,18 @@ WalkResult Walker::Finish() {
   std::sort(candidates_.begin(), candidates_.end(),
             [](const FoundFile& a, const FoundFile& b) { return a.path < b.path; });
   const size_t max_files = options_.max_files > 0 ? static_cast<size_t>(options_.max_files) : 0;
+  size_t listed_bytes = 0;
+  bool over_bytes = false;
   for (size_t i = 0; i < candidates_.size(); ++i) {
-    if (i < max_files) {
-      result_.files.push_back(std::move(candidates_[i]));
-    } else {
+    over_bytes =
+        over_bytes || listed_bytes + candidates_[i].path.size() > options_.max_listed_path_bytes;
+    if (i >= max_files) {
       SkipLimit(candidates_[i].path, "too_many");
+    } else if (over_bytes) {
+      SkipLimit(candidates_[i].path, "too_long");
+    } else {
+      listed_bytes += candidates_[i].path.size();
+      result_.files.push_back(std::move(candidates_[i]));
     }
   }
   std::stable_sort(result_.skipped.begin(), result_.skipped.end(),

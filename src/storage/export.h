@@ -13,6 +13,13 @@ namespace sandrun::storage {
 struct ExportOptions {
   int max_files = 100;                    // files past this count are skipped as "too_many"
   uint64_t max_file_bytes = 10ull << 20;  // larger files are skipped as "too_large"
+  // Paths longer than this many bytes are skipped as "too_long" (PATH_MAX of limits.h): a
+  // directory as one entry, its contents not looked at.
+  size_t max_path_bytes = 4096;
+  // The paths of the files found come to at most this many bytes; the files past it (in
+  // sorted order) are skipped as "too_long". Each file listed in a response costs about five
+  // times its path (path, name, percent-encoded URL), so this bounds the response.
+  size_t max_listed_path_bytes = 256 << 10;
   // Workspace-relative directory prefixes never exported nor counted (".cache/", ...).
   std::vector<std::string> ignored_dirs = {".cache", ".local",      ".config",
                                            ".npm",   "__pycache__", ".ipynb_checkpoints"};
@@ -24,25 +31,32 @@ struct ExportOptions {
 };
 
 struct FoundFile {
-  std::string path;   // workspace-relative, '/'-separated, no leading "./"
-  uint64_t size = 0;  // bytes
+  std::string path;            // workspace-relative, '/'-separated, no leading "./"
+  uint64_t size = 0;           // bytes (st_size)
+  uint64_t bytes_on_disk = 0;  // st_blocks * 512 (file_copy.h): what quotas count
 };
 
 struct SkippedFile {
   std::string path;
-  std::string reason;  // "symlink", "not_regular", "too_large", "too_many", "quota", "ignored"
+  // "symlink", "not_regular", "too_large", "too_many", "too_deep", "too_long", "quota",
+  // "ignored"
+  std::string reason;
 };
 
 struct WalkResult {
   std::vector<FoundFile> files;  // in a stable (sorted) order
+  // The first skipped entries (WalkLimits bounds their number and path bytes) ...
   std::vector<SkippedFile> skipped;
-  bool limit_hit = false;  // some file skipped as too_large or too_many
+  uint64_t skipped_unlisted = 0;  // ... and how many more were skipped
+  bool limit_hit = false;         // some file skipped as too_large, too_many, too_deep or too_long
 };
 
 // Walks the directory `workspace` without following any symlink (openat + O_NOFOLLOW |
 // O_DIRECTORY at every level). Regular files are listed; symlinks, FIFOs, sockets and device
 // nodes are skipped with a reason; ignored dirs are skipped whole (one "ignored" entry, their
-// contents are not counted). Errors: cannot open `workspace`. Not safe after fork.
+// contents are not counted); a directory past WalkLimits::max_depth is skipped whole as
+// "too_deep"; paths past the ExportOptions byte bounds as "too_long". Memory is bounded by
+// WalkLimits whatever the tree. Errors: cannot open `workspace`. Not safe after fork.
 Result<WalkResult> WalkWorkspace(const std::string& workspace, const ExportOptions& options);
 
 }  // namespace sandrun::storage

@@ -6,12 +6,17 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <sstream>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "storage/digest.h"
+#include "storage/file_copy.h"
+#include "storage/fs.h"
 #include "storage/signed_link.h"
 #include "sys/syscalls.h"
 #include "util/text.h"
@@ -20,84 +25,228 @@ namespace sandrun::storage {
 namespace {
 
 constexpr int kMaxDepth = 64;
-constexpr size_t kMaxEntries = 100000;
+constexpr uint64_t kMaxEntries = 100000;
+constexpr char kUsageFile[] = "usage";  // <session dir>/usage: "<entries> <bytes>\n"
 
-struct CopyState {
-  uid_t uid;
-  gid_t gid;
-  FileDigests* digests;
-  size_t entries = 0;
-};
-
-Error CopyError(const std::string& what, const std::string& path) {
-  int err = errno;
-  std::string code = (err == ENOSPC || err == EDQUOT || err == EFBIG) ? "file_limit" : "storage";
-  return MakeError(code, what + " " + path + ": " + std::strerror(err), err);
+Error CopyError(const char* call, const std::string& path) {
+  const int err = LastErrno();
+  Error error = StorageError(call, path, err);
+  if (err == ENOSPC || err == EDQUOT || err == EFBIG) error.code = "file_limit";
+  return error;
 }
 
-Status CopyFile(int from_dir, int to_dir, const char* name, const std::string& path,
-                const struct stat& st, CopyState& state) {
-  sys::UniqueFd in(::openat(from_dir, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC));
-  if (!in.valid()) return CopyError("open", path);
-  struct stat now;
-  if (::fstat(in.get(), &now) != 0 || !S_ISREG(now.st_mode)) return OkStatus();  // swapped: skip
-  sys::UniqueFd out(::openat(to_dir, name, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC,
-                             st.st_mode & 0777));
-  if (!out.valid()) return CopyError("create", path);
-  Sha256 sha;
-  char buf[65536];
-  for (;;) {
-    ssize_t n = ::read(in.get(), buf, sizeof buf);
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) return CopyError("read", path);
-    if (n == 0) break;
-    sha.Update(buf, static_cast<size_t>(n));
-    if (!sys::WriteAll(out.get(), buf, static_cast<size_t>(n))) return CopyError("write", path);
+Error OverBudget(const std::string& what) { return MakeError("over_budget", what); }
+
+// One copy of a tree (CopyTree). Keeps the first destination path of every source inode
+// with more than one link, so its other names become links of the one copy.
+class TreeCopier {
+ public:
+  TreeCopier(const CopyTreeOptions& options, int to_root) : options_(options), to_root_(to_root) {}
+
+  Status CopyDir(int from_dir, int to_dir, const std::string& prefix, int depth);
+  const Usage& usage() const { return usage_; }
+
+ private:
+  struct FirstCopy {
+    std::string path;  // relative to to_root_
+    std::string sha256;
+  };
+
+  Status CopyEntry(int from_dir, int to_dir, const std::string& name, const std::string& path,
+                   int depth);
+  Status CopyFile(int from_dir, int to_dir, const std::string& name, const std::string& path);
+  Status MakeDir(int from_dir, int to_dir, const std::string& name, const std::string& path,
+                 mode_t mode, int depth);
+  Status AddEntry(const std::string& path);
+  bool Owned() const { return options_.uid != static_cast<uid_t>(-1); }
+
+  const CopyTreeOptions& options_;
+  int to_root_;
+  Usage usage_;
+  std::map<std::pair<dev_t, ino_t>, FirstCopy> linked_;
+};
+
+Status TreeCopier::AddEntry(const std::string& path) {
+  const uint64_t max = std::min(options_.budget.max_entries, kMaxEntries);
+  if (usage_.files + 1 > max) {
+    return OverBudget("more than " + std::to_string(max) + " files and directories (at " + path +
+                      ")");
   }
-  if (state.uid != static_cast<uid_t>(-1) && ::fchown(out.get(), state.uid, state.gid) != 0) {
-    return CopyError("chown", path);
-  }
-  if (state.digests) (*state.digests)[path] = sha.FinalHex();
+  usage_.files += 1;
   return OkStatus();
 }
 
-Status CopyDir(int from_dir, int to_dir, const std::string& prefix, const std::string& skip_top,
-               int depth, CopyState& state) {
-  if (depth > kMaxDepth) return OkStatus();
-  int dup = ::dup(from_dir);
-  DIR* dir = dup >= 0 ? ::fdopendir(dup) : nullptr;
-  if (dir == nullptr) {
-    if (dup >= 0) ::close(dup);
-    return CopyError("list", prefix.empty() ? "." : prefix);
+Status TreeCopier::CopyDir(int from_dir, int to_dir, const std::string& prefix, int depth) {
+  // No more names are read than could still be copied: a directory of 100000 empty files
+  // costs neither their names in memory nor their copies.
+  const uint64_t max = std::min(options_.budget.max_entries, kMaxEntries);
+  bool truncated = false;
+  const size_t skipped = depth == 0 && !options_.skip_top.empty() ? 1 : 0;
+  auto names = ListDir(from_dir, max - std::min(usage_.files, max) + skipped, &truncated);
+  if (!names.ok()) return names.error();
+  if (truncated) {
+    return OverBudget("more than " + std::to_string(max) + " files and directories (in " +
+                      (prefix.empty() ? "." : prefix) + ")");
   }
-  Status status = OkStatus();
-  while (struct dirent* e = ::readdir(dir)) {
-    const char* name = e->d_name;
-    if (std::strcmp(name, ".") == 0 || std::strcmp(name, "..") == 0) continue;
-    if (depth == 0 && skip_top == name) continue;
-    if (++state.entries > kMaxEntries) break;
+  std::sort(names->begin(), names->end());
+  for (const std::string& name : *names) {
+    if (depth == 0 && name == options_.skip_top) continue;
     const std::string path = prefix.empty() ? name : prefix + "/" + name;
-    struct stat st;
-    if (::fstatat(from_dir, name, &st, AT_SYMLINK_NOFOLLOW) != 0) continue;
-    if (S_ISREG(st.st_mode)) {
-      status = CopyFile(from_dir, to_dir, name, path, st, state);
-    } else if (S_ISDIR(st.st_mode)) {
-      if (::mkdirat(to_dir, name, st.st_mode & 0777) != 0 && errno != EEXIST) {
-        status = CopyError("mkdir", path);
-      } else {
-        sys::UniqueFd from(
-            ::openat(from_dir, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
-        sys::UniqueFd to(::openat(to_dir, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
-        if (!from.valid() || !to.valid()) continue;
-        if (state.uid != static_cast<uid_t>(-1)) (void)::fchown(to.get(), state.uid, state.gid);
-        status = CopyDir(from.get(), to.get(), path, skip_top, depth + 1, state);
-      }
-    }
-    // Symlinks, FIFOs, sockets and devices are not carried over.
-    if (!status.ok()) break;
+    if (Status s = CopyEntry(from_dir, to_dir, name, path, depth); !s.ok()) return s;
   }
-  ::closedir(dir);
-  return status;
+  return OkStatus();
+}
+
+Status TreeCopier::CopyEntry(int from_dir, int to_dir, const std::string& name,
+                             const std::string& path, int depth) {
+  struct stat st;
+  if (fstatat(from_dir, name.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0) return OkStatus();
+  if (S_ISREG(st.st_mode)) return CopyFile(from_dir, to_dir, name, path);
+  if (S_ISDIR(st.st_mode)) return MakeDir(from_dir, to_dir, name, path, st.st_mode, depth);
+  return OkStatus();  // symlinks, FIFOs, sockets and devices are not carried over
+}
+
+Status TreeCopier::MakeDir(int from_dir, int to_dir, const std::string& name,
+                           const std::string& path, mode_t mode, int depth) {
+  if (depth + 1 > kMaxDepth) {
+    return OverBudget("deeper than " + std::to_string(kMaxDepth) + " directories (at " + path +
+                      ")");
+  }
+  if (Status s = AddEntry(path); !s.ok()) return s;
+  if (mkdirat(to_dir, name.c_str(), mode & 0777) != 0 && LastErrno() != EEXIST) {
+    return CopyError("mkdirat", path);
+  }
+  UniqueFd from = OpenDirAt(from_dir, name);
+  UniqueFd to = OpenDirAt(to_dir, name);
+  if (!from.valid() || !to.valid()) return OkStatus();  // swapped since fstatat: skipped
+  if (Owned() && fchown(to.get(), options_.uid, options_.gid) != 0) {
+    return CopyError("fchown", path);
+  }
+  return CopyDir(from.get(), to.get(), path, depth + 1);
+}
+
+Status TreeCopier::CopyFile(int from_dir, int to_dir, const std::string& name,
+                            const std::string& path) {
+  UniqueFd in(openat(from_dir, name.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC));
+  if (!in.valid()) return CopyError("openat", path);
+  struct stat st;
+  if (fstat(in.get(), &st) != 0 || !S_ISREG(st.st_mode)) return OkStatus();  // swapped: skip
+  if (Status s = AddEntry(path); !s.ok()) return s;
+  const auto key = std::make_pair(st.st_dev, st.st_ino);
+  if (st.st_nlink > 1) {
+    if (auto it = linked_.find(key); it != linked_.end()) {
+      // Another name of an inode already copied: link it, as the source is. The relative
+      // path resolves inside the tree this copy made (only directories we created).
+      if (linkat(to_root_, it->second.path.c_str(), to_dir, name.c_str(), 0) != 0) {
+        return CopyError("linkat", path);
+      }
+      if (options_.digests) (*options_.digests)[path] = it->second.sha256;
+      return OkStatus();
+    }
+  }
+  if (usage_.bytes + BytesOnDisk(st) > options_.budget.max_bytes) {
+    return OverBudget("more than " + std::to_string(options_.budget.max_bytes) +
+                      " bytes on disk (at " + path + ")");
+  }
+  UniqueFd out(openat(to_dir, name.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC,
+                      st.st_mode & 0777));
+  if (!out.valid()) return CopyError("openat", path);
+  Sha256 sha;
+  CopyObserver observe;
+  if (options_.digests) observe = [&sha](const char* data, size_t size) { sha.Update(data, size); };
+  auto copied = CopyFileKeepingHoles(in.get(), out.get(), TreeBudget::kUnbounded, path, observe);
+  if (!copied.ok()) return copied.error();
+  usage_.bytes += copied->bytes_on_disk;
+  if (Owned() && fchown(out.get(), options_.uid, options_.gid) != 0) {
+    return CopyError("fchown", path);
+  }
+  std::string digest = options_.digests ? sha.FinalHex() : "";
+  if (st.st_nlink > 1) linked_[key] = {path, digest};
+  if (options_.digests) (*options_.digests)[path] = std::move(digest);
+  return OkStatus();
+}
+
+// Adds the entries and bytes on disk below the directory `fd` to *usage (for sessions saved
+// before usage records existed). Bounded like CopyTree.
+void MeasureTree(int fd, int depth, Usage* usage) {
+  if (depth > kMaxDepth || usage->files > kMaxEntries) return;
+  bool truncated = false;
+  auto names = ListDir(fd, kMaxEntries, &truncated);
+  if (!names.ok()) return;
+  for (const std::string& name : *names) {
+    struct stat st;
+    if (fstatat(fd, name.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0) continue;
+    usage->files += 1;
+    if (S_ISREG(st.st_mode)) usage->bytes += BytesOnDisk(st);
+    if (!S_ISDIR(st.st_mode)) continue;
+    UniqueFd child = OpenDirAt(fd, name);
+    if (child.valid()) MeasureTree(child.get(), depth + 1, usage);
+  }
+}
+
+// The usage of the session directory `dir`: its record, else a measure of its files.
+Usage SessionUsage(const std::string& dir) {
+  Usage usage;
+  if (auto text = sys::ReadFile(dir + "/" + kUsageFile, 256); text.ok()) {
+    std::istringstream in(*text);
+    if (in >> usage.files >> usage.bytes) return usage;
+    usage = Usage{};
+  }
+  UniqueFd files(open((dir + "/files").c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+  if (files.valid()) MeasureTree(files.get(), 0, &usage);
+  return usage;
+}
+
+// What the other sessions in the user directory `user_dir` hold, besides `self` (a name).
+Usage OtherSessionsUsage(const std::string& user_dir, const std::string& self) {
+  Usage total;
+  bool truncated = false;
+  UniqueFd fd(open(user_dir.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+  if (!fd.valid()) return total;
+  auto names = ListDir(fd.get(), SIZE_MAX, &truncated);
+  if (!names.ok()) return total;
+  for (const std::string& name : *names) {
+    if (name != self && name[0] != '.') total += SessionUsage(user_dir + "/" + name);
+  }
+  return total;
+}
+
+std::string Parent(const std::string& dir) { return dir.substr(0, dir.rfind('/')); }
+std::string BaseName(const std::string& dir) { return dir.substr(dir.rfind('/') + 1); }
+
+// The user directory open and flock(2)ed: the budget check and the rename of one session's
+// Save must not interleave with another session's of the same user.
+Result<UniqueFd> LockUserDir(const std::string& user_dir) {
+  UniqueFd fd(open(user_dir.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+  if (!fd.valid()) return StorageError("open", user_dir, LastErrno());
+  while (flock(fd.get(), LOCK_EX) != 0) {
+    if (LastErrno() != EINTR) return StorageError("flock", user_dir, LastErrno());
+  }
+  return fd;
+}
+
+// After a crash between Save's two renames, `files` is missing and `files.old` holds the
+// last complete copy: put it back. A new session gets an empty `files`.
+Status RecoverFiles(const std::string& dir) {
+  const std::string files = dir + "/files";
+  const std::string old = dir + "/files.old";
+  struct stat st;
+  if (lstat(files.c_str(), &st) == 0) return OkStatus();
+  if (LastErrno() != ENOENT) return StorageError("lstat", files, LastErrno());
+  if (rename(old.c_str(), files.c_str()) == 0) return OkStatus();
+  if (LastErrno() != ENOENT) return StorageError("rename", old, LastErrno());
+  if (mkdir(files.c_str(), 0700) != 0) return StorageError("mkdir", files, LastErrno());
+  return OkStatus();
+}
+
+Status WriteUsage(const std::string& dir, const Usage& usage) {
+  const std::string tmp = dir + "/" + kUsageFile + ".tmp";
+  Status s = sys::WriteFile(
+      tmp, std::to_string(usage.files) + " " + std::to_string(usage.bytes) + "\n", 0600);
+  if (s.ok() && rename(tmp.c_str(), (dir + "/" + kUsageFile).c_str()) != 0) {
+    s = StorageError("rename", tmp, LastErrno());
+  }
+  return s;
 }
 
 // HMAC-derived directory name, as for artifacts: ids never appear on disk.
@@ -107,33 +256,49 @@ std::string SessionDirName(const std::string& session, const std::string& key) {
 
 }  // namespace
 
-Status CopyTree(const std::string& from, const std::string& to, const std::string& skip_top,
-                uid_t uid, gid_t gid, FileDigests* digests) {
-  sys::UniqueFd from_fd(::open(from.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+TreeBudget BudgetLeft(const Quota& quota, const Usage& used) {
+  TreeBudget budget;
+  if (quota.max_files != 0)
+    budget.max_entries = quota.max_files - std::min(quota.max_files, used.files);
+  if (quota.max_bytes != 0)
+    budget.max_bytes = quota.max_bytes - std::min(quota.max_bytes, used.bytes);
+  return budget;
+}
+
+Result<Usage> CopyTree(const std::string& from, const std::string& to,
+                       const CopyTreeOptions& options) {
+  UniqueFd from_fd(open(from.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
   if (!from_fd.valid()) return CopyError("open", from);
-  sys::UniqueFd to_fd(::open(to.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+  UniqueFd to_fd(open(to.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
   if (!to_fd.valid()) return CopyError("open", to);
-  CopyState state{uid, gid, digests};
-  return CopyDir(from_fd.get(), to_fd.get(), "", skip_top, 0, state);
+  TreeCopier copier(options, to_fd.get());
+  if (Status s = copier.CopyDir(from_fd.get(), to_fd.get(), "", 0); !s.ok()) return s.error();
+  return copier.usage();
+}
+
+std::string SessionStore::UserPath(const std::string& user) const {
+  return root_ + "/" + UserDir(user, key_);
 }
 
 Result<SessionLock> SessionStore::Lock(const std::string& user, const std::string& session,
                                        std::chrono::milliseconds wait) const {
-  const std::string dir =
-      root_ + "/" + UserDir(user, key_) + "/" + SessionDirName(session, key_ + ":" + user);
-  if (Status s = sys::MakeDirs(dir + "/files", 0700); !s.ok()) return s.error();
+  const std::string dir = UserPath(user) + "/" + SessionDirName(session, key_ + ":" + user);
+  // Not `files` itself: it is made (or recovered) under the lock.
+  if (Status s = sys::MakeDirs(dir, 0700); !s.ok()) return s.error();
   sys::UniqueFd fd(
       ::open((dir + "/lock").c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600));
   if (!fd.valid()) return sys::ErrnoError("storage", "open " + dir + "/lock");
   const auto deadline = std::chrono::steady_clock::now() + wait;
   while (::flock(fd.get(), LOCK_EX | LOCK_NB) != 0) {
-    if (errno != EWOULDBLOCK && errno != EINTR) return sys::ErrnoError("storage", "flock " + dir);
+    const int err = LastErrno();
+    if (err != EWOULDBLOCK && err != EINTR) return StorageError("flock", dir, err);
     if (std::chrono::steady_clock::now() >= deadline) {
       return MakeError("session_busy", "another run of this session is still going after " +
                                            std::to_string(wait.count() / 1000) + " s of waiting");
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
   }
+  if (Status s = RecoverFiles(dir); !s.ok()) return s.error();
   // The lock file's mtime marks the session's last use (idle expiry).
   (void)::futimens(fd.get(), nullptr);
   return SessionLock(std::move(fd), dir);
@@ -142,31 +307,67 @@ Result<SessionLock> SessionStore::Lock(const std::string& user, const std::strin
 Result<FileDigests> SessionStore::Restore(const SessionLock& lock, const std::string& workspace,
                                           uid_t uid, gid_t gid) const {
   FileDigests digests;
-  Status s = CopyTree(lock.dir() + "/files", workspace, "", uid, gid, &digests);
-  if (!s.ok()) return s.error();
+  CopyTreeOptions options;
+  options.uid = uid;
+  options.gid = gid;
+  options.digests = &digests;
+  auto copied = CopyTree(lock.dir() + "/files", workspace, options);
+  if (!copied.ok()) return copied.error();
   return digests;
 }
 
-Status SessionStore::Save(const SessionLock& lock, const std::string& workspace) const {
+Status SessionStore::Save(const SessionLock& lock, const std::string& workspace,
+                          const Quota& quota) const {
   const std::string next = lock.dir() + "/files.next";
   const std::string old = lock.dir() + "/files.old";
+  const std::string user_dir = Parent(lock.dir());
+  const std::string self = BaseName(lock.dir());
   (void)sys::RemoveTree(next);
   (void)sys::RemoveTree(old);
   if (::mkdir(next.c_str(), 0700) != 0) return sys::ErrnoError("storage", "mkdir " + next);
-  Status s = CopyTree(workspace, next, ".sandrun", static_cast<uid_t>(-1), static_cast<gid_t>(-1),
-                      nullptr);
-  if (!s.ok()) {
+  // The copy stops at the budget the other sessions leave, so a refused session costs the
+  // host no more than an accepted one could.
+  CopyTreeOptions options;
+  options.skip_top = ".sandrun";
+  options.budget = BudgetLeft(quota, OtherSessionsUsage(user_dir, self));
+  auto copied = CopyTree(workspace, next, options);
+  if (!copied.ok()) {
     (void)sys::RemoveTree(next);
-    return s;
+    return copied.error();
+  }
+  // Checked again under the user's lock: another session of this user may have grown since.
+  auto user_lock = LockUserDir(user_dir);
+  if (!user_lock.ok()) {
+    (void)sys::RemoveTree(next);
+    return user_lock.error();
+  }
+  const Usage others = OtherSessionsUsage(user_dir, self);
+  Usage total = others;
+  total += *copied;
+  if (!Fits(total, quota)) {
+    (void)sys::RemoveTree(next);
+    return OverBudget("with the user's other sessions (" + std::to_string(others.files) +
+                      " files and directories, " + std::to_string(others.bytes) +
+                      " bytes on disk) it is over the per-user quota");
   }
   const std::string files = lock.dir() + "/files";
-  if (::rename(files.c_str(), old.c_str()) != 0)
+  if (::rename(files.c_str(), old.c_str()) != 0) {
+    (void)sys::RemoveTree(next);
     return sys::ErrnoError("storage", "rename " + files);
-  if (::rename(next.c_str(), files.c_str()) != 0) {
-    (void)::rename(old.c_str(), files.c_str());
-    return sys::ErrnoError("storage", "rename " + next);
   }
+  // A crash here leaves files.old and no files: Lock renames it back.
+  if (::rename(next.c_str(), files.c_str()) != 0) {
+    Status s = sys::ErrnoError("storage", "rename " + next);
+    (void)::rename(old.c_str(), files.c_str());
+    return s;
+  }
+  // A crash before this leaves a stale record, corrected by the next Save.
+  (void)WriteUsage(lock.dir(), *copied);
   return sys::RemoveTree(old);
+}
+
+Usage SessionStore::UserUsage(const std::string& user) const {
+  return OtherSessionsUsage(UserPath(user), "");
 }
 
 int SessionStore::SweepIdle(int64_t idle_s) const {

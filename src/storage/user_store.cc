@@ -10,6 +10,7 @@
 #include <optional>
 
 #include "storage/digest.h"
+#include "storage/file_copy.h"
 #include "util/text.h"
 
 namespace sandrun::storage {
@@ -44,7 +45,7 @@ void Measure(int fd, int depth, bool top, Usage* usage) {
     if (fstatat(fd, name.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0) continue;
     if (S_ISREG(st.st_mode)) {
       usage->files += 1;
-      usage->bytes += static_cast<uint64_t>(st.st_size);
+      usage->bytes += BytesOnDisk(st);  // as Publish counts (file_copy.h)
     } else if (S_ISDIR(st.st_mode)) {
       UniqueFd child = OpenDirAt(fd, name);
       if (child.valid()) Measure(child.get(), depth + 1, false, usage);

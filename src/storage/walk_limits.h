@@ -16,6 +16,13 @@ struct WalkLimits {
   // Directory entries read in all (files, directories, anything), which bounds the walk's
   // time and memory. Entries past it are reported as skipped "too_many".
   size_t max_entries = 100000;
+  // Bytes of the paths of files found, kept in memory until sorted; files past it are
+  // skipped as "too_long", like those past ExportOptions::max_listed_path_bytes (far less).
+  size_t max_found_path_bytes = 8 << 20;
+  // Skipped entries kept in WalkResult::skipped, by number and by bytes of their paths; the
+  // rest are only counted (skipped_unlisted).
+  size_t max_skipped_listed = 1000;
+  size_t max_skipped_path_bytes = 256 << 10;
 };
 
 // WalkWorkspace with explicit bounds (WalkWorkspace uses WalkLimits{}). For tests, which

@@ -3,6 +3,7 @@
 #define BOOST_TEST_MODULE storage_export
 #include "storage/export.h"
 
+#include <fcntl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
@@ -16,6 +17,7 @@
 #include <string>
 #include <vector>
 
+#include "storage/fs.h"
 #include "storage/walk_limits.h"
 #include "test_util.h"
 
@@ -228,7 +230,8 @@ BOOST_AUTO_TEST_CASE(hostile_names_are_listed_byte_for_byte) {
   BOOST_TEST(Paths(result.files) == expected, boost::test_tools::per_element());
 }
 
-BOOST_AUTO_TEST_CASE(directory_past_depth_bound_is_skipped) {
+// Issue 10 item 17: a file 1000 directories deep was skipped as "too_many"; it is "too_deep".
+BOOST_AUTO_TEST_CASE(directory_past_depth_bound_is_skipped_as_too_deep) {
   TempDir dir;
   std::string rel;
   for (int i = 0; i < 70; ++i) rel += (rel.empty() ? "" : "/") + std::string("d");
@@ -240,9 +243,69 @@ BOOST_AUTO_TEST_CASE(directory_past_depth_bound_is_skipped) {
   // Depth 0 is the workspace; the 65th nested "d" is the first one not entered.
   std::string skipped;
   for (int i = 0; i < 65; ++i) skipped += (skipped.empty() ? "" : "/") + std::string("d");
-  BOOST_TEST(ReasonFor(result, skipped) == "too_many");
+  BOOST_TEST(ReasonFor(result, skipped) == "too_deep");
   BOOST_TEST(result.skipped.size() == 1u);
   BOOST_TEST(result.limit_hit);
+}
+
+// Issue 10 item 9: 4000 files with long paths made a 263 MB response. A path over
+// max_path_bytes is "too_long"; so are the files past the listed-path byte budget.
+BOOST_AUTO_TEST_CASE(long_paths_and_the_listed_byte_budget_give_too_long) {
+  TempDir dir;
+  const std::string segment(200, 'p');
+  // 25 levels of 200-byte names: past PATH_MAX, so made one level at a time (mkdirat).
+  int fd = open(dir.path().c_str(), O_RDONLY | O_DIRECTORY);
+  for (int i = 0; i < 25; ++i) {
+    BOOST_TEST_REQUIRE(mkdirat(fd, segment.c_str(), 0755) == 0);
+    const int next = openat(fd, segment.c_str(), O_RDONLY | O_DIRECTORY);
+    close(fd);
+    fd = next;
+  }
+  close(openat(fd, "f", O_WRONLY | O_CREAT, 0644));
+  close(fd);
+  for (int i = 0; i < 10; ++i) WriteFile(dir / ("short/" + segment + std::to_string(i)), "x");
+  ExportOptions options;
+  options.max_listed_path_bytes = 3 * (6 + 201);  // three of the short/ files
+  const WalkResult result = Walk(dir, options);
+  BOOST_TEST(result.files.size() == 3u);
+  // The first directory over 4096 bytes (21 names of 200 bytes) is one entry.
+  std::string first_too_long = segment;
+  for (int i = 1; i < 21; ++i) first_too_long += "/" + segment;
+  BOOST_TEST(ReasonFor(result, first_too_long) == "too_long");
+  int too_long = 0;
+  for (const SkippedFile& s : result.skipped) too_long += s.reason == "too_long";
+  BOOST_TEST(too_long == 8);  // 7 short/ files past the budget + 1 directory
+  BOOST_TEST(result.limit_hit);
+  // Too long for std::filesystem::remove_all in ~TempDir: removed fd-relative.
+  const int root = open(dir.path().c_str(), O_RDONLY | O_DIRECTORY);
+  BOOST_TEST(RemoveTreeAt(root, segment));
+  close(root);
+  BOOST_TEST(WalkLimits{}.max_skipped_listed == 1000u);
+}
+
+BOOST_AUTO_TEST_CASE(skipped_list_is_bounded_and_the_rest_counted) {
+  TempDir dir;
+  for (int i = 0; i < 30; ++i) WriteFile(dir / ("f" + std::to_string(i)), "");
+  ExportOptions options;
+  options.max_files = 5;
+  WalkLimits limits;
+  limits.max_skipped_listed = 10;
+  auto result = WalkWorkspaceWithLimits(dir.path(), options, limits);
+  BOOST_TEST_REQUIRE(result.ok());
+  BOOST_TEST(result->files.size() == 5u);
+  BOOST_TEST(result->skipped.size() == 10u);
+  BOOST_TEST(result->skipped_unlisted == 15u);
+}
+
+BOOST_AUTO_TEST_CASE(found_files_report_bytes_on_disk_not_size) {
+  TempDir dir;
+  const std::string path = dir / "sparse.bin";
+  WriteFile(path, "");
+  BOOST_TEST_REQUIRE(truncate(path.c_str(), 10 << 20) == 0);
+  const WalkResult result = Walk(dir);
+  BOOST_TEST_REQUIRE(result.files.size() == 1u);
+  BOOST_TEST(result.files[0].size == uint64_t{10} << 20);
+  BOOST_TEST(result.files[0].bytes_on_disk == 0u);
 }
 
 BOOST_AUTO_TEST_CASE(walk_stops_reading_past_entry_bound) {
