@@ -79,7 +79,7 @@ BOOST_AUTO_TEST_CASE(every_refused_syscall_answers_eperm) {
 // Issue 10 item 16: open_tree_attr (467) passed while open_tree was refused. From 424 on every
 // number is decided (src/sandbox/seccomp.cc kNewSyscalls); the expectations are written here
 // again, independently. Numbers above the table answer ENOSYS (on this kernel the kernel
-// would too: seccomp_unit's interpreter test checks that the filter says so itself).
+// would too: unit.sandbox.seccomp runs the filter itself on such numbers).
 BOOST_AUTO_TEST_CASE(new_syscalls_are_decided_by_number) {
   const std::map<int, std::string> refused = {{425, "io_uring_setup"},
                                               {426, "io_uring_enter"},
