@@ -124,6 +124,11 @@ Result<SandboxResult> Launcher::Run(const SandboxSpec& spec) const {
     if (!made.ok()) return made.error();
     *pipe = std::move(*made);
   }
+  // The program's own streams belong to the sandbox user, so that /dev/stdout and friends
+  // (links to /proc/self/fd/N) open as on any Linux box.
+  for (const sys::Pipe* pipe : {&p.in, &p.out, &p.err}) {
+    if (Status s = sys::ChownPipe(*pipe, spec.host_uid, spec.host_gid); !s.ok()) return s.error();
+  }
 
   std::unique_ptr<RunCgroup> cgroup;
   if (cgroups_) {

@@ -12,8 +12,10 @@ namespace sandrun::sandbox {
 
 class SeccompFilter {
  public:
-  // Builds the deny-list filter for the native ABI; every other ABI (i386, x32) kills the
-  // process. Errors: code "seccomp", message names the libseccomp call and rule. Not child-safe.
+  // Builds the filter for the native ABI: refused syscalls answer EPERM (a few ENOSYS), socket
+  // families outside the list EAFNOSUPPORT, syscalls newer than the table ENOSYS; every other
+  // ABI (i386, x32) kills the process. Errors: code "seccomp", message names the libseccomp call
+  // and rule. Not child-safe.
   static Result<SeccompFilter> Compile();
 
   // The program to pass to seccomp(SECCOMP_SET_MODE_FILTER); points into this object.

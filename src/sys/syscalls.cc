@@ -25,6 +25,13 @@ Result<Pipe> MakePipe() {
   return Pipe{UniqueFd(fds[0]), UniqueFd(fds[1])};
 }
 
+Status ChownPipe(const Pipe& pipe, uid_t uid, gid_t gid) {
+  if (::fchown(pipe.read.get(), uid, gid) != 0) {
+    return ErrnoError("pipe", "fchown pipe to " + std::to_string(uid) + ":" + std::to_string(gid));
+  }
+  return OkStatus();
+}
+
 Status SetNonBlocking(int fd) {
   int flags = ::fcntl(fd, F_GETFL);
   if (flags < 0 || ::fcntl(fd, F_SETFL, flags | O_NONBLOCK) != 0) {

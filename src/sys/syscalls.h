@@ -24,6 +24,11 @@ struct Pipe {
 };
 // pipe2(O_CLOEXEC). Errors: "pipe".
 Result<Pipe> MakePipe();
+// fchown of the pipe's inode (shared by both ends) to uid:gid. A pipe is mode 0600 and owned
+// by its creator, and opening it again by path (/dev/stdout -> /proc/self/fd/1) checks that
+// mode (proc(5) /proc/pid/fd, pipe(7)): a program running as another uid gets EACCES.
+// Errors: "pipe". Not child-safe.
+Status ChownPipe(const Pipe& pipe, uid_t uid, gid_t gid);
 
 Status SetNonBlocking(int fd);
 

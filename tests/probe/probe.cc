@@ -2,15 +2,25 @@
 // upload it as an input file and run it through the real service.
 //   probe try-syscall NAME|all   call each refused syscall with harmless arguments and print
 //                                "NAME ERRNO_NAME" (the filter must answer EPERM)
+//   probe try-numbers FROM TO    call syscalls FROM..TO by number with harmless arguments and
+//                                print "nr NR ERRNO_NAME|ALLOWED" (the allow list from 424 on)
+//   probe socket-families        socket(2) and socketpair(2) for every family 0..45 (and two
+//                                with upper bits set), netlink protocols 0..31: prints
+//                                "family F socket=R socketpair=R" / "netlink P R", R being
+//                                "ok" or the errno name(s)
+//   probe vsock-bind PORT SEC    socket(AF_VSOCK) + bind to PORT, hold it SEC seconds
 //   probe seccomp                print the Seccomp and NoNewPrivs lines of /proc/self/status
 //   probe int80                  make a 32-bit (int 0x80) system call: must be killed
 //   probe memhog MB              touch MB MiB of memory
 //   probe forkbomb               fork until refused; print how many
 //   probe write-files N          write N small files in the cwd
 #include <errno.h>
+#include <linux/netlink.h>
 #include <linux/sched.h>
+#include <linux/vm_sockets.h>
 #include <sched.h>
 #include <signal.h>
+#include <sys/socket.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -19,6 +29,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -78,6 +89,28 @@ const std::vector<Probe>& Probes() {
       {"clone_newns", SYS_clone, {CLONE_NEWNS | SIGCHLD, 0, 0, 0, 0}},
       {"clone_newnet", SYS_clone, {CLONE_NEWNET | SIGCHLD, 0, 0, 0, 0}},
       {"clone_newpid", SYS_clone, {CLONE_NEWPID | SIGCHLD, 0, 0, 0, 0}},
+      {"fsconfig", SYS_fsconfig, {-1, 0, 0, 0, 0}},
+      {"kcmp", SYS_kcmp, {0, 0, 0, 0, 0}},
+      {"modify_ldt", SYS_modify_ldt, {0, 0, 0}},
+      {"mbind", SYS_mbind, {0, 0, 0, 0, 0, 0}},
+      {"set_mempolicy", SYS_set_mempolicy, {0, 0, 0}},
+      {"migrate_pages", SYS_migrate_pages, {0, 0, 0, 0}},
+      {"move_pages", SYS_move_pages, {0, 0, 0, 0, 0, 0}},
+      // 424 and up: one number on every architecture (asm-generic/unistd.h); given as
+      // numbers because Debian 12's headers (Linux 6.1) lack the newest.
+      {"pidfd_getfd", 438, {-1, -1, 0}},
+      {"process_madvise", 440, {-1, 0, 0, 0, 0}},
+      {"quotactl_fd", 443, {-1, 0, 0, 0}},
+      {"memfd_secret", 447, {0}},
+      {"process_mrelease", 448, {-1, 0}},
+      {"set_mempolicy_home_node", 450, {0, 0, 0, 0}},
+      {"cachestat", 451, {-1, 0, 0, 0}},
+      {"statmount", 457, {0, 0, 0, 0}},
+      {"listmount", 458, {0, 0, 0, 0}},
+      {"lsm_get_self_attr", 459, {0, 0, 0, 0}},
+      {"lsm_set_self_attr", 460, {0, 0, 0, 0}},
+      {"lsm_list_modules", 461, {0, 0, 0}},
+      {"open_tree_attr", 467, {-1, 0, 0, 0, 0}},
   };
   return kProbes;
 }
@@ -101,6 +134,101 @@ int TrySyscall(const std::string& which) {
     std::fprintf(stderr, "unknown syscall probe %s\n", which.c_str());
     return 2;
   }
+  return 0;
+}
+
+// Every number FROM..TO with arguments that are invalid for each syscall there (-1 fds, null
+// pointers, zero lengths), so that an allowed call fails in the kernel and does nothing.
+// clone3 (435) is skipped when it could succeed: with a null argument it cannot.
+int TryNumbers(long from, long to) {
+  for (long nr = from; nr <= to; ++nr) {
+    errno = 0;
+    long r = syscall(nr, -1L, 0L, 0L, 0L, 0L, 0L);
+    if (r >= 0) {
+      std::printf("nr %ld ALLOWED\n", nr);
+    } else {
+      std::printf("nr %ld %s\n", nr, strerrorname_np(errno));
+    }
+  }
+  return 0;
+}
+
+// "ok" if any of the calls succeeded, else the distinct errno names joined by ','.
+std::string Outcome(const std::vector<long>& results, const std::vector<int>& errnos) {
+  std::set<std::string> names;
+  for (size_t i = 0; i < results.size(); ++i) {
+    if (results[i] >= 0) return "ok";
+    names.insert(strerrorname_np(errnos[i]));
+  }
+  std::string out;
+  for (const auto& n : names) out += (out.empty() ? "" : ",") + n;
+  return out;
+}
+
+// socket(2) with each common type; raw syscall so that a family with upper bits set reaches
+// the filter as it is (the kernel itself truncates it to an int).
+std::string TrySocket(long family, long protocol) {
+  std::vector<long> results;
+  std::vector<int> errnos;
+  for (long type : {SOCK_STREAM, SOCK_DGRAM, SOCK_SEQPACKET, SOCK_RAW}) {
+    errno = 0;
+    long fd = syscall(SYS_socket, family, type | SOCK_CLOEXEC, protocol);
+    results.push_back(fd);
+    errnos.push_back(errno);
+    if (fd >= 0) close(static_cast<int>(fd));
+  }
+  return Outcome(results, errnos);
+}
+
+std::string TrySocketPair(long family) {
+  std::vector<long> results;
+  std::vector<int> errnos;
+  for (long type : {SOCK_STREAM, SOCK_DGRAM}) {
+    int sv[2];
+    errno = 0;
+    long r = syscall(SYS_socketpair, family, type | SOCK_CLOEXEC, 0L, sv);
+    results.push_back(r);
+    errnos.push_back(errno);
+    if (r == 0) {
+      close(sv[0]);
+      close(sv[1]);
+    }
+  }
+  return Outcome(results, errnos);
+}
+
+int SocketFamilies() {
+  std::vector<long> families;
+  for (long f = 0; f <= 45; ++f) families.push_back(f);
+  families.push_back((1L << 32) | AF_UNIX);   // the kernel would see AF_UNIX
+  families.push_back((1L << 32) | AF_VSOCK);  // the kernel would see AF_VSOCK
+  for (long f : families) {
+    std::printf("family %ld socket=%s socketpair=%s\n", f, TrySocket(f, 0).c_str(),
+                TrySocketPair(f).c_str());
+  }
+  for (long protocol = 0; protocol < 32; ++protocol) {
+    std::printf("netlink %ld %s\n", protocol, TrySocket(AF_NETLINK, protocol).c_str());
+  }
+  return 0;
+}
+
+// The attack of issue 10 item 3: a vsock port bound inside is taken on the host.
+int VsockBind(unsigned port, unsigned seconds) {
+  int fd = socket(AF_VSOCK, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) {
+    std::printf("vsock socket %s\n", strerrorname_np(errno));
+    return 0;
+  }
+  sockaddr_vm addr{};
+  addr.svm_family = AF_VSOCK;
+  addr.svm_cid = VMADDR_CID_ANY;
+  addr.svm_port = port;
+  if (bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0) {
+    std::printf("vsock bind %s\n", strerrorname_np(errno));
+    return 0;
+  }
+  std::printf("vsock bound %u\n", port);
+  sleep(seconds);
   return 0;
 }
 
@@ -169,13 +297,20 @@ int main(int argc, char** argv) {
   std::setvbuf(stdout, nullptr, _IOLBF, 0);
   std::string cmd = argc > 1 ? argv[1] : "";
   if (cmd == "try-syscall" && argc > 2) return TrySyscall(argv[2]);
+  if (cmd == "try-numbers" && argc > 3) return TryNumbers(std::atol(argv[2]), std::atol(argv[3]));
+  if (cmd == "socket-families") return SocketFamilies();
+  if (cmd == "vsock-bind" && argc > 3) {
+    return VsockBind(static_cast<unsigned>(std::atol(argv[2])),
+                     static_cast<unsigned>(std::atol(argv[3])));
+  }
   if (cmd == "seccomp") return PrintSeccomp();
   if (cmd == "int80") return Int80();
   if (cmd == "memhog" && argc > 2) return MemHog(std::atol(argv[2]));
   if (cmd == "forkbomb") return ForkBomb();
   if (cmd == "write-files" && argc > 2) return WriteFiles(std::atol(argv[2]));
-  std::fprintf(stderr,
-               "usage: probe try-syscall NAME|all | seccomp | int80 | memhog MB | forkbomb | "
-               "write-files N\n");
+  std::fprintf(
+      stderr,
+      "usage: probe try-syscall NAME|all | try-numbers FROM TO | socket-families | "
+      "vsock-bind PORT SECONDS | seccomp | int80 | memhog MB | forkbomb | write-files N\n");
   return 2;
 }

@@ -39,4 +39,18 @@ BOOST_AUTO_TEST_CASE(tree_removal_does_not_follow_symlinks) {
   std::system(("rm -rf " + base).c_str());
 }
 
+// Both ends share one inode: the owner seen through either is the new one.
+BOOST_AUTO_TEST_CASE(pipe_is_chowned_to_the_sandbox_user) {
+  BOOST_TEST_REQUIRE(::geteuid() == 0, "fchown to another uid needs root");
+  auto pipe = sandrun::sys::MakePipe();
+  BOOST_TEST_REQUIRE(pipe.ok());
+  BOOST_TEST_REQUIRE(sandrun::sys::ChownPipe(*pipe, 64123, 64124).ok());
+  for (int fd : {pipe->read.get(), pipe->write.get()}) {
+    struct stat st;
+    BOOST_TEST_REQUIRE(::fstat(fd, &st) == 0);
+    BOOST_TEST(st.st_uid == 64123u);
+    BOOST_TEST(st.st_gid == 64124u);
+  }
+}
+
 BOOST_AUTO_TEST_SUITE_END()
