@@ -168,7 +168,7 @@ BOOST_AUTO_TEST_CASE(token_lines_bind_users_and_mark_front_ends) {
   BOOST_TEST((c->tokens[1].kind == Kind::kOwnUser && c->tokens[1].secret == "tok-c"));
   BOOST_TEST((c->tokens[2].kind == Kind::kBoundUser && c->tokens[2].user == "alice"));
   BOOST_TEST((c->tokens[3].kind == Kind::kFrontEnd && c->tokens[3].user.empty()));
-  BOOST_TEST(c->tokens[4].kind == Kind::kOwnUser);
+  BOOST_TEST((c->tokens[4].kind == Kind::kOwnUser));
   BOOST_TEST(c->tokens[4].user == sandrun::config::OwnUserName("tok-plain"));
   BOOST_TEST(c->tokens[4].user.rfind("token-", 0) == 0u);
   BOOST_TEST(c->tokens[4].user.find("tok-plain") == std::string::npos);
