@@ -260,7 +260,7 @@ int main(int argc, char** argv) {
 
   server::ServerOptions options;
   options.socket_path = config.fcgi_socket;
-  options.threads = static_cast<int>(config.max_concurrent_runs + config.max_queue + 4);
+  options.threads = static_cast<int>(config::WorkerThreads(config));
   options.max_body_bytes = config.max_body_bytes;
   server::FcgiServer server(options);
   if (Status s = server.Open(); !s.ok()) {

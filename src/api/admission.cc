@@ -35,4 +35,25 @@ int64_t Admission::queued() const {
   return waiting_;
 }
 
+WaiterGate::Pass WaiterGate::Enter(const std::string& key) {
+  std::lock_guard lock(mu_);
+  auto it = by_key_.find(key);
+  const int64_t here = it == by_key_.end() ? 0 : it->second;
+  if (here >= per_key_ || waiting_ >= total_) return Pass(nullptr, "");
+  ++by_key_[key];
+  ++waiting_;
+  return Pass(this, key);
+}
+
+void WaiterGate::Leave(const std::string& key) {
+  std::lock_guard lock(mu_);
+  --waiting_;
+  if (--by_key_[key] <= 0) by_key_.erase(key);
+}
+
+int64_t WaiterGate::waiting() const {
+  std::lock_guard lock(mu_);
+  return waiting_;
+}
+
 }  // namespace sandrun::api

@@ -72,6 +72,7 @@ constexpr char kSpec[] = R"json({
           "403": {"$ref": "#/components/responses/Error"},
           "409": {"$ref": "#/components/responses/Error"},
           "413": {"$ref": "#/components/responses/Error"},
+          "415": {"$ref": "#/components/responses/Error"},
           "429": {"$ref": "#/components/responses/Error"},
           "500": {"$ref": "#/components/responses/Error"},
           "503": {"$ref": "#/components/responses/Error"}
@@ -85,7 +86,7 @@ constexpr char kSpec[] = R"json({
       "bearerAuth": {
         "type": "http",
         "scheme": "bearer",
-        "description": "A token from the server's tokens_file."
+        "description": "A token from the server's tokens_file. A token bound to a user (`user=NAME`, or a plain token: a user of its own) acts as that user only; a `front_end` token names users in X-Sandrun-User."
       }
     },
     "parameters": {
@@ -93,7 +94,7 @@ constexpr char kSpec[] = R"json({
         "name": "X-Sandrun-User",
         "in": "header",
         "required": false,
-        "description": "The end user (quotas, download paths). Set by the client, e.g. Open WebUI's {{USER_ID}}; `anonymous` when absent.",
+        "description": "The end user (quotas, download paths). Set by the client, e.g. Open WebUI's {{USER_ID}}; `anonymous` when absent. Only a front end's token may name users (403 user_forbidden otherwise); a body `user` that differs is refused (400 conflicting_fields).",
         "schema": {"type": "string", "minLength": 1, "maxLength": 256}
       },
       "SandrunSession": {
@@ -106,7 +107,7 @@ constexpr char kSpec[] = R"json({
     },
     "responses": {
       "Error": {
-        "description": "The service could not run the code (not an error of the program): bad request, missing token, network or session refused, too large, rate-limited, sandbox failure, busy.",
+        "description": "The service could not run the code (not an error of the program): bad request (400), missing token (401), user, origin or network refused (403), session busy (409, with Retry-After), too large (413), body not application/json (415), rate-limited (429), sandbox failure (500), busy (503).",
         "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}}
       }
     },
@@ -219,7 +220,7 @@ constexpr char kSpec[] = R"json({
             "type": "object",
             "required": ["code", "message"],
             "properties": {
-              "code": {"type": "string", "description": "e.g. invalid_json, unknown_field, limit_above_ceiling, unauthorized, network_forbidden, busy."},
+              "code": {"type": "string", "description": "e.g. invalid_json, unknown_field, conflicting_fields, limit_above_ceiling, unauthorized, user_forbidden, origin_forbidden, network_forbidden, session_busy, unsupported_media_type, busy."},
               "message": {"type": "string", "description": "What went wrong, in a sentence."},
               "field": {"type": "string", "description": "The request field at fault, when there is one."}
             }

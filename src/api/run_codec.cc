@@ -2,7 +2,10 @@
 
 #include <openssl/evp.h>
 #include <rapidjson/document.h>
+#include <rapidjson/encodedstream.h>
 #include <rapidjson/error/en.h>
+#include <rapidjson/memorystream.h>
+#include <rapidjson/reader.h>
 #include <rapidjson/stringbuffer.h>
 #include <rapidjson/writer.h>
 
@@ -253,23 +256,85 @@ std::optional<ApiError> DecodeFiles(const Value& v, const config::Limits& limits
   return std::nullopt;
 }
 
+// Forwards the reader's events to a document, stopping the parse at once when the nesting
+// gets deeper than kMaxJsonDepth or the values more than kMaxJsonValues: the limit holds
+// while parsing, before the document has grown (RapidJSON's reader stops with
+// kParseErrorTermination when a handler returns false).
+class BoundedHandler {
+ public:
+  using Ch = char;
+  explicit BoundedHandler(rapidjson::Document* doc) : doc_(doc) {}
+  const char* exceeded() const { return exceeded_; }
+
+  bool Null() { return Count() && doc_->Null(); }
+  bool Bool(bool b) { return Count() && doc_->Bool(b); }
+  bool Int(int i) { return Count() && doc_->Int(i); }
+  bool Uint(unsigned u) { return Count() && doc_->Uint(u); }
+  bool Int64(int64_t i) { return Count() && doc_->Int64(i); }
+  bool Uint64(uint64_t u) { return Count() && doc_->Uint64(u); }
+  bool Double(double d) { return Count() && doc_->Double(d); }
+  bool RawNumber(const Ch* s, rapidjson::SizeType n, bool copy) {
+    return Count() && doc_->RawNumber(s, n, copy);
+  }
+  bool String(const Ch* s, rapidjson::SizeType n, bool copy) {
+    return Count() && doc_->String(s, n, copy);
+  }
+  bool Key(const Ch* s, rapidjson::SizeType n, bool copy) { return doc_->Key(s, n, copy); }
+  bool StartObject() { return Count() && Enter() && doc_->StartObject(); }
+  bool EndObject(rapidjson::SizeType n) { return --depth_, doc_->EndObject(n); }
+  bool StartArray() { return Count() && Enter() && doc_->StartArray(); }
+  bool EndArray(rapidjson::SizeType n) { return --depth_, doc_->EndArray(n); }
+
+ private:
+  bool Count() {
+    if (++values_ <= kMaxJsonValues) return true;
+    exceeded_ = "more than 10000 values";
+    return false;
+  }
+  bool Enter() {
+    if (++depth_ <= kMaxJsonDepth) return true;
+    exceeded_ = "nested deeper than 32 levels";
+    return false;
+  }
+  rapidjson::Document* doc_;
+  int depth_ = 0;
+  size_t values_ = 0;
+  const char* exceeded_ = nullptr;
+};
+
+// Parses `body` into `doc` within the bounds above. kParseStopWhenDoneFlag off: trailing
+// garbage is an error. The iterative parser keeps nesting off the C++ stack.
+std::optional<ApiError> ParseBounded(const std::string& body, rapidjson::Document* doc) {
+  static_assert(kMaxJsonDepth == 32 && kMaxJsonValues == 10000, "update the messages");
+  rapidjson::Reader reader;
+  BoundedHandler handler(doc);
+  auto parse = [&](rapidjson::Document& target) {
+    (void)target;  // the handler forwards to it
+    rapidjson::MemoryStream bytes(body.data(), body.size());
+    rapidjson::EncodedInputStream<rapidjson::UTF8<>, rapidjson::MemoryStream> stream(bytes);
+    return !reader
+                .Parse<rapidjson::kParseIterativeFlag | rapidjson::kParseValidateEncodingFlag>(
+                    stream, handler)
+                .IsError();
+  };
+  doc->Populate(parse);
+  if (!reader.HasParseError()) return std::nullopt;
+  const std::string why = handler.exceeded() != nullptr
+                              ? std::string(handler.exceeded())
+                              : rapidjson::GetParseError_En(reader.GetParseErrorCode());
+  return Bad("invalid_json",
+             "request body is not valid JSON: " + why + " (at byte offset " +
+                 std::to_string(reader.GetErrorOffset()) + ")",
+             "");
+}
+
 }  // namespace
 
 std::optional<ApiError> DecodeRunRequest(const std::string& body, const std::string& header_user,
                                          const std::string& header_session,
                                          const config::Config& config, RunRequest* out) {
   rapidjson::Document doc;
-  // kParseStopWhenDoneFlag off: trailing garbage is an error. The iterative parser keeps deep
-  // nesting off the stack.
-  doc.Parse<rapidjson::kParseIterativeFlag | rapidjson::kParseValidateEncodingFlag>(body.data(),
-                                                                                    body.size());
-  if (doc.HasParseError()) {
-    return Bad("invalid_json",
-               std::string("request body is not valid JSON: ") +
-                   rapidjson::GetParseError_En(doc.GetParseError()) + " (at byte offset " +
-                   std::to_string(doc.GetErrorOffset()) + ")",
-               "");
-  }
+  if (auto err = ParseBounded(body, &doc)) return err;
   if (!doc.IsObject()) return Bad("wrong_type", "request body must be a JSON object", "");
   out->limits = config.limits;
   // Limits first: input files are checked against them.
@@ -361,6 +426,18 @@ std::optional<ApiError> DecodeRunRequest(const std::string& body, const std::str
     out->steps.push_back(std::move(step));
   }
   if (has_markdown) out->markdown = std::move(markdown);
+  // The body and a header naming different users or sessions: refused, not resolved silently
+  // (a front end's header would lose to whatever the body says).
+  if (has_user && !header_user.empty() && header_user != out->user) {
+    return Bad("conflicting_fields",
+               "the body's 'user' and the X-Sandrun-User header name different users", "user");
+  }
+  if (has_session && !header_session.empty() && header_session != out->session) {
+    return Bad("conflicting_fields",
+               "the body's 'session' and the X-Sandrun-Session header name different sessions",
+               "session");
+  }
+  out->user_named = has_user || !header_user.empty();
   if (!has_user && !header_user.empty()) out->user = header_user;
   if (out->user.empty() || out->user.size() > 256) {
     return Bad("wrong_type", "'user' must be 1 to 256 bytes", "user");

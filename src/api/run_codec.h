@@ -43,8 +43,9 @@ struct RunRequest {
   std::string stdin_data;  // given to the last step
   std::vector<InputFile> files;
   std::string user = "anonymous";
-  std::string session;    // "" = fresh workspace
-  config::Limits limits;  // defaults, lowered or raised (up to the ceilings) by the request
+  bool user_named = false;  // `user` or X-Sandrun-User was given (access.h: token binding)
+  std::string session;      // "" = fresh workspace
+  config::Limits limits;    // defaults, lowered or raised (up to the ceilings) by the request
 };
 
 // Bounds on `files` (DESIGN.md §8: hostile names never escape; sizes capped).
@@ -52,11 +53,18 @@ constexpr size_t kMaxInputFiles = 100;
 constexpr size_t kMaxInputPathBytes = 1024;
 constexpr size_t kMaxInputNameBytes = 255;
 
+// Bounds of the JSON parse, enforced while parsing (a request nests 3 deep and holds a few
+// hundred values): each value costs the document ~16 bytes and each level of nesting more,
+// so without them 16 MiB of `[` took 400 MB (issue 10, item 8).
+constexpr int kMaxJsonDepth = 32;
+constexpr size_t kMaxJsonValues = 10000;
+
 // Decodes and validates `body`. `header_user` / `header_session` (X-Sandrun-User,
-// X-Sandrun-Session) apply when the body has no `user` / `session`. Errors: invalid_json
-// (with offset), unknown_field, wrong_type, missing_field, conflicting_fields,
-// unknown_language, limit_above_ceiling, limit_below_minimum, invalid_code, invalid_path,
-// invalid_base64, too_large, network_forbidden (403).
+// X-Sandrun-Session) apply when the body has no `user` / `session`; both given and different:
+// conflicting_fields. Errors: invalid_json (with offset; also nesting deeper than
+// kMaxJsonDepth or more than kMaxJsonValues values), unknown_field, wrong_type, missing_field,
+// conflicting_fields, unknown_language, limit_above_ceiling, limit_below_minimum, invalid_code,
+// invalid_path, invalid_base64, too_large, network_forbidden (403).
 std::optional<ApiError> DecodeRunRequest(const std::string& body, const std::string& header_user,
                                          const std::string& header_session,
                                          const config::Config& config, RunRequest* out);

@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <chrono>
 
+#include "api/access.h"
 #include "api/run_codec.h"
 #include "api/service.h"
 #include "storage/artifact_store.h"
@@ -214,23 +215,67 @@ void CapSkipped(uint64_t unlisted, RunResponse& response) {
   }
 }
 
+HttpResponse Refusal(const ApiError& err) {
+  return ErrorResponse(err.status, err.code, err.message, err.field);
+}
+
+HttpResponse SessionBusy(const std::string& session, const std::string& why) {
+  HttpResponse r = ErrorResponse(
+      409, "session_busy", "session '" + util::SanitizeUtf8(session) + "': " + why, "session");
+  r.headers["Retry-After"] = "5";
+  return r;
+}
+
 }  // namespace
 
+std::optional<HttpResponse> Service::LockSession(const RunRequest& run,
+                                                 storage::SessionLock* lock) {
+  // Free: taken without waiting, and without a place among the waiters.
+  auto locked = sessions_.Lock(run.user, run.session, std::chrono::milliseconds(0));
+  if (!locked.ok() && locked.error().code == "session_busy") {
+    // Busy: waiting holds a worker thread, so only a few may (WaiterGate); the rest are told
+    // at once to come back.
+    WaiterGate::Pass pass = session_waiters_.Enter(std::to_string(run.user.size()) + ":" +
+                                                   run.user + "/" + run.session);
+    if (!pass.admitted()) {
+      return SessionBusy(run.session,
+                         "another run of this session is going and " +
+                             std::to_string(config_.session_max_waiters) +
+                             " more are waiting for it (or the server's waiters are all taken); "
+                             "retry when it has finished");
+    }
+    locked = sessions_.Lock(run.user, run.session, std::chrono::seconds(config_.session_wait_s));
+  }
+  if (!locked.ok()) {
+    if (locked.error().code == "session_busy") {
+      return SessionBusy(run.session, locked.error().message);
+    }
+    return ErrorResponse(500, "storage", locked.error().message);
+  }
+  *lock = std::move(*locked);
+  return std::nullopt;
+}
+
 HttpResponse Service::HandleRun(const HttpRequest& request, bool trusted) {
-  if (!trusted && !Authorized(request)) {
+  // A web page's request first: whatever else it carries, its origin must be allowed.
+  if (auto err = CheckOrigin(request.Header("origin"), config_.origins)) return Refusal(*err);
+  const Caller caller = Authenticate(request.Header("authorization"), config_);
+  if (!trusted && !caller.authenticated) {
     HttpResponse r = ErrorResponse(401, "unauthorized",
                                    "missing or wrong bearer token (Authorization: Bearer <token>)");
     r.headers["WWW-Authenticate"] = "Bearer";
     return r;
   }
+  if (auto err = CheckContentType(request.Header("content-type"))) return Refusal(*err);
   if (launcher_ == nullptr || !health_error_.empty()) {
     return ErrorResponse(503, "unavailable", "this host cannot run sandboxes: " + health_error_);
   }
   RunRequest run;
   if (auto err = DecodeRunRequest(request.body, request.Header("x-sandrun-user"),
                                   request.Header("x-sandrun-session"), config_, &run)) {
-    return ErrorResponse(err->status, err->code, err->message, err->field);
+    return Refusal(*err);
   }
+  if (auto err = ApplyTokenBinding(caller, &run)) return Refusal(*err);
   std::optional<std::vector<PlanEntry>> plan;
   if (run.markdown) {
     if (auto err = PlanMarkdown(*run.markdown, run.block, &run.steps, &plan)) {
@@ -241,18 +286,7 @@ HttpResponse Service::HandleRun(const HttpRequest& request, bool trusted) {
   // sandbox slot meanwhile (others would get 503 while nothing runs).
   storage::SessionLock session;
   if (!run.session.empty()) {
-    auto locked =
-        sessions_.Lock(run.user, run.session, std::chrono::seconds(config_.session_wait_s));
-    if (!locked.ok()) {
-      if (locked.error().code == "session_busy") {
-        return ErrorResponse(
-            409, "session_busy",
-            "session '" + util::SanitizeUtf8(run.session) + "': " + locked.error().message,
-            "session");
-      }
-      return ErrorResponse(500, "storage", locked.error().message);
-    }
-    session = std::move(*locked);
+    if (auto refused = LockSession(run, &session)) return *refused;
   }
   Admission::Ticket ticket = admission_.Acquire();
   if (!ticket.admitted()) {

@@ -1,7 +1,5 @@
 #include "api/service.h"
 
-#include <openssl/crypto.h>
-#include <openssl/sha.h>
 #include <rapidjson/stringbuffer.h>
 #include <rapidjson/writer.h>
 #include <signal.h>
@@ -50,6 +48,7 @@ Service::Service(const config::Config& config, const sandbox::Launcher* launcher
       health_error_(std::move(health_error)),
       admission_(config.max_concurrent_runs, config.max_queue,
                  std::chrono::seconds(config.queue_wait_s)),
+      session_waiters_(config.session_max_waiters, config.session_max_waiters_total),
       duration_buckets_(std::size(kDurationBucketsMs), 0) {}
 
 std::string Service::SelfTest() {
@@ -59,6 +58,7 @@ std::string Service::SelfTest() {
   request.path = "/run";
   request.body = R"({"language":"bash","code":"echo sandrun-self-test","user":"self-test"})";
   request.request_id = "self-test";
+  request.headers["content-type"] = "application/json";
   HttpResponse response = HandleRun(request, /*trusted=*/true);
   if (response.status != 200 || response.body.find("\"status\":\"ok\"") == std::string::npos ||
       response.body.find("sandrun-self-test") == std::string::npos) {
@@ -86,24 +86,6 @@ HttpResponse Service::Handle(const HttpRequest& request) {
   } catch (...) {
     return ErrorResponse(500, "internal", "request " + request.request_id + " failed");
   }
-}
-
-bool Service::Authorized(const HttpRequest& request) const {
-  if (config_.allow_anonymous) return true;
-  const std::string header = request.Header("authorization");
-  const std::string prefix = "Bearer ";
-  if (header.compare(0, prefix.size(), prefix) != 0) return false;
-  // Compare digests in constant time so neither content nor length leaks through timing.
-  unsigned char given[SHA256_DIGEST_LENGTH];
-  SHA256(reinterpret_cast<const unsigned char*>(header.data() + prefix.size()),
-         header.size() - prefix.size(), given);
-  bool match = false;
-  for (const auto& token : config_.tokens) {
-    unsigned char want[SHA256_DIGEST_LENGTH];
-    SHA256(reinterpret_cast<const unsigned char*>(token.data()), token.size(), want);
-    match |= CRYPTO_memcmp(given, want, sizeof want) == 0;
-  }
-  return match;
 }
 
 std::string Service::PublicBaseUrl(const HttpRequest& request) const {

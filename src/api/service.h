@@ -5,6 +5,7 @@
 #include <atomic>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -56,7 +57,9 @@ class Service {
                                        std::optional<std::vector<PlanEntry>>* plan) const;
   HttpResponse HandleHealth() const;
   HttpResponse HandleMetrics() const;
-  bool Authorized(const HttpRequest& request) const;
+  // Locks the run's session, waiting for its previous run if there is a place among the
+  // waiters (WaiterGate); the refusal (409 session_busy with Retry-After, 500) otherwise.
+  std::optional<HttpResponse> LockSession(const RunRequest& run, storage::SessionLock* lock);
   std::string PublicBaseUrl(const HttpRequest& request) const;
   void Count(const std::string& status, int64_t wall_ms);
 
@@ -68,6 +71,7 @@ class Service {
   std::atomic<uint64_t> artifact_files_{0};
   std::atomic<uint64_t> artifact_bytes_{0};
   mutable Admission admission_;
+  WaiterGate session_waiters_;
   mutable std::mutex metrics_mu_;
   std::map<std::string, int64_t> runs_by_status_;
   std::vector<int64_t> duration_buckets_;  // counts per kDurationBucketsMs bound

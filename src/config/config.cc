@@ -1,10 +1,12 @@
 #include "config/config.h"
 
 #include <arpa/inet.h>
+#include <openssl/sha.h>
 #include <rapidjson/document.h>
 #include <rapidjson/error/en.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <functional>
 #include <sstream>
@@ -12,6 +14,7 @@
 #include <variant>
 
 #include "sys/syscalls.h"
+#include "util/text.h"
 
 namespace sandrun::config {
 namespace {
@@ -46,10 +49,15 @@ const std::vector<Key>& Keys() {
       {"link_ttl_s", &Config::link_ttl_s, "int", 1, "lifetime of a download link (s)"},
       {"allow_anonymous", &Config::allow_anonymous, "bool", 0,
        "accept requests without a bearer token (local quick-start only)"},
-      {"tokens_file", &Config::tokens_file, "string", 0, "bearer tokens, one per line"},
+      {"tokens_file", &Config::tokens_file, "string", 0,
+       "bearer tokens, one per line: `TOKEN` (acts as a user of its own), `TOKEN user=NAME` "
+       "(acts as NAME only) or `TOKEN front_end` (names its users); `#` starts a comment"},
       {"bearer_tokens", &Config::bearer_tokens, "string", 0,
-       "bearer tokens given here, separated by spaces or commas (tokens_file keeps them out of "
-       "the config)"},
+       "bearer tokens given here, separated by spaces or commas, each optionally followed by "
+       "`user=NAME` or `front_end` as in tokens_file (tokens_file keeps them out of the config)"},
+      {"allowed_origins", &Config::allowed_origins, "string", 0,
+       "origins (scheme://host[:port], space/comma-separated) whose web pages may call /run; "
+       "a request with another Origin header gets 403"},
       {"artifact_max_age_s", &Config::artifact_max_age_s, "int", 1,
        "a run's published files are deleted this long after the run (s); links expire no later"},
       {"user_quota_files", &Config::user_quota_files, "int", 1,
@@ -76,6 +84,11 @@ const std::vector<Key>& Keys() {
       {"timezone", &Config::timezone, "string", 0, "TZ inside the sandbox (default the host's)"},
       {"session_wait_s", &Config::session_wait_s, "int", 0,
        "longest wait for a session's previous run before 409 (s)"},
+      {"session_max_waiters", &Config::session_max_waiters, "int", 0,
+       "runs that may wait at once for one busy session; more get 409 at once"},
+      {"session_max_waiters_total", &Config::session_max_waiters_total, "int", 0,
+       "runs that may wait for busy sessions at once, all sessions together (0 = a quarter of "
+       "max_concurrent_runs + max_queue + 4); each holds a worker thread"},
       {"session_idle_s", &Config::session_idle_s, "int", 1,
        "sessions unused this long are deleted (s)"},
   };
@@ -245,33 +258,54 @@ std::string LinkSecretFix(const std::string& path) {
          path;
 }
 
+const char kAnonymousFix[] = "or, for a local test only, set \"allow_anonymous\": true";
+
+// The tokens of a tokens_file: per line, words as ParseTokens reads them; a word starting
+// with `#` starts a comment to the end of the line. Leading blanks are skipped first, so an
+// indented `# retired: tokOLD` is a comment, not two tokens.
+Result<std::vector<Token>> ReadTokensFile(const std::string& path) {
+  auto text = sys::ReadFile(path, 1 << 20);
+  if (!text.ok()) {
+    return WithFix(KeyError("tokens_file", text.error().message),
+                   "make it, one token a line (clients send `Authorization: Bearer <token>`): "
+                   "umask 077; openssl rand -hex 32 > " +
+                       path + "; " + kAnonymousFix);
+  }
+  std::vector<Token> tokens;
+  std::istringstream lines(*text);
+  std::string line;
+  for (int number = 1; std::getline(lines, line); ++number) {
+    std::vector<std::string> words;
+    for (std::string& word : SplitList(line)) {
+      if (word[0] == '#') break;
+      words.push_back(std::move(word));
+    }
+    auto parsed = ParseTokens(words, "tokens_file line " + std::to_string(number));
+    if (!parsed.ok()) return parsed.error();
+    tokens.insert(tokens.end(), parsed->begin(), parsed->end());
+  }
+  return tokens;
+}
+
 // Bearer tokens from bearer_tokens and tokens_file; an error (with its fix) when the file cannot
 // be read, or when there is no token and anonymous use is not allowed.
 Status ReadTokens(Config& c) {
-  const std::string anonymous = "or, for a local test only, set \"allow_anonymous\": true";
-  c.tokens = SplitList(c.bearer_tokens);
+  auto tokens = ParseTokens(SplitList(c.bearer_tokens), "bearer_tokens");
+  if (!tokens.ok()) return tokens.error();
+  c.tokens = std::move(*tokens);
   if (!c.tokens_file.empty()) {
-    auto text = sys::ReadFile(c.tokens_file, 1 << 20);
-    if (!text.ok()) {
-      return WithFix(KeyError("tokens_file", text.error().message),
-                     "make it, one token a line (clients send `Authorization: Bearer <token>`): "
-                     "umask 077; openssl rand -hex 32 > " +
-                         c.tokens_file + "; " + anonymous);
-    }
-    std::istringstream lines(*text);
-    std::string line;
-    while (std::getline(lines, line)) {
-      while (!line.empty() && (line.back() == '\r' || line.back() == ' ')) line.pop_back();
-      if (!line.empty() && line[0] != '#') c.tokens.push_back(line);
-    }
+    auto from_file = ReadTokensFile(c.tokens_file);
+    if (!from_file.ok()) return from_file.error();
+    c.tokens.insert(c.tokens.end(), from_file->begin(), from_file->end());
   }
   if (!c.allow_anonymous && c.tokens.empty()) {
     std::string fix =
         c.tokens_file.empty()
-            ? "set \"tokens_file\" to a file of tokens, one a line (make one: "
-              "umask 077; openssl rand -hex 32 > /etc/sandrun/tokens); " +
-                  anonymous
-            : "add a token: openssl rand -hex 32 >> " + c.tokens_file + "; " + anonymous;
+            ? std::string(
+                  "set \"tokens_file\" to a file of tokens, one a line (make one: "
+                  "umask 077; openssl rand -hex 32 > /etc/sandrun/tokens); ") +
+                  kAnonymousFix
+            : "add a token: openssl rand -hex 32 >> " + c.tokens_file + "; " + kAnonymousFix;
     return WithFix(
         KeyError("tokens_file", "no bearer token configured and allow_anonymous is false"), fix);
   }
@@ -317,6 +351,21 @@ Status Finish(Config& c) {
     }
   }
   if (Status s = ReadTokens(c); !s.ok()) problems.push_back(s.error());
+  c.origins.clear();
+  for (std::string origin : SplitList(c.allowed_origins)) {
+    while (!origin.empty() && origin.back() == '/') origin.pop_back();
+    if (origin.find("://") == std::string::npos) {
+      problems.push_back(
+          WithFix(KeyError("allowed_origins", "'" + origin + "' is not scheme://host[:port]"),
+                  "list origins as a browser sends them, e.g. https://chat.example.com"));
+      continue;
+    }
+    c.origins.push_back(std::move(origin));
+  }
+  if (c.session_max_waiters_total == 0) {
+    c.session_max_waiters_total =
+        std::max<int64_t>(1, (c.max_concurrent_runs + c.max_queue + 4) / 4);
+  }
   if (problems.empty()) return OkStatus();
   std::string lines;
   for (const Error& e : problems) lines += (lines.empty() ? "" : "\n") + e.message;
@@ -324,6 +373,46 @@ Status Finish(Config& c) {
 }
 
 }  // namespace
+
+std::string OwnUserName(const std::string& secret) {
+  unsigned char digest[SHA256_DIGEST_LENGTH];
+  SHA256(reinterpret_cast<const unsigned char*>(secret.data()), secret.size(), digest);
+  return "token-" + util::HexEncode(std::string_view(reinterpret_cast<const char*>(digest), 8));
+}
+
+Result<std::vector<Token>> ParseTokens(const std::vector<std::string>& words,
+                                       const std::string& key) {
+  std::vector<Token> tokens;
+  bool qualified = false;  // the last token already has an attribute
+  for (const std::string& word : words) {
+    const bool front_end = word == "front_end";
+    const bool user = word.compare(0, 5, "user=") == 0;
+    if (!front_end && !user) {
+      tokens.push_back({word, Token::Kind::kOwnUser, OwnUserName(word)});
+      qualified = false;
+      continue;
+    }
+    if (tokens.empty()) return KeyError(key, "'" + word + "' must follow a token");
+    if (qualified) return KeyError(key, "a token takes one of user=NAME and front_end");
+    qualified = true;
+    Token& token = tokens.back();
+    if (front_end) {
+      token.kind = Token::Kind::kFrontEnd;
+      token.user.clear();
+    } else {
+      token.kind = Token::Kind::kBoundUser;
+      token.user = word.substr(5);
+      if (token.user.empty() || token.user.size() > 256) {
+        return KeyError(key, "user= needs a name of 1 to 256 bytes");
+      }
+    }
+  }
+  return tokens;
+}
+
+int64_t WorkerThreads(const Config& config) {
+  return config.max_concurrent_runs + config.max_queue + config.session_max_waiters_total + 4;
+}
 
 const std::vector<LimitKey>& LimitKeys() {
   static const std::vector<LimitKey> kLimitKeys = {

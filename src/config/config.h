@@ -41,6 +41,22 @@ struct Language {
   std::vector<std::string> argv;     // "{file}" is replaced by the program path
 };
 
+// A bearer token and whom it may act for (tokens_file / bearer_tokens, DESIGN.md additions).
+struct Token {
+  enum class Kind {
+    kOwnUser,    // a plain token: acts as its own user, OwnUserName(secret); names no other
+    kBoundUser,  // `TOKEN user=NAME`: acts as NAME only
+    kFrontEnd,   // `TOKEN front_end`: a trusted front end that names its users
+  };
+  std::string secret;
+  Kind kind = Kind::kOwnUser;
+  std::string user;  // kBoundUser: NAME; kOwnUser: OwnUserName(secret); kFrontEnd: ""
+};
+
+// The user a plain token acts as: "token-" + the first 16 hex digits of SHA-256(secret), so
+// that two plain tokens never share quotas or sessions and the secret never appears.
+std::string OwnUserName(const std::string& secret);
+
 struct Config {
   std::string state_dir = ".state";
   std::string fcgi_socket;              // default <state_dir>/sandrun.sock
@@ -53,9 +69,13 @@ struct Config {
   bool trust_forwarded_headers = true;  // peer is our own nginx on loopback
   int64_t link_ttl_s = 3600;
   bool allow_anonymous = false;
-  std::string tokens_file;          // one bearer token per line
-  std::string bearer_tokens;        // tokens given in the config itself, space/comma-separated
-  std::vector<std::string> tokens;  // bearer_tokens + those read from tokens_file
+  std::string tokens_file;    // one bearer token per line, optionally `user=NAME` or `front_end`
+  std::string bearer_tokens;  // tokens given in the config itself, space/comma-separated
+  std::vector<Token> tokens;  // bearer_tokens + those read from tokens_file
+  // Origins (scheme://host[:port], space/comma-separated) whose browsers may call /run; a
+  // request with any other Origin header gets 403. Empty = no browser origin at all.
+  std::string allowed_origins;
+  std::vector<std::string> origins;  // allowed_origins split
   // Artifact store (DESIGN.md §4): per-user quota, file age, janitor.
   int64_t artifact_max_age_s = 86400;  // a run's files are deleted this long after publishing
   int64_t user_quota_files = 4096;     // files one user may keep published
@@ -72,8 +92,12 @@ struct Config {
   int64_t sandbox_gid = 64000;
   bool require_cgroups = true;
   std::string cgroup_name = "sandrun";
-  std::string timezone;            // "" = host's
-  int64_t session_wait_s = 30;     // a run waits this long for its session's previous run
+  std::string timezone;             // "" = host's
+  int64_t session_wait_s = 30;      // a run waits this long for its session's previous run
+  int64_t session_max_waiters = 2;  // runs waiting at once for one busy session; more: 409
+  // Runs waiting for busy sessions at once, all sessions together; 0 = a quarter of the
+  // worker threads of the other kinds (Finish resolves it). Each holds a worker thread.
+  int64_t session_max_waiters_total = 0;
   int64_t session_idle_s = 86400;  // sessions unused this long are deleted
   Limits limits;                   // defaults
   Limits ceilings{300, 300, 8192, 1024, 64 << 20, 10000, 1024, 8192};
@@ -82,6 +106,18 @@ struct Config {
 
 // Where `sandrund check` reads its config when no --config is given.
 inline constexpr char kDefaultConfigPath[] = "/etc/sandrun/sandrun.jsonc";
+
+// FastCGI worker threads: one per sandbox slot, per queue place and per session waiter, and 4
+// more that only quick requests (/healthz, refusals) can take, so that none of the slow waits
+// can starve them.
+int64_t WorkerThreads(const Config& config);
+
+// Parses the words of one tokens_file line or of bearer_tokens: each word that is not an
+// attribute is a token; `user=NAME` and `front_end` qualify the token before them. Errors
+// (code "config") name `key`: an attribute before any token, both attributes on one token,
+// an empty user name.
+Result<std::vector<Token>> ParseTokens(const std::vector<std::string>& words,
+                                       const std::string& key);
 
 // Loads `path` (may be "" for defaults only), applies SANDRUN_* env overrides, reads secret
 // files and validates. Errors: code "config"; the message has one line per problem, naming the

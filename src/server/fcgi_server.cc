@@ -41,6 +41,8 @@ const char* Reason(int status) {
       return "Conflict";
     case 413:
       return "Payload Too Large";
+    case 415:
+      return "Unsupported Media Type";
     case 429:
       return "Too Many Requests";
     case 500:
@@ -71,6 +73,10 @@ api::HttpRequest ReadRequest(FCGX_Request& req, int64_t max_body, bool* too_larg
     std::string name = kv.substr(5, eq - 5);
     for (char& c : name) c = c == '_' ? '-' : static_cast<char>(std::tolower(c));
     request.headers[name] = kv.substr(eq + 1);
+  }
+  // CGI passes the body's type as CONTENT_TYPE, not as an HTTP_* header (RFC 3875 §4.1.3).
+  if (const std::string type = Param(req, "CONTENT_TYPE"); !type.empty()) {
+    request.headers["content-type"] = type;
   }
   const std::string length_text = Param(req, "CONTENT_LENGTH");
   long long length = length_text.empty() ? 0 : std::atoll(length_text.c_str());

@@ -13,8 +13,8 @@
 namespace sandrun::server {
 
 struct ServerOptions {
-  std::string socket_path;            // unix socket; replaced if it exists; mode 0666
-  int threads = 8;                    // worker threads (sandbox slots + queue + a few for /healthz)
+  std::string socket_path;  // unix socket; replaced if it exists; mode 0666
+  int threads = 8;  // worker threads (config::WorkerThreads: slots, queue, waiters, 4 spare)
   int64_t max_body_bytes = 16 << 20;  // larger bodies get 413 without being read whole
 };
 

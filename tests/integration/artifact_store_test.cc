@@ -4,7 +4,8 @@
 //
 // The ArtifactStore suite's ctest entry (CMakeLists.txt) runs the stack with tokens required
 // and a small quota: user_quota_files 4, user_quota_mb 1, bearer_tokens kAliceToken and
-// kBobToken. ArtifactServing runs with the test defaults (anonymous use, default quota).
+// kBobToken, both marked `front_end` (they name many users). ArtifactServing runs with the
+// test defaults (anonymous use, default quota).
 #include <rapidjson/stringbuffer.h>
 #include <rapidjson/writer.h>
 

@@ -89,7 +89,8 @@ class Stack:
 
     def _write_config(self):
         with open(os.path.join(self.state_dir, "tokens"), "w") as f:
-            f.write("# test token\n" + self.token + "\n")
+            # Open WebUI names its users (X-Sandrun-User, `user`): a front end's token.
+            f.write("# test token\n" + self.token + " front_end\n")
         config = {
             "link_ttl_s": LINK_TTL_S,
             "sandbox_uid": self.sandbox_uid,

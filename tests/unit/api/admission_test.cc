@@ -49,3 +49,43 @@ BOOST_AUTO_TEST_CASE(wait_expires) {
 }
 
 BOOST_AUTO_TEST_SUITE_END()
+
+// Issue 10, item 7: 24 requests for one busy session held all 22 worker threads.
+BOOST_AUTO_TEST_SUITE(SessionWaiters)
+
+using sandrun::api::WaiterGate;
+
+BOOST_AUTO_TEST_CASE(bounds_waiters_per_session) {
+  WaiterGate gate(2, 10);
+  auto a = gate.Enter("alice/s");
+  auto b = gate.Enter("alice/s");
+  auto c = gate.Enter("alice/s");
+  BOOST_TEST(a.admitted());
+  BOOST_TEST(b.admitted());
+  BOOST_TEST(!c.admitted());
+  BOOST_TEST(gate.Enter("bob/s").admitted());  // another session has places of its own
+  BOOST_TEST(gate.waiting() == 2);
+}
+
+BOOST_AUTO_TEST_CASE(bounds_waiters_in_total) {
+  WaiterGate gate(2, 3);
+  auto a = gate.Enter("s1");
+  auto b = gate.Enter("s2");
+  auto c = gate.Enter("s3");
+  BOOST_TEST(!gate.Enter("s4").admitted());
+  BOOST_TEST(gate.waiting() == 3);
+}
+
+BOOST_AUTO_TEST_CASE(places_are_given_back) {
+  WaiterGate gate(1, 1);
+  {
+    auto a = gate.Enter("s");
+    BOOST_TEST(!gate.Enter("s").admitted());
+    WaiterGate::Pass moved = std::move(a);
+    BOOST_TEST(!gate.Enter("t").admitted());
+  }
+  BOOST_TEST(gate.waiting() == 0);
+  BOOST_TEST(gate.Enter("s").admitted());
+}
+
+BOOST_AUTO_TEST_SUITE_END()

@@ -127,8 +127,7 @@ BOOST_AUTO_TEST_CASE(header_user_applies_when_body_has_none) {
   api::RunRequest r;
   BOOST_TEST(!Decode(R"({"language":"py","code":"x"})", &r, "alice"));
   BOOST_TEST(r.user == "alice");
-  BOOST_TEST(!Decode(R"({"language":"py","code":"x","user":"bob"})", &r, "alice"));
-  BOOST_TEST(r.user == "bob");
+  // A body naming another user than the header is refused (issue 10, item 10), below.
 }
 
 BOOST_AUTO_TEST_CASE(encodes_nulls_and_replaces_invalid_utf8) {
@@ -248,6 +247,71 @@ BOOST_AUTO_TEST_CASE(base64_is_strict) {
       &r));
   BOOST_TEST(r.files[0].content == "hi");
   BOOST_TEST(r.files[1].content.empty());
+}
+
+// Issue 10, item 8: 16 MiB of `[` took 419 MB of daemon memory. The depth limit stops the
+// parse at the 33rd `[` (offset 32: the offset says where), before the rest is read.
+BOOST_AUTO_TEST_CASE(nesting_deeper_than_32_stops_the_parse_at_once) {
+  auto err = Decode(std::string(16 << 20, '['));
+  BOOST_TEST_REQUIRE(err.has_value());
+  BOOST_TEST(err->status == 400);
+  BOOST_TEST(err->code == "invalid_json");
+  BOOST_TEST(err->message.find("nested deeper than 32 levels") != std::string::npos, err->message);
+  BOOST_TEST(err->message.find("at byte offset 32)") != std::string::npos, err->message);
+}
+
+BOOST_AUTO_TEST_CASE(nesting_of_32_levels_parses) {
+  // 32 levels in all, the outer object included: valid JSON, refused only as a wrong type.
+  const std::string body = "{\"limits\":" + std::string(31, '[') + std::string(31, ']') +
+                           ",\"language\":\"py\",\"code\":\"x\"}";
+  auto err = Decode(body);
+  BOOST_TEST_REQUIRE(err.has_value());
+  BOOST_TEST(err->code == "wrong_type");
+  BOOST_TEST(err->field == "limits");
+}
+
+BOOST_AUTO_TEST_CASE(more_than_10000_values_stop_the_parse) {
+  std::string body = "{\"stdin\":[";
+  for (int i = 0; i < 2000000; ++i) body += "0,";
+  body += "0]}";
+  auto err = Decode(body);
+  BOOST_TEST_REQUIRE(err.has_value());
+  BOOST_TEST(err->code == "invalid_json");
+  BOOST_TEST(err->message.find("more than 10000 values") != std::string::npos, err->message);
+  // Stopped at the 10001st value (the object, the array, then zero number 9999 at offset
+  // 10 + 2 * 9998): long before the end.
+  BOOST_TEST(err->message.find("at byte offset 20006)") != std::string::npos, err->message);
+}
+
+// Issue 10, item 10: the body's `user` silently beat the X-Sandrun-User header.
+BOOST_AUTO_TEST_CASE(header_and_body_naming_different_users_are_refused) {
+  auto err = Decode(R"j({"language":"py","code":"x","user":"alice"})j", nullptr, "bob");
+  BOOST_TEST_REQUIRE(err.has_value());
+  BOOST_TEST(err->status == 400);
+  BOOST_TEST(err->code == "conflicting_fields");
+  BOOST_TEST(err->field == "user");
+  BOOST_TEST(err->message.find("X-Sandrun-User") != std::string::npos);
+  api::RunRequest r;
+  BOOST_TEST(!Decode(R"j({"language":"py","code":"x","user":"alice"})j", &r, "alice"));
+  BOOST_TEST(r.user == "alice");
+  BOOST_TEST(r.user_named);
+}
+
+BOOST_AUTO_TEST_CASE(header_and_body_naming_different_sessions_are_refused) {
+  static config::Config config = TestConfig();
+  api::RunRequest r;
+  auto err = api::DecodeRunRequest(R"j({"language":"py","code":"x","session":"s1"})j", "", "s2",
+                                   config, &r);
+  BOOST_TEST_REQUIRE(err.has_value());
+  BOOST_TEST(err->code == "conflicting_fields");
+  BOOST_TEST(err->field == "session");
+}
+
+BOOST_AUTO_TEST_CASE(no_user_named_is_anonymous_and_not_named) {
+  api::RunRequest r;
+  BOOST_TEST(!Decode(R"j({"language":"py","code":"x"})j", &r));
+  BOOST_TEST(r.user == "anonymous");
+  BOOST_TEST(!r.user_named);
 }
 
 BOOST_AUTO_TEST_SUITE_END()

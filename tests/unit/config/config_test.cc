@@ -34,6 +34,12 @@ struct StateDir {
 
 using sandrun::config::Load;
 
+std::vector<std::string> Secrets(const std::vector<sandrun::config::Token>& tokens) {
+  std::vector<std::string> secrets;
+  for (const auto& t : tokens) secrets.push_back(t.secret);
+  return secrets;
+}
+
 BOOST_AUTO_TEST_SUITE(Config)
 
 BOOST_AUTO_TEST_CASE(reads_jsonc_with_comments_and_derives_paths) {
@@ -83,7 +89,7 @@ BOOST_AUTO_TEST_CASE(requires_a_token_unless_anonymous) {
                      "/tokens\"}"));
   BOOST_TEST_REQUIRE(c.ok());
   BOOST_TEST(c->tokens.size() == 1u);
-  BOOST_TEST(c->tokens[0] == "secret-token-1");
+  BOOST_TEST(c->tokens[0].secret == "secret-token-1");
 }
 
 BOOST_AUTO_TEST_CASE(env_overrides_file) {
@@ -135,7 +141,80 @@ BOOST_AUTO_TEST_CASE(bearer_tokens_in_the_config_are_tokens) {
   auto c = Load(dir.Write("{\"state_dir\": \"" + dir.path + "\", \"tokens_file\": \"" + dir.path +
                           "/tokens\", \"bearer_tokens\": \" one, two\\tthree \"}"));
   BOOST_TEST_REQUIRE(c.ok(), (c.ok() ? "" : c.error().message));
-  BOOST_TEST(c->tokens == (std::vector<std::string>{"one", "two", "three", "from-file"}));
+  BOOST_TEST(Secrets(c->tokens) == (std::vector<std::string>{"one", "two", "three", "from-file"}));
+}
+
+// Issue 10, item 13: `   # retired: tokOLD` was a valid token (the comment test looked at
+// the first byte only). Leading blanks are skipped before it, and `#` after a token starts a
+// comment too.
+BOOST_AUTO_TEST_CASE(indented_comment_lines_are_not_tokens) {
+  StateDir dir;
+  std::ofstream(dir.path + "/tokens")
+      << "   # retired: tokOLD\n\t# also retired: tokOLDER\n  live-token  # Alice's laptop\n\n";
+  auto c = Load(dir.Write("{\"state_dir\": \"" + dir.path + "\", \"tokens_file\": \"" + dir.path +
+                          "/tokens\"}"));
+  BOOST_TEST_REQUIRE(c.ok(), (c.ok() ? "" : c.error().message));
+  BOOST_TEST(Secrets(c->tokens) == (std::vector<std::string>{"live-token"}));
+}
+
+// Issue 10, item 10: a line binds its token to a user or marks a front end; a plain token
+// acts as a user of its own, named after its digest.
+BOOST_AUTO_TEST_CASE(token_lines_bind_users_and_mark_front_ends) {
+  using Kind = sandrun::config::Token::Kind;
+  StateDir dir;
+  std::ofstream(dir.path + "/tokens") << "tok-alice user=alice\ntok-webui front_end\ntok-plain\n";
+  auto c = Load(dir.Write("{\"state_dir\": \"" + dir.path + "\", \"tokens_file\": \"" + dir.path +
+                          "/tokens\", \"bearer_tokens\": \"tok-b user=bob, tok-c\"}"));
+  BOOST_TEST_REQUIRE(c.ok(), (c.ok() ? "" : c.error().message));
+  BOOST_TEST_REQUIRE(c->tokens.size() == 5u);
+  BOOST_TEST((c->tokens[0].kind == Kind::kBoundUser && c->tokens[0].user == "bob"));
+  BOOST_TEST((c->tokens[1].kind == Kind::kOwnUser && c->tokens[1].secret == "tok-c"));
+  BOOST_TEST((c->tokens[2].kind == Kind::kBoundUser && c->tokens[2].user == "alice"));
+  BOOST_TEST((c->tokens[3].kind == Kind::kFrontEnd && c->tokens[3].user.empty()));
+  BOOST_TEST((c->tokens[4].kind == Kind::kOwnUser));
+  BOOST_TEST(c->tokens[4].user == sandrun::config::OwnUserName("tok-plain"));
+  BOOST_TEST(c->tokens[4].user.rfind("token-", 0) == 0u);
+  BOOST_TEST(c->tokens[4].user.find("tok-plain") == std::string::npos);
+  BOOST_TEST(c->tokens[4].user != c->tokens[1].user);
+}
+
+BOOST_AUTO_TEST_CASE(misplaced_token_attributes_are_refused) {
+  StateDir dir;
+  for (const char* line : {"front_end tok", "tok user=", "tok user=a front_end", "user=a"}) {
+    std::ofstream(dir.path + "/tokens") << "ok-token\n" << line << "\n";
+    auto c = Load(dir.Write("{\"state_dir\": \"" + dir.path + "\", \"tokens_file\": \"" + dir.path +
+                            "/tokens\"}"));
+    BOOST_TEST_REQUIRE(!c.ok(), line);
+    BOOST_TEST(c.error().message.find("tokens_file line 2") != std::string::npos,
+               c.error().message);
+  }
+}
+
+BOOST_AUTO_TEST_CASE(session_waiters_default_to_a_quarter_of_the_workers) {
+  StateDir dir;
+  auto c = Load(dir.Write("{\"state_dir\": \"" + dir.path +
+                          "\", \"allow_anonymous\": true, \"max_concurrent_runs\": 2, "
+                          "\"max_queue\": 16}"));
+  BOOST_TEST_REQUIRE(c.ok(), (c.ok() ? "" : c.error().message));
+  BOOST_TEST(c->session_max_waiters == 2);
+  BOOST_TEST(c->session_max_waiters_total == 5);  // (2 + 16 + 4) / 4
+  BOOST_TEST(sandrun::config::WorkerThreads(*c) == 2 + 16 + 5 + 4);
+}
+
+BOOST_AUTO_TEST_CASE(allowed_origins_are_origins) {
+  StateDir dir;
+  auto c =
+      Load(dir.Write("{\"state_dir\": \"" + dir.path +
+                     "\", \"allow_anonymous\": true, "
+                     "\"allowed_origins\": \"https://chat.example.org/, http://localhost:3000\"}"));
+  BOOST_TEST_REQUIRE(c.ok(), (c.ok() ? "" : c.error().message));
+  BOOST_TEST(c->origins ==
+             (std::vector<std::string>{"https://chat.example.org", "http://localhost:3000"}));
+  auto bad =
+      Load(dir.Write("{\"state_dir\": \"" + dir.path +
+                     "\", \"allow_anonymous\": true, \"allowed_origins\": \"example.org\"}"));
+  BOOST_TEST_REQUIRE(!bad.ok());
+  BOOST_TEST(bad.error().message.find("allowed_origins") != std::string::npos);
 }
 
 BOOST_AUTO_TEST_CASE(trusted_proxies_are_addresses_or_cidr_ranges) {
