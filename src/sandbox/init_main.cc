@@ -159,7 +159,7 @@ bool ReapAll(pid_t program, int* program_status) {
 // hit process limit and a background writer can flush), then report and exit, which kills
 // the rest. Returns at once when nothing is left.
 [[noreturn]] void FinishAndReport(int program_status) {
-  constexpr int kGraceSteps = 20;  // 20 x 5 ms
+  constexpr int kGraceSteps = 50;  // 50 x 5 ms
   for (int step = 0; step < kGraceSteps; ++step) {
     int status = 0;
     pid_t pid;
