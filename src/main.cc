@@ -20,6 +20,7 @@
 #include "sandbox/seccomp.h"
 #include "server/fcgi_server.h"
 #include "storage/janitor.h"
+#include "storage/session_restore.h"
 #include "sys/syscalls.h"
 #include "version.h"
 
@@ -108,8 +109,11 @@ Host PrepareHost(const config::Config& config, bool verbose, bool check_nginx) {
     std::fprintf(stderr, "sandrund: WARNING: no cgroups (%s); weaker limit: %s\n",
                  facts.cgroup_error.c_str(), weaker.c_str());
   }
-  if (filter.ok() && host.problems.empty()) {
-    host.launcher = std::make_unique<sandbox::Launcher>(std::move(*filter), std::move(cgroups));
+  auto init = sandbox::OpenInitExecutable();
+  if (!init.ok()) host.problems += "sandrun-init: " + init.error().message + "\n";
+  if (filter.ok() && init.ok() && host.problems.empty()) {
+    host.launcher = std::make_unique<sandbox::Launcher>(std::move(*filter), std::move(cgroups),
+                                                        std::move(*init));
   }
   return host;
 }
@@ -132,8 +136,6 @@ void LogSweep(const storage::SweepStats& stats, bool always) {
       stats.errors.empty() ? "" : stats.errors.front().c_str());
 }
 
-server::FcgiServer* g_server = nullptr;
-
 int Check(const config::Config& config) {
   Host host = PrepareHost(config, false, /*check_nginx=*/true);
   if (!host.problems.empty()) {
@@ -154,6 +156,11 @@ int Check(const config::Config& config) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  // Internal: the session-restore helper the daemon starts in a run's cgroup
+  // (storage/session_restore.h); not for operators.
+  if (argc >= 2 && std::strcmp(argv[1], "restore-session") == 0) {
+    return storage::RestoreSessionMain(std::vector<std::string>(argv + 2, argv + argc));
+  }
   std::string config_path;
   bool check = false;
   for (int i = 1; i < argc; ++i) {
@@ -272,16 +279,24 @@ int main(int argc, char** argv) {
                "stale runs)\n",
                config.fcgi_socket.c_str(), static_cast<long long>(config.max_concurrent_runs),
                static_cast<long long>(config.max_queue), swept);
-  g_server = &server;
+  // SIGTERM drains (issue 10 item 1): new runs get 503 "stopping" while the server still
+  // answers, runs in flight go on up to their wall limit (the ceiling, plus a margin for
+  // export), then the server stops. Past that, exit: the sandboxes left die with us
+  // (init's PDEATHSIG and lifeline) and the next start sweeps their cgroups.
+  const auto drain_limit = std::chrono::seconds(config.ceilings.wall_time_s + 10);
   std::thread waiter([&] {
     int sig = 0;
     sigwait(&stop, &sig);
-    std::fprintf(stderr, "sandrund: signal %d: stopping\n", sig);
+    std::fprintf(stderr, "sandrund: signal %d: stopping; %lld runs in flight may finish\n", sig,
+                 static_cast<long long>(service.RunsInFlight()));
+    service.BeginDrain();
+    const auto deadline = std::chrono::steady_clock::now() + drain_limit;
+    while (service.RunsInFlight() > 0 && std::chrono::steady_clock::now() < deadline) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
     server.Stop();
-    // Runs in flight get a short grace; then exit: their sandboxes die with us (PDEATHSIG)
-    // and the next start sweeps their directories and cgroups.
     std::this_thread::sleep_for(std::chrono::seconds(3));
-    std::fprintf(stderr, "sandrund: runs still in flight after 3 s; exiting\n");
+    std::fprintf(stderr, "sandrund: requests still in flight 3 s after the drain; exiting\n");
     SweepRuns(config.runs_dir);
     if (runs_dir_fallback) RemoveFallbackRunsDir(config.runs_dir);
     std::_Exit(0);

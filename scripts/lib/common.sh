@@ -327,6 +327,15 @@ sr_cmdline_has() {
   [[ $cmdline == *"$needle"* ]]
 }
 
+# True if PID is a daemon process in this host's user namespace. A sandbox process lives in
+# a user namespace of its own, and may carry the daemon's command line for the moment
+# between clone and its exec of sandrun-init: it is not a daemon.
+sr_is_host_process() {
+  local pid="$1" ns
+  ns="$(readlink "/proc/$pid/ns/user" 2>/dev/null)" || return 1
+  [[ $ns == "$(readlink /proc/self/ns/user)" ]]
+}
+
 # Refuses to start a second stack on the same state directory.
 sr_check_not_running() {
   local pid proc
@@ -339,7 +348,7 @@ sr_check_not_running() {
   for proc in /proc/[0-9]*; do
     pid="${proc#/proc/}"
     [[ $pid == "$$" ]] && continue
-    if sr_cmdline_has "$pid" "--config $SR_CONFIG "; then
+    if sr_cmdline_has "$pid" "--config $SR_CONFIG " && sr_is_host_process "$pid"; then
       sr_die "sandrund for $SR_STATE is already running (pid $pid); stop that scripts/serve first"
     fi
   done

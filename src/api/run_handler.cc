@@ -2,6 +2,7 @@
 // sandbox -> export and publish -> JSON. Service::HandleRun is the only entry.
 #include <fcntl.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -13,6 +14,7 @@
 #include "storage/artifact_store.h"
 #include "storage/digest.h"
 #include "storage/export.h"
+#include "storage/session_restore.h"
 #include "storage/workspace_file.h"
 #include "sys/syscalls.h"
 #include "util/text.h"
@@ -226,6 +228,13 @@ HttpResponse SessionBusy(const std::string& session, const std::string& why) {
   return r;
 }
 
+// 503 for runs that arrive while the daemon stops (SIGTERM): the runs in flight finish.
+HttpResponse StoppingResponse() {
+  HttpResponse r = ErrorResponse(503, "stopping", "sandrun is stopping; retry shortly");
+  r.headers["Retry-After"] = "5";
+  return r;
+}
+
 }  // namespace
 
 std::optional<HttpResponse> Service::LockSession(const RunRequest& run,
@@ -256,6 +265,49 @@ std::optional<HttpResponse> Service::LockSession(const RunRequest& run,
   return std::nullopt;
 }
 
+std::optional<HttpResponse> Service::RestoreSession(const storage::SessionLock& session,
+                                                    const std::string& workspace,
+                                                    const std::string& id,
+                                                    const config::Limits& limits,
+                                                    storage::FileDigests* digests) const {
+  // Copied by a helper process in a cgroup with the run's memory limit, so the workspace's
+  // tmpfs pages are charged to the run, not to the daemon (issue 10 item 4).
+  std::vector<std::string> argv = {"/proc/self/exe", "restore-session"};
+  for (auto& arg :
+       storage::RestoreHelperArgs(session.dir(), workspace, static_cast<uid_t>(config_.sandbox_uid),
+                                  static_cast<gid_t>(config_.sandbox_gid))) {
+    argv.push_back(std::move(arg));
+  }
+  auto helper =
+      launcher_->RunHelper(argv, id + "-restore", static_cast<uint64_t>(limits.memory_mb) << 20);
+  if (!helper.ok()) {
+    return ErrorResponse(500, "sandbox_error", "run " + id + ": " + helper.error().message);
+  }
+  const int ws = helper->wait_status;
+  if (helper->memory_limit || (WIFSIGNALED(ws) && WTERMSIG(ws) == SIGKILL)) {
+    return ErrorResponse(400, "memory_limit",
+                         "the session's files do not fit in this run's memory limit (memory_mb " +
+                             std::to_string(limits.memory_mb) +
+                             "): a session's workspace is held in memory; raise memory_mb",
+                         "limits.memory_mb");
+  }
+  const int code = WIFEXITED(ws) ? WEXITSTATUS(ws) : -1;
+  const std::string message = util::SanitizeUtf8(helper->stderr_text);
+  if (code == storage::kRestoreFileLimit) {
+    return ErrorResponse(400, "file_limit",
+                         "the session's files do not fit in this run's workspace (disk_mb " +
+                             std::to_string(limits.disk_mb) + "): " + message,
+                         "limits.disk_mb");
+  }
+  if (code != storage::kRestoreOk) {
+    return ErrorResponse(500, "storage", "run " + id + ": session restore: " + message);
+  }
+  auto decoded = storage::DecodeDigests(helper->stdout_text);
+  if (!decoded.ok()) return ErrorResponse(500, "storage", decoded.error().message);
+  *digests = std::move(*decoded);
+  return std::nullopt;
+}
+
 HttpResponse Service::HandleRun(const HttpRequest& request, bool trusted) {
   // A web page's request first: whatever else it carries, its origin must be allowed.
   if (auto err = CheckOrigin(request.Header("origin"), config_.origins)) return Refusal(*err);
@@ -270,6 +322,7 @@ HttpResponse Service::HandleRun(const HttpRequest& request, bool trusted) {
   if (launcher_ == nullptr || !health_error_.empty()) {
     return ErrorResponse(503, "unavailable", "this host cannot run sandboxes: " + health_error_);
   }
+  if (draining_) return StoppingResponse();
   RunRequest run;
   if (auto err = DecodeRunRequest(request.body, request.Header("x-sandrun-user"),
                                   request.Header("x-sandrun-session"), config_, &run)) {
@@ -294,6 +347,8 @@ HttpResponse Service::HandleRun(const HttpRequest& request, bool trusted) {
     r.headers["Retry-After"] = "5";
     return r;
   }
+  // Waited in the queue or for the session while the daemon began to stop.
+  if (draining_) return StoppingResponse();
 
   const std::string id = util::RandomHex(16);
   const config::Limits& limits = run.limits;
@@ -307,14 +362,9 @@ HttpResponse Service::HandleRun(const HttpRequest& request, bool trusted) {
   // The files the run starts with: exported again only when changed.
   storage::FileDigests before;
   if (session.held()) {
-    auto restored = sessions_.Restore(session, dir.workspace(), uid, gid);
-    if (!restored.ok()) {
-      return ErrorResponse(restored.error().code == "file_limit" ? 400 : 500, restored.error().code,
-                           "the session's files do not fit in this run's workspace (disk_mb " +
-                               std::to_string(limits.disk_mb) + "): " + restored.error().message,
-                           "limits.disk_mb");
+    if (auto refused = RestoreSession(session, dir.workspace(), id, limits, &before)) {
+      return *refused;
     }
-    before = std::move(*restored);
   }
   for (const auto& file : run.files) {
     if (Status s = storage::PlaceFile(dir.workspace(), file.path, file.content, uid, gid);

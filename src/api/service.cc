@@ -107,7 +107,7 @@ HttpResponse Service::HandleHealth() const {
       launcher_ && launcher_->cgroups() ? launcher_->cgroups()->version() : "none";
   w.StartObject();
   w.Key("status");
-  w.String(health_error_.empty() ? "ok" : "unavailable");
+  w.String(!health_error_.empty() ? "unavailable" : draining_ ? "stopping" : "ok");
   if (!health_error_.empty()) {
     // The same error shape as every service error, naming the failed check or step.
     w.Key("error");
@@ -130,7 +130,7 @@ HttpResponse Service::HandleHealth() const {
   w.Int64(admission_.queued());
   w.EndObject();
   HttpResponse r;
-  r.status = health_error_.empty() ? 200 : 503;
+  r.status = health_error_.empty() && !draining_ ? 200 : 503;
   r.body = buffer.GetString();
   return r;
 }

@@ -40,6 +40,12 @@ class Service {
   // Limits weaker than designed on this host (no cgroups), listed by /healthz.
   void SetWeakerLimits(std::vector<std::string> lines) { weaker_limits_ = std::move(lines); }
 
+  // Stop taking runs (SIGTERM): /run answers 503 "stopping" and /healthz 503; runs already
+  // admitted go on. Thread-safe.
+  void BeginDrain() { draining_ = true; }
+  // Runs holding a sandbox slot now.
+  int64_t RunsInFlight() const { return admission_.active(); }
+
   // Never throws; unexpected exceptions become a 500 naming the request id.
   HttpResponse Handle(const HttpRequest& request);
 
@@ -55,6 +61,13 @@ class Service {
   std::optional<ApiError> PlanMarkdown(const std::string& markdown, int block,
                                        std::vector<CodeStep>* steps,
                                        std::optional<std::vector<PlanEntry>>* plan) const;
+  // Copies the session's files into `workspace` from a helper in a cgroup with the run's
+  // memory limit (Launcher::RunHelper); fills `digests`. Returns the error response (400
+  // memory_limit / file_limit naming the limit, 500 otherwise) when it could not.
+  std::optional<HttpResponse> RestoreSession(const storage::SessionLock& session,
+                                             const std::string& workspace, const std::string& id,
+                                             const config::Limits& limits,
+                                             storage::FileDigests* digests) const;
   HttpResponse HandleHealth() const;
   HttpResponse HandleMetrics() const;
   // Locks the run's session, waiting for its previous run if there is a place among the
@@ -68,6 +81,7 @@ class Service {
   storage::SessionStore sessions_;
   std::string health_error_;
   std::vector<std::string> weaker_limits_;
+  std::atomic<bool> draining_{false};
   std::atomic<uint64_t> artifact_files_{0};
   std::atomic<uint64_t> artifact_bytes_{0};
   mutable Admission admission_;

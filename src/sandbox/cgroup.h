@@ -39,7 +39,9 @@ class CgroupManager {
   virtual Result<std::unique_ptr<RunCgroup>> Create(const std::string& run_id,
                                                     uint64_t memory_bytes,
                                                     int64_t max_processes) = 0;
-  // Removes run cgroups left behind by an earlier daemon (a crash). Returns how many.
+  // Kills the processes of every run cgroup an earlier daemon with the same name left (a
+  // crash, SIGKILL), whatever their age, and removes the cgroups. Returns how many. Call
+  // before serving: every run cgroup of this name is then a leftover.
   virtual int SweepStale() = 0;
 };
 

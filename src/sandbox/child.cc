@@ -1,12 +1,10 @@
-// Child side, one step per line in ChildMain / RunProgram. Order matters:
+// Child side, one step per line in ChildMain. Order matters:
 //  1. wait for the parent to write uid/gid maps and join the cgroup (sync pipe);
 //  2. new cgroup namespace (after joining the run's cgroup so it is the namespace's root);
 //  3. mounts: private propagation, new root from the plan, pivot_root, detach the old root;
-//  4. fork the program: drop groups/gid/uid, capabilities, no_new_privs, rlimits, seccomp
-//     last (so the filter need not allow the setup calls), execve;
-//  5. this process stays as the namespace's init: it reaps orphans and, when the program
-//     exits, reports its wait status and exits, which kills everything left in the pid
-//     namespace (pid_namespaces(7)).
+//  4. execveat sandrun-init (init_main.cc) from the fd the daemon opened at start-up: from
+//     here on pid 1 is a fresh small process, not a copy of the daemon, and it starts the
+//     program (ids, capabilities, rlimits, seccomp) from the InitPlan memfd.
 #include "sandbox/child.h"
 
 #include <fcntl.h>
@@ -24,14 +22,15 @@
 
 #include <cerrno>
 
-#include "sandbox/seccomp.h"
+#include "sandbox/init_plan.h"
 #include "sys/syscalls.h"
 
 namespace sandrun::sandbox {
 namespace {
 
-constexpr int kReportFd = 3;
+constexpr int kReportFd = kInitReportFd;
 constexpr int kSyncFd = 4;
+constexpr int kInitExeFd = 7;
 
 [[noreturn]] void Fail(ChildStep step, int detail) {
   ChildReport report{ChildReport::kSetupFailed, step, detail, sys::LastErrno(), 0};
@@ -39,20 +38,31 @@ constexpr int kSyncFd = 4;
   ::_exit(127);
 }
 
-// Moves the plan's fds to 0..4 and closes every other inherited fd (other threads' pipes
-// must not leak into the sandbox).
+// Moves the plan's fds to their numbers (init_plan.h) and closes every other inherited fd
+// (other threads' pipes, the lifelines of other runs, must not leak into the sandbox).
 bool ArrangeFds(const ChildPlan& plan) {
-  int report = ::fcntl(plan.report_fd, F_DUPFD, 10);
-  int sync = ::fcntl(plan.sync_fd, F_DUPFD, 10);
-  if (report < 0 || sync < 0) return false;
-  if (::dup2(plan.stdin_fd, 0) < 0 || ::dup2(plan.stdout_fd, 1) < 0 ||
-      ::dup2(plan.stderr_fd, 2) < 0 || ::dup2(report, kReportFd) < 0 || ::dup2(sync, kSyncFd) < 0) {
-    return false;
+  struct Move {
+    int from, to;
+    bool cloexec;  // the report fd stays close-on-exec for the program
+  };
+  Move moves[] = {{plan.stdin_fd, 0, false},
+                  {plan.stdout_fd, 1, false},
+                  {plan.stderr_fd, 2, false},
+                  {plan.report_fd, kReportFd, false},
+                  {plan.sync_fd, kSyncFd, true},
+                  {plan.plan_fd, kInitPlanFd, false},
+                  {plan.lifeline_fd, kInitLifelineFd, false},
+                  {plan.init_exe_fd, kInitExeFd, true}};
+  // First above every target, so that no dup2 below overwrites a source not yet moved.
+  for (Move& m : moves) {
+    m.from = ::fcntl(m.from, F_DUPFD, 10);
+    if (m.from < 0) return false;
   }
-  // The report fd stays close-on-exec so the program never holds it.
-  ::fcntl(kReportFd, F_SETFD, FD_CLOEXEC);
-  ::fcntl(kSyncFd, F_SETFD, FD_CLOEXEC);
-  return ::syscall(SYS_close_range, 5u, ~0u, 0u) == 0;
+  for (const Move& m : moves) {
+    if (::dup2(m.from, m.to) < 0) return false;
+    if (m.cloexec) ::fcntl(m.to, F_SETFD, FD_CLOEXEC);
+  }
+  return ::syscall(SYS_close_range, static_cast<unsigned>(kInitExeFd + 1), ~0u, 0u) == 0;
 }
 
 bool RunMountStep(const MountStep& s) {
@@ -75,84 +85,6 @@ bool RunMountStep(const MountStep& s) {
       return true;  // done after pivot_root
   }
   return false;
-}
-
-bool DropCapabilities() {
-  // Bounding and ambient sets first (needs CAP_SETPCAP, which we still hold), then the
-  // effective/permitted/inheritable sets (capabilities(7)).
-  for (int cap = 0; cap <= 63; ++cap) {
-    if (::prctl(PR_CAPBSET_DROP, cap, 0, 0, 0) != 0 && sys::LastErrno() != EINVAL) return false;
-  }
-  ::prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0);
-  return true;
-}
-
-bool ClearCapabilitySets() {
-  __user_cap_header_struct header{_LINUX_CAPABILITY_VERSION_3, 0};
-  __user_cap_data_struct data[2] = {};
-  return ::syscall(SYS_capset, &header, data) == 0;
-}
-
-[[noreturn]] void RunProgram(const ChildPlan& plan) {
-  // Ignored signals and the blocked mask survive execve: give the program defaults.
-  sigset_t none;
-  ::sigemptyset(&none);
-  ::sigprocmask(SIG_SETMASK, &none, nullptr);
-  for (int sig : {SIGPIPE, SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGCHLD, SIGUSR1, SIGUSR2}) {
-    ::signal(sig, SIG_DFL);
-  }
-  if (::setsid() < 0) Fail(ChildStep::kFork, 0);
-  if (!DropCapabilities()) Fail(ChildStep::kCapabilities, 0);
-  if (::setgroups(0, nullptr) != 0) Fail(ChildStep::kSetGroups, 0);
-  if (::setresgid(plan.gid, plan.gid, plan.gid) != 0) Fail(ChildStep::kSetGid, 0);
-  if (::setresuid(plan.uid, plan.uid, plan.uid) != 0) Fail(ChildStep::kSetUid, 0);
-  if (!ClearCapabilitySets()) Fail(ChildStep::kCapabilities, 1);
-  if (::prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0) Fail(ChildStep::kNoNewPrivs, 0);
-  for (size_t i = 0; i < plan.rlimit_count; ++i) {
-    if (::setrlimit(static_cast<__rlimit_resource>(plan.rlimits[i].resource),
-                    &plan.rlimits[i].value) != 0) {
-      Fail(ChildStep::kRlimit, plan.rlimits[i].resource);
-    }
-  }
-  if (::chdir(plan.workdir) != 0) Fail(ChildStep::kChdir, 0);
-  if (LoadSeccompInChild(plan.seccomp_program) != 0) Fail(ChildStep::kSeccomp, 0);
-  ::execve(plan.program, const_cast<char* const*>(plan.argv), const_cast<char* const*>(plan.envp));
-  Fail(ChildStep::kExec, 0);
-}
-
-// Init of the pid namespace: reap everything; when the program itself ends, give what it
-// left running a short grace (so a fork bomb shows up as a hit process limit and a
-// background writer can flush), then report and exit, which kills the rest (SIGKILL to
-// every process of the namespace, pid_namespaces(7)). Returns at once when nothing is left.
-[[noreturn]] void RunInit(pid_t program) {
-  ::close(0);
-  ::close(1);
-  ::close(2);
-  ::close(kSyncFd);
-  int program_status = 0;
-  for (;;) {
-    int status = 0;
-    pid_t pid = ::waitpid(-1, &status, __WALL);
-    if (pid < 0 && sys::LastErrno() == EINTR) continue;
-    if (pid == program) {
-      program_status = status;
-      break;
-    }
-    if (pid < 0) break;  // ECHILD: cannot happen before the program ends
-  }
-  constexpr int kGraceSteps = 20;  // 20 x 5 ms
-  for (int step = 0; step < kGraceSteps; ++step) {
-    int status = 0;
-    pid_t pid;
-    while ((pid = ::waitpid(-1, &status, __WALL | WNOHANG)) > 0) {
-    }
-    if (pid < 0 && sys::LastErrno() == ECHILD) break;  // nothing left
-    struct timespec pause = {0, 5 * 1000 * 1000};
-    ::nanosleep(&pause, nullptr);
-  }
-  ChildReport report{ChildReport::kProgramExited, ChildStep::kNone, 0, 0, program_status};
-  sys::WriteAll(kReportFd, &report, sizeof report);
-  ::_exit(0);
 }
 
 }  // namespace
@@ -193,14 +125,25 @@ const char* ChildStepName(ChildStep step) {
       return "load seccomp filter";
     case ChildStep::kExec:
       return "execve";
+    case ChildStep::kExecInit:
+      return "execveat sandrun-init";
+    case ChildStep::kInitPlan:
+      return "read the init plan";
+    case ChildStep::kUserSysctl:
+      return "write /proc/sys/user limit";
+    case ChildStep::kOomScoreAdj:
+      return "write oom_score_adj";
+    case ChildStep::kSignalfd:
+      return "signalfd in init";
   }
   return "unknown";
 }
 
 int ChildMain(void* arg) {
   const ChildPlan& plan = *static_cast<const ChildPlan*>(arg);
-  // Die with the daemon's thread that made us (PDEATHSIG is per creating thread; that
-  // thread waits for us until the end of the run).
+  // Dies with the daemon's thread that made us until the first credential change below
+  // clears this (prctl(2)); sandrun-init sets it again after its execve and checks the
+  // lifeline, which closes the window in between.
   ::prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0);
   if (!ArrangeFds(plan)) ::_exit(126);
   char go = 0;
@@ -229,11 +172,10 @@ int ChildMain(void* arg) {
   if (::sethostname(plan.hostname, __builtin_strlen(plan.hostname)) != 0) {
     Fail(ChildStep::kHostname, 0);
   }
-  // Raw fork: glibc's fork() runs atfork handlers, which are not ours to run here.
-  pid_t program = static_cast<pid_t>(::syscall(SYS_clone, SIGCHLD, 0, 0, 0, 0));
-  if (program < 0) Fail(ChildStep::kFork, 0);
-  if (program == 0) RunProgram(plan);
-  RunInit(program);
+  static const char* const kInitArgv[] = {"sandrun-init", nullptr};
+  static const char* const kInitEnv[] = {nullptr};
+  ::syscall(SYS_execveat, kInitExeFd, "", kInitArgv, kInitEnv, AT_EMPTY_PATH);
+  Fail(ChildStep::kExecInit, 0);
 }
 
 }  // namespace sandrun::sandbox

@@ -31,11 +31,6 @@ struct MountStep {
   size_t data_size;
 };
 
-struct RlimitSetting {
-  int resource;
-  struct rlimit value;
-};
-
 // Where a setup step failed; the child writes it to the report pipe.
 enum class ChildStep : int {
   kNone = 0,
@@ -55,6 +50,11 @@ enum class ChildStep : int {
   kChdir,
   kSeccomp,
   kExec,
+  kExecInit,     // execveat of sandrun-init
+  kInitPlan,     // init could not read its plan
+  kUserSysctl,   // /proc/sys/user/<name> (index in detail)
+  kOomScoreAdj,  // /proc/self/oom_score_adj of the program
+  kSignalfd,
 };
 const char* ChildStepName(ChildStep step);
 
@@ -68,25 +68,17 @@ struct ChildReport {
 };
 
 // Everything the child needs, prepared by the parent; pointers stay valid in the child's
-// copy of the address space.
+// copy of the address space. What the program needs (argv, ids, rlimits, seccomp) is not
+// here: it is in the InitPlan memfd that sandrun-init reads (init_plan.h).
 struct ChildPlan {
-  // File descriptors in the parent's numbering; the child rearranges them.
-  int stdin_fd, stdout_fd, stderr_fd, report_fd, sync_fd;
+  // File descriptors in the parent's numbering; the child rearranges them (init_plan.h).
+  int stdin_fd, stdout_fd, stderr_fd, report_fd, sync_fd, plan_fd, lifeline_fd, init_exe_fd;
   const char* root_dir;         // host path of the new root's mount point
   const char* put_old;          // root_dir + "/.oldroot"
   const char* old_root_inside;  // "/.oldroot"
   const MountStep* mount_steps;
   size_t mount_step_count;
   const char* hostname;
-  uid_t uid;  // inside the user namespace
-  gid_t gid;
-  const RlimitSetting* rlimits;
-  size_t rlimit_count;
-  const char* workdir;
-  const char* program;  // absolute path inside
-  const char* const* argv;
-  const char* const* envp;
-  const sock_fprog* seccomp_program;
 };
 
 // Entry point for clone(2): returns the child's exit code. Child-safe by construction.

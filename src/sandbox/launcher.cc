@@ -6,12 +6,13 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include <cerrno>
 #include <chrono>
+#include <cstdlib>
 #include <cstring>
 #include <vector>
 
 #include "sandbox/child.h"
+#include "sandbox/init_plan.h"
 #include "sandbox/mounts.h"
 #include "sys/syscalls.h"
 #include "util/text.h"
@@ -20,42 +21,49 @@ namespace sandrun::sandbox {
 namespace {
 
 using Clock = std::chrono::steady_clock;
-constexpr uid_t kInsideUid = 1000;
-constexpr gid_t kInsideGid = 1000;
 constexpr size_t kChildStackBytes = 256 * 1024;
 
-std::vector<const char*> CStrings(const std::vector<std::string>& in) {
-  std::vector<const char*> out;
-  for (const auto& s : in) out.push_back(s.c_str());
-  out.push_back(nullptr);
-  return out;
-}
-
-std::vector<RlimitSetting> Rlimits(const SandboxLimits& limits, bool have_cgroups) {
-  auto both = [](rlim_t v) { return rlimit{v, v}; };
-  std::vector<RlimitSetting> out = {
+std::vector<InitRlimit> Rlimits(const SandboxLimits& limits, bool have_cgroups) {
+  auto both = [](int resource, rlim_t v) { return InitRlimit{resource, v, v}; };
+  std::vector<InitRlimit> out = {
       // SIGXCPU at the soft limit, SIGKILL one second later (setrlimit(2)).
-      {RLIMIT_CPU,
-       {static_cast<rlim_t>(limits.cpu_time_s), static_cast<rlim_t>(limits.cpu_time_s + 1)}},
-      {RLIMIT_FSIZE, both(limits.file_size_bytes)},
-      {RLIMIT_NOFILE, both(static_cast<rlim_t>(limits.open_files))},
-      {RLIMIT_CORE, both(0)},
-      {RLIMIT_MEMLOCK, both(64 * 1024)},
-      {RLIMIT_MSGQUEUE, both(0)},
+      {RLIMIT_CPU, static_cast<rlim_t>(limits.cpu_time_s),
+       static_cast<rlim_t>(limits.cpu_time_s + 1)},
+      both(RLIMIT_FSIZE, limits.file_size_bytes),
+      both(RLIMIT_NOFILE, static_cast<rlim_t>(limits.open_files)),
+      both(RLIMIT_CORE, 0),
+      both(RLIMIT_MEMLOCK, 64 * 1024),
+      both(RLIMIT_MSGQUEUE, 0),
   };
   if (!have_cgroups) {
     // Weaker stand-ins: address space (not resident memory) and processes per uid.
-    out.push_back({RLIMIT_AS, both(limits.memory_bytes)});
-    out.push_back({RLIMIT_NPROC, both(static_cast<rlim_t>(limits.processes))});
+    out.push_back(both(RLIMIT_AS, limits.memory_bytes));
+    out.push_back(both(RLIMIT_NPROC, static_cast<rlim_t>(limits.processes)));
   }
   return out;
+}
+
+InitPlan MakeInitPlan(const SandboxSpec& spec, const sock_fprog* seccomp, bool have_cgroups) {
+  InitPlan plan;
+  plan.workdir = "/home/user";
+  plan.program = spec.argv[0];
+  plan.argv = spec.argv;
+  plan.envp = spec.env;
+  plan.rlimits = Rlimits(spec.limits, have_cgroups);
+  plan.seccomp.assign(seccomp->filter, seccomp->filter + seccomp->len);
+  // Per-user-namespace counters (kernel/ucount.c) are charged at every level up to the
+  // host, where the namespace's owner pays (the sandbox uid, see StartChild). Bounding them
+  // in the run's own namespace keeps one run from taking all of that uid's share from the
+  // runs beside it (fs.inotify.max_user_instances is 128 by default).
+  plan.user_sysctls = {{"max_inotify_instances", "32"}, {"max_inotify_watches", "8192"}};
+  return plan;
 }
 
 Status WriteIdMaps(pid_t pid, uid_t host_uid, gid_t host_gid) {
   // user_namespaces(7): lines "inside-id host-id count", written by a privileged parent
   // (so no "setgroups deny" is needed). Inside root (the namespace's init, which builds the
   // mounts; files it creates need a mapped owner, else EOVERFLOW) maps to host id + 1, the
-  // sandbox user 1000 to the host id itself. Neither is a privileged host id.
+  // sandbox user to the host id itself. Neither is a privileged host id.
   std::string proc = "/proc/" + std::to_string(pid);
   auto map = [](unsigned inside_user, unsigned host) {
     return "0 " + std::to_string(host + 1) + " 1\n" + std::to_string(inside_user) + " " +
@@ -75,14 +83,48 @@ bool Drain(int fd, util::HeadTailBuffer& buffer) {
       buffer.Append(std::string_view(chunk, static_cast<size_t>(n)));
       continue;
     }
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0 && errno == EAGAIN) return true;
+    if (n < 0 && sys::LastErrno() == EINTR) continue;
+    if (n < 0 && sys::LastErrno() == EAGAIN) return true;
+    return false;
+  }
+}
+
+// Appends what is available on `fd` to `out` up to `cap` bytes (the rest is read and
+// dropped); returns false at EOF or error.
+bool DrainString(int fd, std::string& out, size_t cap) {
+  char chunk[65536];
+  for (;;) {
+    ssize_t n = ::read(fd, chunk, sizeof chunk);
+    if (n > 0) {
+      out.append(chunk, std::min(static_cast<size_t>(n), cap - std::min(cap, out.size())));
+      continue;
+    }
+    if (n < 0 && sys::LastErrno() == EINTR) continue;
+    if (n < 0 && sys::LastErrno() == EAGAIN) return true;
     return false;
   }
 }
 
 struct Pipes {
-  sys::Pipe in, out, err, report, sync;
+  sys::Pipe in, out, err, report, sync, lifeline;
+};
+
+// A started sandbox: the parent's ends of its pipes, its pidfd and cgroup.
+struct Started {
+  pid_t pid = -1;
+  sys::UniqueFd pidfd;
+  Pipes pipes;
+  sys::UniqueFd plan_fd;
+  std::unique_ptr<RunCgroup> cgroup;
+  Clock::time_point start;
+};
+
+// What the poll loop saw.
+struct Supervised {
+  RunFacts facts;
+  std::string stdout_text, stderr_text;
+  bool stdout_truncated = false, stderr_truncated = false;
+  ChildReport report{};
 };
 
 }  // namespace
@@ -105,21 +147,69 @@ const char* OutcomeName(RunOutcome outcome) {
   return "unknown";
 }
 
-Launcher::Launcher(SeccompFilter filter, std::unique_ptr<CgroupManager> cgroups)
-    : filter_(std::move(filter)), cgroups_(std::move(cgroups)) {}
-
-Result<SandboxResult> Launcher::Run(const SandboxSpec& spec) const {
-  if (spec.argv.empty() || spec.argv[0].empty() || spec.argv[0][0] != '/') {
-    return MakeError("sandbox", "argv[0] must be an absolute path inside the sandbox");
+RunOutcome ClassifyOutcome(const RunFacts& f) {
+  if (f.flooded) return RunOutcome::kOutputLimit;
+  if (f.timed_out) return RunOutcome::kWallTimeout;
+  if (f.cpu_out) return RunOutcome::kCpuTimeout;
+  if (f.oom_kills > 0) return RunOutcome::kMemoryLimit;
+  if (!f.have_report) return RunOutcome::kSignaled;  // init died without a report: killed
+  const int ws = f.wait_status;
+  if (WIFSIGNALED(ws) &&
+      (WTERMSIG(ws) == SIGXCPU || (WTERMSIG(ws) == SIGKILL && f.cpu_ms >= f.cpu_limit_ms))) {
+    return RunOutcome::kCpuTimeout;
   }
-  MountPlan mounts = BuildMountPlan(spec);
-  std::vector<const char*> argv = CStrings(spec.argv);
-  std::vector<const char*> envp = CStrings(spec.env);
-  std::vector<RlimitSetting> rlimits = Rlimits(spec.limits, cgroups_ != nullptr);
-  std::string put_old = spec.root_dir + "/.oldroot";
+  if (WIFSIGNALED(ws)) return RunOutcome::kSignaled;
+  return RunOutcome::kExited;
+}
 
-  Pipes p;
-  for (sys::Pipe* pipe : {&p.in, &p.out, &p.err, &p.report, &p.sync}) {
+Result<sys::UniqueFd> OpenInitExecutable(const std::string& configured) {
+  std::string path = configured;
+  if (path.empty()) {
+    char self[4096];
+    ssize_t n = ::readlink("/proc/self/exe", self, sizeof self - 1);
+    if (n <= 0) return sys::ErrnoError("sandbox", "readlink /proc/self/exe");
+    path.assign(self, static_cast<size_t>(n));
+    path = path.substr(0, path.rfind('/') + 1) + "sandrun-init";
+  }
+  auto fd = sys::OpenExecutable(path);
+  if (!fd.ok()) {
+    return MakeError("sandbox", fd.error().message +
+                                    " (sandrun-init is installed beside sandrund: install both)");
+  }
+  return fd;
+}
+
+Launcher::Launcher(SeccompFilter filter, std::unique_ptr<CgroupManager> cgroups,
+                   sys::UniqueFd init_exe)
+    : filter_(std::move(filter)), cgroups_(std::move(cgroups)), init_exe_(std::move(init_exe)) {}
+
+namespace {
+
+// Clones the sandbox's first process into its new namespaces. The clone is made while this
+// thread's effective uid is the sandbox's host uid, so the new user namespace is OWNED by
+// that uid, not by root: the per-user counters the kernel charges to a namespace's owner
+// (inotify instances and watches, pending signals, mqueue bytes; user_namespaces(7),
+// kernel/ucount.c) then fall on the sandbox uid and never exhaust host root's (issue 10
+// item 6). The daemon (still root in the parent namespace) writes the id maps.
+Result<pid_t> CloneChild(ChildPlan& plan, uid_t owner, int* pidfd) {
+  std::vector<char> stack(kChildStackBytes);  // the child gets a copy; ours can go after
+  if (Status s = sys::SetThreadEffectiveUid(owner); !s.ok()) return s.error();
+  pid_t pid = ::clone(ChildMain, stack.data() + stack.size(),
+                      CLONE_NEWUSER | CLONE_NEWPID | CLONE_NEWNS | CLONE_NEWNET | CLONE_NEWIPC |
+                          CLONE_NEWUTS | CLONE_PIDFD | SIGCHLD,
+                      &plan, pidfd);
+  Error clone_error = pid < 0 ? sys::ErrnoError("sandbox", "clone(CLONE_NEWUSER|...)") : Error{};
+  // Cannot fail (real and saved uid are 0); a worker thread left unprivileged could not go on.
+  if (!sys::SetThreadEffectiveUid(0).ok()) std::abort();
+  if (pid < 0) return clone_error;
+  return pid;
+}
+
+Result<Started> Start(const SandboxSpec& spec, const MountPlan& mounts, const std::string& put_old,
+                      const SeccompFilter& filter, CgroupManager* cgroups, int init_exe) {
+  Started st;
+  Pipes& p = st.pipes;
+  for (sys::Pipe* pipe : {&p.in, &p.out, &p.err, &p.report, &p.sync, &p.lifeline}) {
     auto made = sys::MakePipe();
     if (!made.ok()) return made.error();
     *pipe = std::move(*made);
@@ -129,12 +219,14 @@ Result<SandboxResult> Launcher::Run(const SandboxSpec& spec) const {
   for (const sys::Pipe* pipe : {&p.in, &p.out, &p.err}) {
     if (Status s = sys::ChownPipe(*pipe, spec.host_uid, spec.host_gid); !s.ok()) return s.error();
   }
-
-  std::unique_ptr<RunCgroup> cgroup;
-  if (cgroups_) {
-    auto created = cgroups_->Create(spec.run_id, spec.limits.memory_bytes, spec.limits.processes);
+  auto plan_fd = sys::MemfdWith("sandrun-init-plan",
+                                EncodeInitPlan(MakeInitPlan(spec, filter.program(), cgroups)));
+  if (!plan_fd.ok()) return MakeError("sandbox", plan_fd.error().message);
+  st.plan_fd = std::move(*plan_fd);
+  if (cgroups) {
+    auto created = cgroups->Create(spec.run_id, spec.limits.memory_bytes, spec.limits.processes);
     if (!created.ok()) return MakeError("sandbox", "cgroup: " + created.error().message);
-    cgroup = std::move(*created);
+    st.cgroup = std::move(*created);
   }
 
   ChildPlan plan{};
@@ -143,58 +235,56 @@ Result<SandboxResult> Launcher::Run(const SandboxSpec& spec) const {
   plan.stderr_fd = p.err.write.get();
   plan.report_fd = p.report.write.get();
   plan.sync_fd = p.sync.read.get();
+  plan.plan_fd = st.plan_fd.get();
+  plan.lifeline_fd = p.lifeline.read.get();
+  plan.init_exe_fd = init_exe;
   plan.root_dir = spec.root_dir.c_str();
   plan.put_old = put_old.c_str();
   plan.old_root_inside = "/.oldroot";
   plan.mount_steps = mounts.steps.data();
   plan.mount_step_count = mounts.steps.size();
   plan.hostname = "sandbox";
-  plan.uid = kInsideUid;
-  plan.gid = kInsideGid;
-  plan.rlimits = rlimits.data();
-  plan.rlimit_count = rlimits.size();
-  plan.workdir = "/home/user";
-  plan.program = argv[0];
-  plan.argv = argv.data();
-  plan.envp = envp.data();
-  plan.seccomp_program = filter_.program();
 
-  // The child gets a copy of this stack; ours can go right after clone returns.
-  std::vector<char> stack(kChildStackBytes);
   int pidfd_raw = -1;
-  const auto start = Clock::now();
-  pid_t pid = ::clone(ChildMain, stack.data() + stack.size(),
-                      CLONE_NEWUSER | CLONE_NEWPID | CLONE_NEWNS | CLONE_NEWNET | CLONE_NEWIPC |
-                          CLONE_NEWUTS | CLONE_PIDFD | SIGCHLD,
-                      &plan, &pidfd_raw);
-  if (pid < 0) return sys::ErrnoError("sandbox", "clone(CLONE_NEWUSER|CLONE_NEWPID|...)");
-  sys::UniqueFd pidfd(pidfd_raw);
-  // Close the child's ends now so EOF means "every process of the run is gone".
+  st.start = Clock::now();
+  auto pid = CloneChild(plan, spec.host_uid, &pidfd_raw);
+  if (!pid.ok()) return pid.error();
+  st.pid = *pid;
+  st.pidfd = sys::UniqueFd(pidfd_raw);
+  // Close the child's ends now so EOF means "every process of the run is gone". The
+  // lifeline's write end stays with us alone until Run returns.
   p.in.read.Reset();
   p.out.write.Reset();
   p.err.write.Reset();
   p.report.write.Reset();
   p.sync.read.Reset();
+  p.lifeline.read.Reset();
+  st.plan_fd.Reset();
 
   auto abort_child = [&](const Error& e) -> Error {
-    sys::KillPidfd(pidfd.get());
-    (void)sys::Reap(pid);
+    sys::KillPidfd(st.pidfd.get());
+    (void)sys::Reap(st.pid);
     return MakeError("sandbox", e.message, e.err);
   };
-  if (Status s = WriteIdMaps(pid, spec.host_uid, spec.host_gid); !s.ok()) {
+  if (Status s = WriteIdMaps(st.pid, spec.host_uid, spec.host_gid); !s.ok()) {
     return abort_child(s.error());
   }
-  // Keep the OOM killer off our init: the program, not the reaper, should be chosen.
-  (void)sys::WriteFile("/proc/" + std::to_string(pid) + "/oom_score_adj", "-1000");
-  if (cgroup) {
-    if (Status s = cgroup->AddProcess(pid); !s.ok()) return abort_child(s.error());
+  if (st.cgroup) {
+    if (Status s = st.cgroup->AddProcess(st.pid); !s.ok()) return abort_child(s.error());
   }
   if (!sys::WriteAll(p.sync.write.get(), "G", 1)) {
     return abort_child(sys::ErrnoError("sandbox", "write sync pipe"));
   }
   p.sync.write.Reset();
+  return st;
+}
 
-  // I/O loop: feed stdin, capture both streams with a shared byte cap, watch the deadline.
+// The I/O loop: feeds stdin, captures both streams with a shared byte cap, watches the
+// deadline, the output cap and the cgroup's CPU time; kills the run when one is passed.
+Supervised Supervise(Started& st, const SandboxSpec& spec) {
+  Pipes& p = st.pipes;
+  Supervised seen;
+  RunFacts& f = seen.facts;
   const uint64_t cap = spec.limits.output_bytes;
   util::HeadTailBuffer out(cap * 3 / 8, cap / 8), err(cap * 3 / 8, cap / 8);
   for (int fd : {p.out.read.get(), p.err.read.get(), p.in.write.get()}) {
@@ -202,13 +292,10 @@ Result<SandboxResult> Launcher::Run(const SandboxSpec& spec) const {
   }
   size_t stdin_written = 0;
   if (spec.stdin_data.empty()) p.in.write.Reset();
-  bool out_open = true, err_open = true, exited = false, timed_out = false, flooded = false;
-  bool cpu_out = false;
-  const int64_t cpu_limit_ms = spec.limits.cpu_time_s * 1000;
-  auto next_cpu_check = start;
-  ChildReport report{};
-  bool have_report = false;
-  const auto deadline = start + std::chrono::milliseconds(spec.limits.wall_time_ms);
+  bool out_open = true, err_open = true, exited = false;
+  f.cpu_limit_ms = spec.limits.cpu_time_s * 1000;
+  auto next_cpu_check = st.start;
+  const auto deadline = st.start + std::chrono::milliseconds(spec.limits.wall_time_ms);
   while (out_open || err_open || !exited) {
     pollfd fds[4];
     int n = 0;
@@ -223,47 +310,48 @@ Result<SandboxResult> Launcher::Run(const SandboxSpec& spec) const {
     }
     if (!exited) {
       i_pid = n;
-      fds[n++] = {pidfd.get(), POLLIN, 0};
+      fds[n++] = {st.pidfd.get(), POLLIN, 0};
     }
     if (p.in.write.valid()) {
       i_in = n;
       fds[n++] = {p.in.write.get(), POLLOUT, 0};
     }
-    auto now = Clock::now();
     int timeout_ms = 1000;
     if (!exited) {
-      auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - now).count();
+      auto left =
+          std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
       // Wake at least every 100 ms to check the run's CPU time.
       timeout_ms = static_cast<int>(std::max<int64_t>(0, std::min<int64_t>(left, 100)));
     }
     int ready = ::poll(fds, static_cast<nfds_t>(n), timeout_ms);
-    if (ready < 0 && errno != EINTR) break;
+    if (ready < 0 && sys::LastErrno() != EINTR) break;
     if (i_out >= 0 && fds[i_out].revents) out_open = Drain(p.out.read.get(), out);
     if (i_err >= 0 && fds[i_err].revents) err_open = Drain(p.err.read.get(), err);
     if (i_in >= 0 && fds[i_in].revents) {
       ssize_t w = ::write(p.in.write.get(), spec.stdin_data.data() + stdin_written,
                           spec.stdin_data.size() - stdin_written);
       if (w > 0) stdin_written += static_cast<size_t>(w);
-      if ((w < 0 && errno != EAGAIN && errno != EINTR) || stdin_written == spec.stdin_data.size()) {
+      if ((w < 0 && sys::LastErrno() != EAGAIN && sys::LastErrno() != EINTR) ||
+          stdin_written == spec.stdin_data.size()) {
         p.in.write.Reset();
       }
     }
     if (i_pid >= 0 && fds[i_pid].revents) exited = true;
-    if (!exited && !flooded && out.total_bytes() + err.total_bytes() > cap) {
-      flooded = true;
-      sys::KillPidfd(pidfd.get());
+    if (!exited && !f.flooded && out.total_bytes() + err.total_bytes() > cap) {
+      f.flooded = true;
+      sys::KillPidfd(st.pidfd.get());
     }
-    if (!exited && !timed_out && Clock::now() >= deadline) {
-      timed_out = true;
-      sys::KillPidfd(pidfd.get());
+    if (!exited && !f.timed_out && Clock::now() >= deadline) {
+      f.timed_out = true;
+      sys::KillPidfd(st.pidfd.get());
     }
     // CPU time of the whole run (all its processes and threads), which RLIMIT_CPU (per
     // process) cannot bound: checked from the cgroup between polls.
-    if (!exited && !cpu_out && cgroup && Clock::now() >= next_cpu_check) {
+    if (!exited && !f.cpu_out && st.cgroup && Clock::now() >= next_cpu_check) {
       next_cpu_check = Clock::now() + std::chrono::milliseconds(100);
-      if (cgroup->Stats().cpu_usage_ms > cpu_limit_ms) {
-        cpu_out = true;
-        sys::KillPidfd(pidfd.get());
+      if (st.cgroup->Stats().cpu_usage_ms > f.cpu_limit_ms) {
+        f.cpu_out = true;
+        sys::KillPidfd(st.pidfd.get());
       }
     }
     if (exited && (out_open || err_open) && ready == 0) break;  // writers gone yet no EOF: give up
@@ -271,17 +359,37 @@ Result<SandboxResult> Launcher::Run(const SandboxSpec& spec) const {
   p.in.write.Reset();
   // The report (if any) is in the pipe now: init wrote it before exiting.
   (void)sys::SetNonBlocking(p.report.read.get());
-  ssize_t got = ::read(p.report.read.get(), &report, sizeof report);
-  have_report = got == static_cast<ssize_t>(sizeof report);
-  auto reaped = sys::Reap(pid);
+  ssize_t got = ::read(p.report.read.get(), &seen.report, sizeof seen.report);
+  f.have_report = got == static_cast<ssize_t>(sizeof seen.report);
+  seen.stdout_text = out.Text();
+  seen.stderr_text = err.Text();
+  seen.stdout_truncated = out.truncated();
+  seen.stderr_truncated = err.truncated();
+  return seen;
+}
+
+}  // namespace
+
+Result<SandboxResult> Launcher::Run(const SandboxSpec& spec) const {
+  if (spec.argv.empty() || spec.argv[0].empty() || spec.argv[0][0] != '/') {
+    return MakeError("sandbox", "argv[0] must be an absolute path inside the sandbox");
+  }
+  MountPlan mounts = BuildMountPlan(spec);
+  const std::string put_old = spec.root_dir + "/.oldroot";
+  auto started = Start(spec, mounts, put_old, filter_, cgroups_.get(), init_exe_.get());
+  if (!started.ok()) return started.error();
+  Started& st = *started;
+  Supervised seen = Supervise(st, spec);
+  auto reaped = sys::Reap(st.pid);
   const auto end = Clock::now();
   CgroupStats stats;
-  if (cgroup) {
-    stats = cgroup->Stats();
-    (void)cgroup->Destroy();
+  if (st.cgroup) {
+    stats = st.cgroup->Stats();
+    (void)st.cgroup->Destroy();
   }
 
-  if (have_report && report.kind == ChildReport::kSetupFailed) {
+  const ChildReport& report = seen.report;
+  if (seen.facts.have_report && report.kind == ChildReport::kSetupFailed) {
     std::string step = ChildStepName(report.step);
     if (report.step == ChildStep::kMountStep && report.detail >= 0 &&
         static_cast<size_t>(report.detail) < mounts.descriptions.size()) {
@@ -293,7 +401,7 @@ Result<SandboxResult> Launcher::Run(const SandboxSpec& spec) const {
   }
 
   SandboxResult result;
-  result.wall_ms = std::chrono::duration_cast<std::chrono::milliseconds>(end - start).count();
+  result.wall_ms = std::chrono::duration_cast<std::chrono::milliseconds>(end - st.start).count();
   if (reaped.ok()) {
     const rusage& ru = reaped->usage;
     result.cpu_ms = (ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) * 1000 +
@@ -303,34 +411,72 @@ Result<SandboxResult> Launcher::Run(const SandboxSpec& spec) const {
   if (stats.cpu_usage_ms >= 0) result.cpu_ms = stats.cpu_usage_ms;
   if (stats.peak_memory_kb >= 0) result.max_rss_kb = stats.peak_memory_kb;
   result.process_limit_hits = stats.pids_limit_hits;
-  result.stdout_text = out.Text();
-  result.stderr_text = err.Text();
-  result.stdout_truncated = out.truncated();
-  result.stderr_truncated = err.truncated();
+  result.stdout_text = std::move(seen.stdout_text);
+  result.stderr_text = std::move(seen.stderr_text);
+  result.stdout_truncated = seen.stdout_truncated;
+  result.stderr_truncated = seen.stderr_truncated;
 
-  int ws = have_report ? report.wait_status : 0;
-  if (have_report && WIFEXITED(ws)) result.exit_code = WEXITSTATUS(ws);
-  if (have_report && WIFSIGNALED(ws)) result.signal = WTERMSIG(ws);
-  if (flooded) {
-    result.outcome = RunOutcome::kOutputLimit;
-  } else if (timed_out) {
-    result.outcome = RunOutcome::kWallTimeout;
-  } else if (cpu_out) {
-    result.outcome = RunOutcome::kCpuTimeout;
-  } else if (stats.oom_kills > 0) {
-    result.outcome = RunOutcome::kMemoryLimit;
-  } else if (!have_report) {
-    // Init died without a report: only a kill from outside does that.
-    result.outcome = RunOutcome::kSignaled;
-    result.signal = SIGKILL;
-  } else if (WIFSIGNALED(ws) &&
-             (result.signal == SIGXCPU ||
-              (result.signal == SIGKILL && result.cpu_ms >= spec.limits.cpu_time_s * 1000))) {
-    result.outcome = RunOutcome::kCpuTimeout;
-  } else if (WIFSIGNALED(ws)) {
-    result.outcome = RunOutcome::kSignaled;
-  } else {
-    result.outcome = RunOutcome::kExited;
+  RunFacts facts = seen.facts;
+  facts.oom_kills = stats.oom_kills;
+  facts.wait_status = facts.have_report ? report.wait_status : 0;
+  facts.cpu_ms = result.cpu_ms;
+  const int ws = facts.wait_status;
+  if (facts.have_report && WIFEXITED(ws)) result.exit_code = WEXITSTATUS(ws);
+  if (facts.have_report && WIFSIGNALED(ws)) result.signal = WTERMSIG(ws);
+  result.outcome = ClassifyOutcome(facts);
+  if (!facts.have_report && result.outcome == RunOutcome::kSignaled) result.signal = SIGKILL;
+  return result;
+}
+
+Result<HelperResult> Launcher::RunHelper(const std::vector<std::string>& argv,
+                                         const std::string& cgroup_id,
+                                         uint64_t memory_bytes) const {
+  sys::Pipe out, err, sync;
+  for (sys::Pipe* pipe : {&out, &err, &sync}) {
+    auto made = sys::MakePipe();
+    if (!made.ok()) return made.error();
+    *pipe = std::move(*made);
+  }
+  std::unique_ptr<RunCgroup> cgroup;
+  if (cgroups_) {
+    auto created = cgroups_->Create(cgroup_id, memory_bytes, 4);
+    if (!created.ok()) return MakeError("sandbox", "cgroup: " + created.error().message);
+    cgroup = std::move(*created);
+  }
+  auto pid = sys::Spawn(argv, out.write.get(), err.write.get(), sync.read.get());
+  if (!pid.ok()) return MakeError("sandbox", pid.error().message);
+  out.write.Reset();
+  err.write.Reset();
+  sync.read.Reset();
+  if (cgroup) {
+    if (Status s = cgroup->AddProcess(*pid); !s.ok()) {
+      sys::KillPid(*pid);
+      (void)sys::Reap(*pid);
+      return MakeError("sandbox", s.error().message);
+    }
+  }
+  (void)sys::WriteAll(sync.write.get(), "G", 1);
+  sync.write.Reset();
+  HelperResult result;
+  (void)sys::SetNonBlocking(out.read.get());
+  (void)sys::SetNonBlocking(err.read.get());
+  bool out_open = true, err_open = true;
+  while (out_open || err_open) {
+    pollfd fds[2] = {{out.read.get(), static_cast<short>(out_open ? POLLIN : 0), 0},
+                     {err.read.get(), static_cast<short>(err_open ? POLLIN : 0), 0}};
+    if (::poll(fds, 2, -1) < 0 && sys::LastErrno() != EINTR) break;
+    if (out_open && fds[0].revents) {
+      out_open = DrainString(out.read.get(), result.stdout_text, 64u << 20);
+    }
+    if (err_open && fds[1].revents) {
+      err_open = DrainString(err.read.get(), result.stderr_text, 64u << 10);
+    }
+  }
+  auto reaped = sys::Reap(*pid);
+  if (reaped.ok()) result.wait_status = reaped->wait_status;
+  if (cgroup) {
+    result.memory_limit = cgroup->Stats().oom_kills > 0;
+    (void)cgroup->Destroy();
   }
   return result;
 }

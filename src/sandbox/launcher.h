@@ -4,20 +4,51 @@
 
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "sandbox/cgroup.h"
 #include "sandbox/result.h"
 #include "sandbox/seccomp.h"
 #include "sandbox/spec.h"
+#include "sys/unique_fd.h"
 #include "util/result.h"
 
 namespace sandrun::sandbox {
+
+// What the supervision of one run observed, for ClassifyOutcome.
+struct RunFacts {
+  bool flooded = false;    // we stopped it: output cap
+  bool timed_out = false;  // we stopped it: wall-clock limit
+  bool cpu_out = false;    // we stopped it: the cgroup's CPU time passed the limit
+  int64_t oom_kills = 0;   // the kernel's OOM killer acted in the run's cgroup
+  bool have_report = false;
+  int wait_status = 0;  // the program's, from init's report
+  int64_t cpu_ms = 0;
+  int64_t cpu_limit_ms = 0;
+};
+
+// The run's outcome from what was observed. Precedence: our own stops first, in the order
+// they can cause one another — a flood is stopped at once (so it is never a timeout), a wall
+// timeout may coincide with CPU use, CPU is checked only every 100 ms — then the kernel's
+// OOM kill (its SIGKILL would otherwise read as a plain signal), then a missing report (init
+// was killed from outside), then the program's own status (SIGXCPU / SIGKILL past the CPU
+// limit is RLIMIT_CPU). Pure.
+RunOutcome ClassifyOutcome(const RunFacts& facts);
+
+// A host helper program run by RunHelper.
+struct HelperResult {
+  int wait_status = 0;
+  bool memory_limit = false;  // the OOM killer acted in the helper's cgroup
+  std::string stdout_text;    // at most 64 MiB
+  std::string stderr_text;    // at most 64 KiB
+};
 
 class Launcher {
  public:
   // `cgroups` may be null (require_cgroups = false): memory is then capped by RLIMIT_AS and
   // processes by RLIMIT_NPROC, which are weaker (per process / per uid across runs).
-  Launcher(SeccompFilter filter, std::unique_ptr<CgroupManager> cgroups);
+  // `init_exe`: sandrun-init opened by OpenInitExecutable.
+  Launcher(SeccompFilter filter, std::unique_ptr<CgroupManager> cgroups, sys::UniqueFd init_exe);
 
   // Runs spec.argv in a new sandbox and waits for it (at most the wall-time limit plus
   // a short grace period). The program's fate is data in SandboxResult; an Error (code
@@ -25,11 +56,25 @@ class Launcher {
   // and errno. Not safe after fork.
   Result<SandboxResult> Run(const SandboxSpec& spec) const;
 
+  // Runs `argv` (a host program, as the daemon's user, outside every namespace) in a cgroup
+  // of its own named `cgroup_id` with a memory limit of `memory_bytes`, so the memory it
+  // uses — the tmpfs pages it writes included — is charged there and not to the daemon
+  // (issue 10 item 4). The helper must read one byte from its fd 3 before working: it is
+  // moved into the cgroup first. Without cgroups it runs unconfined. Errors: "sandbox" when
+  // it cannot be started. Not safe after fork.
+  Result<HelperResult> RunHelper(const std::vector<std::string>& argv, const std::string& cgroup_id,
+                                 uint64_t memory_bytes) const;
+
   const CgroupManager* cgroups() const { return cgroups_.get(); }
 
  private:
   SeccompFilter filter_;
   std::unique_ptr<CgroupManager> cgroups_;
+  sys::UniqueFd init_exe_;
 };
+
+// sandrun-init beside the running executable (/proc/self/exe), or `configured` when not
+// empty, opened for execveat. Errors name the path and say how to install it.
+Result<sys::UniqueFd> OpenInitExecutable(const std::string& configured = "");
 
 }  // namespace sandrun::sandbox

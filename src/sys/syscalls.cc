@@ -3,6 +3,8 @@
 #include <dirent.h>
 #include <fcntl.h>
 #include <signal.h>
+#include <spawn.h>
+#include <sys/mman.h>
 #include <sys/mount.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
@@ -164,6 +166,50 @@ Result<ExitInfo> Reap(pid_t pid) {
     if (r < 0 && errno == EINTR) continue;
     return ErrnoError("wait", "wait4 " + std::to_string(pid));
   }
+}
+
+Result<UniqueFd> MemfdWith(const std::string& name, const std::string& data) {
+  UniqueFd fd(static_cast<int>(::syscall(SYS_memfd_create, name.c_str(), MFD_CLOEXEC)));
+  if (!fd.valid()) return ErrnoError("memfd", "memfd_create " + name);
+  if (!WriteAll(fd.get(), data.data(), data.size())) return ErrnoError("memfd", "write " + name);
+  if (::lseek(fd.get(), 0, SEEK_SET) != 0) return ErrnoError("memfd", "lseek " + name);
+  return fd;
+}
+
+Result<UniqueFd> OpenExecutable(const std::string& path) {
+  UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+  if (!fd.valid()) return ErrnoError("open", "open " + path);
+  return fd;
+}
+
+Status SetThreadEffectiveUid(uid_t euid) {
+  if (::syscall(SYS_setresuid, -1, euid, -1) != 0) {
+    return ErrnoError("setresuid", "setresuid(-1, " + std::to_string(euid) + ", -1)");
+  }
+  return OkStatus();
+}
+
+bool KillPid(pid_t pid) { return ::kill(pid, SIGKILL) == 0; }
+
+Result<pid_t> Spawn(const std::vector<std::string>& argv, int out_fd, int err_fd, int fd3) {
+  std::vector<char*> args;
+  for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+  args.push_back(nullptr);
+  char* no_env[] = {nullptr};
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0);
+  posix_spawn_file_actions_adddup2(&actions, out_fd, 1);
+  posix_spawn_file_actions_adddup2(&actions, err_fd, 2);
+  posix_spawn_file_actions_adddup2(&actions, fd3, 3);
+  posix_spawn_file_actions_addclosefrom_np(&actions, 4);
+  pid_t pid = -1;
+  int rc = ::posix_spawn(&pid, args[0], &actions, nullptr, args.data(), no_env);
+  posix_spawn_file_actions_destroy(&actions);
+  if (rc != 0) {
+    return MakeError("spawn", "posix_spawn " + argv[0] + ": " + std::strerror(rc), rc);
+  }
+  return pid;
 }
 
 void KillPidfd(int pidfd) {

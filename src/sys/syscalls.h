@@ -8,6 +8,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "sys/unique_fd.h"
 #include "util/result.h"
@@ -67,6 +68,27 @@ Result<ExitInfo> Reap(pid_t pid);
 
 // Sends SIGKILL to `pidfd`'s process (pidfd_send_signal). Errors ignored when already gone.
 void KillPidfd(int pidfd);
+
+// A memfd (MFD_CLOEXEC) holding `data`, positioned at 0. Errors: "memfd".
+Result<UniqueFd> MemfdWith(const std::string& name, const std::string& data);
+
+// Opens an executable for a later execveat(fd, "", ..., AT_EMPTY_PATH) (O_RDONLY|O_CLOEXEC).
+// Errors: "open" naming the path.
+Result<UniqueFd> OpenExecutable(const std::string& path);
+
+// Sets the effective uid of the CALLING THREAD only (the raw setresuid syscall, not glibc's
+// all-threads wrapper; credentials are per thread in Linux, credentials(7) "NOTES"). With a
+// real and saved uid of 0 the thread can go back with SetThreadEffectiveUid(0). Used so that
+// a user namespace made by clone(2) from this thread is owned by `euid`. Errors: "setresuid".
+Status SetThreadEffectiveUid(uid_t euid);
+
+// kill(pid, SIGKILL); false when the process no longer exists (ESRCH) or on error.
+bool KillPid(pid_t pid);
+
+// Starts `argv[0]` (absolute path) with `argv` and an empty environment: stdin from
+// /dev/null, stdout/stderr to `out_fd`/`err_fd`, `fd3` as its fd 3, every other fd closed
+// (posix_spawn: vfork + execve, safe in a multi-threaded process). Errors: "spawn".
+Result<pid_t> Spawn(const std::vector<std::string>& argv, int out_fd, int err_fd, int fd3);
 
 // Child-safe helpers ----------------------------------------------------------------------
 // write(2) all bytes, retrying on EINTR; returns false on error. Child-safe.

@@ -146,6 +146,8 @@ grep -q 'systemd is not running' "$tmp/run1.log" || fail "it did not say that sy
 step "files, owners, modes"
 expect_perms /usr/local/bin/sandrund "755 root root"
 cmp -s /usr/local/bin/sandrund "$build/src/sandrund" || fail "/usr/local/bin/sandrund is not the built daemon"
+expect_perms /usr/local/bin/sandrun-init "755 root root"
+cmp -s /usr/local/bin/sandrun-init "$build/src/sandrun-init" || fail "/usr/local/bin/sandrun-init is not the built init"
 expect_perms /etc/sandrun "755 root root"
 expect_perms /etc/sandrun/sandrun.jsonc "640 root root"
 expect_perms /etc/sandrun/tokens "600 root root"
@@ -236,7 +238,7 @@ scripts/install --uninstall >"$tmp/run3.log" 2>&1 || {
   fail "scripts/install --uninstall failed"
 }
 cat "$tmp/run3.log"
-for f in /usr/local/bin/sandrund /etc/sandrun/tokens /etc/sandrun/.installed.sha256 \
+for f in /usr/local/bin/sandrund /usr/local/bin/sandrun-init /etc/sandrun/tokens /etc/sandrun/.installed.sha256 \
   /etc/systemd/system/sandrund.service \
   /etc/nginx/sites-available/sandrun /etc/nginx/sites-enabled/sandrun /etc/nginx/sandrun; do
   [[ ! -e $f && ! -L $f ]] || fail "$f is still there after --uninstall"

@@ -60,6 +60,12 @@ int FreeLoopbackPort() {
   return ntohs(addr.sin_port);
 }
 
+std::string ReadLink(const std::string& path) {
+  char buf[256];
+  ssize_t n = readlink(path.c_str(), buf, sizeof buf);
+  return n > 0 ? std::string(buf, static_cast<size_t>(n)) : "";
+}
+
 std::string Tail(const std::string& path, size_t max_bytes = 4000) {
   std::string text = ReadFile(path);
   if (text.size() > max_bytes) text = "..." + text.substr(text.size() - max_bytes);
@@ -307,6 +313,31 @@ bool Stack::WaitServeExit(int timeout_s) {
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
   }
   return false;
+}
+
+pid_t Stack::DaemonPid() const {
+  const std::string config_arg = state_dir_ + "/sandrun.jsonc";
+  for (const auto& [pid, argv] : ProcessArgvs()) {
+    if (argv.empty() || argv[0].find("sandrund") == std::string::npos) continue;
+    // Not a sandbox (own user namespace) nor a helper: the daemon runs in ours.
+    if (ReadLink("/proc/" + std::to_string(pid) + "/ns/user") != ReadLink("/proc/self/ns/user")) {
+      continue;
+    }
+    for (size_t i = 0; i + 1 < argv.size(); ++i) {
+      if (argv[i] == "--config" && argv[i + 1] == config_arg) return pid;
+    }
+  }
+  return -1;
+}
+
+void Stack::Restart() {
+  if (serve_pid_ >= 0 && !WaitServeExit(30)) {
+    kill(serve_pid_, SIGTERM);
+    WaitServeExit(kStopTimeoutS);
+  }
+  serve_pid_ = -1;
+  StartServe();
+  WaitHealthy();
 }
 
 void Stack::teardown() {

@@ -55,6 +55,13 @@ class Stack {
   // The secret from <state>/link_secret.conf (`set $sandrun_link_secret "<hex>";`).
   std::string LinkSecret() const;
 
+  // The stack's sandrund (from /proc); -1 if none is running.
+  pid_t DaemonPid() const;
+  // After the daemon was stopped or killed by a test: waits for scripts/serve to exit (it
+  // does when its daemon dies), then starts the stack again on the same state directory,
+  // port and config, and waits for /healthz. Throws like setup().
+  void Restart();
+
   // Last lines of scripts/serve's output, the daemon log and nginx's error log.
   std::string LogTails() const;
 

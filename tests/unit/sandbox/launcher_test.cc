@@ -32,7 +32,10 @@ struct LauncherFixture {
     BOOST_TEST_REQUIRE(filter.ok());
     auto cgroups = sandbox::DetectCgroups("sandrun-launcher-test");
     BOOST_TEST_REQUIRE(cgroups.ok(), (cgroups.ok() ? "" : cgroups.error().message));
-    launcher = std::make_unique<sandbox::Launcher>(std::move(*filter), std::move(*cgroups));
+    auto init = sandbox::OpenInitExecutable(SANDRUN_INIT_PATH);
+    BOOST_TEST_REQUIRE(init.ok(), (init.ok() ? "" : init.error().message));
+    launcher = std::make_unique<sandbox::Launcher>(std::move(*filter), std::move(*cgroups),
+                                                   std::move(*init));
   }
 };
 

@@ -1,0 +1,277 @@
+// Containment, round two (issue 10 items 1, 4, 5, 6 and the cgroup half of 15): sandboxes
+// die with their daemon, SIGTERM drains, a restart sweeps leftover run cgroups, init is not
+// the OOM killer's choice, a session's restore is charged to the run, and per-user kernel
+// counters of a run are not charged to host root. The destructive cases (SIGTERM, SIGKILL
+// of the daemon) come last and restart the stack after themselves.
+#include <dirent.h>
+#include <signal.h>
+#include <sys/inotify.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <boost/test/unit_test.hpp>
+#include <chrono>
+#include <fstream>
+#include <functional>
+#include <future>
+#include <sstream>
+#include <thread>
+
+#include "helpers.h"
+#include "host_state.h"
+#include "stack.h"
+
+namespace sandrun::integration {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double SecondsSince(Clock::time_point t) {
+  return std::chrono::duration<double>(Clock::now() - t).count();
+}
+
+// Run cgroup directories below the stack's cgroup directory, in every hierarchy.
+std::vector<std::string> RunCgroupDirs() {
+  std::vector<std::string> out;
+  std::function<void(const std::string&, int, bool)> walk = [&](const std::string& dir, int depth,
+                                                                bool inside) {
+    if (depth < 0) return;
+    DIR* d = ::opendir(dir.c_str());
+    if (d == nullptr) return;
+    while (struct dirent* e = ::readdir(d)) {
+      if (e->d_type != DT_DIR || e->d_name[0] == '.') continue;
+      const std::string name = e->d_name;
+      if (inside && name != "daemon" && name != "runs") out.push_back(dir + "/" + name);
+      walk(dir + "/" + name, depth - 1, inside || name == Stack::Get().cgroup_name());
+    }
+    ::closedir(d);
+  };
+  walk("/sys/fs/cgroup", 6, false);
+  return out;
+}
+
+// CPU time used by the run cgroups of the stack, in ms (cpuacct on v1, cpu.stat on v2).
+int64_t RunCgroupCpuMs() {
+  int64_t ms = 0;
+  for (const auto& dir : RunCgroupDirs()) {
+    std::ifstream v1(dir + "/cpuacct.usage");
+    int64_t ns = 0;
+    if (v1 >> ns) ms += ns / 1'000'000;
+    std::ifstream v2(dir + "/cpu.stat");
+    std::string key;
+    int64_t value = 0;
+    while (v2 >> key >> value) {
+      if (key == "usage_usec") ms += value / 1000;
+    }
+  }
+  return ms;
+}
+
+int64_t ShmemKb() {
+  std::ifstream meminfo("/proc/meminfo");
+  std::string key;
+  int64_t kb = 0;
+  std::string unit;
+  while (meminfo >> key >> kb) {
+    std::getline(meminfo, unit);
+    if (key == "Shmem:") return kb;
+  }
+  return -1;
+}
+
+// Processes of the stack's sandbox uids that are not zombies. (A sandbox's init orphaned by
+// a killed daemon is reparented to the host's pid 1, which on some hosts reaps its zombies
+// only now and then: a zombie runs nothing and holds no memory.)
+int LiveSandboxProcessCount() {
+  const uid_t base = Stack::Get().sandbox_uid();
+  int n = 0;
+  DIR* proc = ::opendir("/proc");
+  while (struct dirent* e = ::readdir(proc)) {
+    if (e->d_name[0] < '0' || e->d_name[0] > '9') continue;
+    const std::string dir = std::string("/proc/") + e->d_name;
+    struct stat st;
+    if (::stat(dir.c_str(), &st) != 0 || (st.st_uid != base && st.st_uid != base + 1)) continue;
+    const std::string stat = ReadFile(dir + "/stat");
+    const size_t paren = stat.rfind(')');
+    if (paren != std::string::npos && paren + 2 < stat.size() && stat[paren + 2] != 'Z') ++n;
+  }
+  ::closedir(proc);
+  return n;
+}
+
+// Waits until `done` is true or `timeout_s` passed; returns the seconds waited.
+double WaitFor(const std::function<bool()>& done, double timeout_s) {
+  const auto start = Clock::now();
+  while (!done() && SecondsSince(start) < timeout_s) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  return SecondsSince(start);
+}
+
+std::string SessionRun(const std::string& code, const std::map<std::string, int64_t>& limits) {
+  return R"({"user":"cora","session":"big",)" + RunRequest("bash", code, limits).substr(1);
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_SUITE(Containment)
+
+// Item 5 (snekbox test_multiprocess_resource_limits): two children of 40 MB under 70 MiB.
+// Init was a copy of the daemon (its RSS) and the OOM killer chose it, ending the whole run;
+// now init is a small executable and the program's processes have oom_score_adj 1000, so
+// the kernel kills one child and the parent prints both exit codes.
+BOOST_AUTO_TEST_CASE(oom_killer_picks_a_child_not_init) {
+  const std::string code =
+      "import time\nfrom multiprocessing import Process\n\n"
+      "def f():\n    object = 'A' * 40_000_000\n    time.sleep(0.5)\n\n"
+      "proc_1 = Process(target=f)\nproc_2 = Process(target=f)\n"
+      "proc_1.start()\nproc_2.start()\nproc_1.join()\nproc_2.join()\n"
+      "print(proc_1.exitcode, proc_2.exitcode)\n";
+  auto doc = PostRun(RunRequest("python", code, {{"memory_mb", 70}}));
+  const std::string out = Str(doc, "stdout");
+  BOOST_TEST_MESSAGE("multiprocess under 70 MiB: status " << Str(doc, "status") << ", stdout "
+                                                          << out);
+  std::istringstream codes(out);
+  std::string a, b;
+  codes >> a >> b;
+  BOOST_TEST((a == "-9" || b == "-9"), "one child OOM-killed; stdout: " << out);
+  BOOST_TEST(!b.empty(), "the parent survived to print both exit codes; stdout: " << out);
+  BOOST_TEST(Str(doc, "status") == "memory_limit");
+}
+
+// Item 6: the user namespace was created by root, so the kernel charged the run's inotify
+// instances to host root (limit 128 per user): a run taking them all left host root's
+// services with EMFILE. Now the namespace is owned by the sandbox uid and bounded inside.
+BOOST_AUTO_TEST_CASE(inotify_of_a_run_is_not_charged_to_host_root) {
+  const std::string code =
+      "import ctypes, time\nlibc = ctypes.CDLL(None, use_errno=True)\nn = 0\n"
+      "while n < 1000 and libc.inotify_init1(0) >= 0:\n    n += 1\n"
+      "print(n, ctypes.get_errno(), flush=True)\ntime.sleep(4)\n";
+  auto run = std::async(std::launch::async, [&] { return PostRun(RunRequest("python", code)); });
+  std::this_thread::sleep_for(std::chrono::seconds(3));  // the run holds its instances now
+  const int fd = inotify_init1(IN_CLOEXEC);
+  const int err = errno;
+  if (fd >= 0) close(fd);
+  auto doc = run.get();
+  BOOST_TEST_MESSAGE("inotify: run got " << Str(doc, "stdout") << "(count errno); host root fd "
+                                         << fd);
+  BOOST_TEST(fd >= 0, "host root's inotify_init1 failed during the run: errno " << err);
+  std::istringstream out(Str(doc, "stdout"));
+  int count = 0;
+  out >> count;
+  BOOST_TEST(count >= 8, "the run made its own instances: " << count);
+  BOOST_TEST(count < 1000, "the run's instances are bounded: " << count);
+}
+
+// Item 4: the daemon wrote a session into the run's tmpfs itself, so its pages were charged
+// to the daemon: a run with memory_mb 64 held a 200 MB session in host memory. Now a helper
+// in a cgroup with the run's memory limit restores it, and the run is refused.
+BOOST_AUTO_TEST_CASE(session_restore_is_bounded_by_the_run_memory_limit) {
+  auto made = PostRun(SessionRun(
+      "for i in $(seq 20); do head -c 10000000 /dev/urandom > .cache-f$i; done; du -sh .",
+      {{"memory_mb", 512}, {"disk_mb", 400}}));
+  BOOST_TEST_REQUIRE(Str(made, "status") == "ok", Str(made, "stderr"));
+  const int64_t before_kb = ShmemKb();
+  std::atomic<bool> done{false};
+  std::atomic<int64_t> peak_kb{before_kb};
+  std::thread sampler([&] {
+    while (!done) {
+      peak_kb = std::max<int64_t>(peak_kb, ShmemKb());
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+  });
+  HttpResponse small =
+      Post("/run", SessionRun("sleep 3; echo restored", {{"memory_mb", 64}, {"disk_mb", 400}}));
+  done = true;
+  sampler.join();
+  const int64_t growth_mb = (peak_kb - before_kb) / 1024;
+  BOOST_TEST_MESSAGE("200 MB session into memory_mb 64: HTTP " << small.status << ", host Shmem +"
+                                                               << growth_mb << " MB at peak");
+  BOOST_TEST(small.status == 400, small.body);
+  BOOST_TEST(ParseServiceError(small.body).code == "memory_limit", small.body);
+  BOOST_TEST(growth_mb < 150, "host shared memory grew by " << growth_mb << " MB");
+  // With room for it, the same session restores.
+  auto big = PostRun(SessionRun("ls .cache-f* | wc -l", {{"memory_mb", 512}, {"disk_mb", 400}}));
+  BOOST_TEST(Str(big, "stdout") == "20\n", Str(big, "stderr"));
+}
+
+// Item 1: SIGTERM stopped the server at once and exited after 3 s whatever ran. Now runs in
+// flight finish (up to their wall limit), new ones get 503, then the daemon exits.
+BOOST_AUTO_TEST_CASE(sigterm_drains_runs_in_flight) {
+  const pid_t daemon = Stack::Get().DaemonPid();
+  BOOST_TEST_REQUIRE(daemon > 0);
+  auto inflight = std::async(std::launch::async, [] {
+    return Post("/run", RunRequest("bash", "sleep 2; echo finished"));
+  });
+  BOOST_TEST_REQUIRE(WaitFor([] { return SandboxProcessCount() > 0; }, 10) < 10);
+  const auto term = Clock::now();
+  kill(daemon, SIGTERM);
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  HttpResponse refused = Post("/run", RunRequest("bash", "echo late"));
+  HttpResponse first = inflight.get();
+  const double exit_s = WaitFor([&] { return !ProcessAlive(daemon); }, 30);
+  BOOST_TEST_MESSAGE("drain: in-flight run HTTP " << first.status << "; later run HTTP "
+                                                  << refused.status << "; daemon gone "
+                                                  << SecondsSince(term) << " s after SIGTERM");
+  BOOST_TEST(first.status == 200, first.body);
+  BOOST_TEST(first.body.find("finished") != std::string::npos, first.body);
+  BOOST_TEST(refused.status == 503, refused.body);
+  BOOST_TEST(exit_s < 30, "the daemon exited after the drain");
+  Stack::Get().Restart();
+}
+
+// Item 1 and 15: kill -9 of the daemon during a busy loop left the sandbox running with no
+// limit (its cgroup's CPU time rising), and a restart kept run cgroups younger than 60 s.
+// Now the sandbox dies within about a second (init's PDEATHSIG, lifeline), and the restart
+// kills what is in leftover run cgroups of its name and removes them.
+BOOST_AUTO_TEST_CASE(sandbox_dies_with_a_killed_daemon_and_restart_sweeps) {
+  const pid_t daemon = Stack::Get().DaemonPid();
+  BOOST_TEST_REQUIRE(daemon > 0);
+  const std::string loop =
+      "exec >/dev/null 2>&1; while :; do timeout -s KILL 1.5 sh -c 'while :; do :; done'; done";
+  auto run = std::async(std::launch::async, [&] {
+    return Post("/run", RunRequest("bash", loop, {{"wall_time_s", 5}, {"cpu_time_s", 5}}));
+  });
+  BOOST_TEST_REQUIRE(WaitFor([] { return SandboxProcessCount() > 0; }, 10) < 10);
+  std::this_thread::sleep_for(std::chrono::milliseconds(700));
+  const auto killed = Clock::now();
+  kill(daemon, SIGKILL);
+  const double gone_s = WaitFor([] { return LiveSandboxProcessCount() == 0; }, 10);
+  const int64_t cpu0 = RunCgroupCpuMs();
+  std::this_thread::sleep_for(std::chrono::seconds(1));
+  const int64_t cpu1 = RunCgroupCpuMs();
+  run.get();
+  BOOST_TEST_MESSAGE("kill -9 of the daemon: sandbox processes gone after "
+                     << gone_s << " s; run cgroup CPU +" << (cpu1 - cpu0)
+                     << " ms in the next second");
+  BOOST_TEST(gone_s < 1.5, "sandbox processes left " << SecondsSince(killed) << " s after");
+  BOOST_TEST(cpu1 - cpu0 < 100, "the run cgroup still used CPU");
+
+  // The dead daemon's run cgroup is still there; put a live process into it (as a crash
+  // might leave one) and restart: the process is killed and every run cgroup removed.
+  const std::vector<std::string> left = RunCgroupDirs();
+  BOOST_TEST(!left.empty(), "the killed daemon left its run cgroup");
+  const pid_t sleeper = fork();
+  if (sleeper == 0) {
+    execl("/bin/sleep", "sleep", "300", static_cast<char*>(nullptr));
+    _exit(127);
+  }
+  for (const auto& dir : left) {
+    std::ofstream(dir + "/cgroup.procs") << sleeper << "\n";
+  }
+  Stack::Get().Restart();
+  int status = 0;
+  const bool reaped = waitpid(sleeper, &status, WNOHANG) == sleeper;
+  if (!reaped) {
+    kill(sleeper, SIGKILL);
+    waitpid(sleeper, &status, 0);
+  }
+  BOOST_TEST(reaped, "the process in a leftover run cgroup was killed at start-up");
+  BOOST_TEST(LeftoverRunCgroups() == 0, "leftover run cgroups removed at start-up");
+}
+
+BOOST_AUTO_TEST_SUITE_END()
+
+}  // namespace sandrun::integration
