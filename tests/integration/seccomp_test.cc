@@ -1,10 +1,12 @@
 // The seccomp filter from inside a real sandbox, through nginx: the probe program
 // (tests/probe) is uploaded as an input file and calls every refused syscall.
+#include <fcntl.h>
 #include <linux/vm_sockets.h>
 #include <openssl/evp.h>
 #include <rapidjson/stringbuffer.h>
 #include <rapidjson/writer.h>
 #include <sys/socket.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <boost/test/unit_test.hpp>
@@ -164,11 +166,37 @@ BOOST_AUTO_TEST_CASE(every_socket_family_decided) {
   BOOST_TEST(out.find("if_nameindex [(1, 'lo')]") != std::string::npos, out);
 }
 
+// The wait status of the probe's int80 run on the host itself, outside any sandbox.
+int HostInt80Status() {
+  pid_t pid = ::fork();
+  if (pid == 0) {
+    int devnull = ::open("/dev/null", O_WRONLY);
+    ::dup2(devnull, 1);
+    ::execl(SANDRUN_PROBE_PATH, "probe", "int80", static_cast<char*>(nullptr));
+    ::_exit(127);
+  }
+  int status = 0;
+  ::waitpid(pid, &status, 0);
+  return status;
+}
+
 BOOST_AUTO_TEST_CASE(the_32_bit_abi_kills_the_process) {
   auto doc = RunWithProbe("./probe int80\necho \"rc=$?\"");
   const std::string out = Str(doc, "stdout");
   BOOST_TEST(out.find("int80 returned") == std::string::npos, out);
-  BOOST_TEST(out.find("rc=159") != std::string::npos, out);  // 128 + SIGSYS
+  // A kernel built without IA32 emulation (or booted with ia32_emulation=0) has no int 0x80
+  // gate: the instruction faults with SIGSEGV before any filter sees it, on the host as in a
+  // sandbox. There the 32-bit ABI cannot be reached at all, and what is left to check is that
+  // the call never returned; the filter's own kill of that ABI is checked without the kernel
+  // in the unit suite SeccompFilterDecisions.
+  const int host = HostInt80Status();
+  if (WIFSIGNALED(host) && WTERMSIG(host) == SIGSEGV) {
+    BOOST_TEST_MESSAGE("this kernel has no 32-bit syscall entry (int 0x80 faults on the host)");
+    BOOST_TEST((out.find("rc=139") != std::string::npos || out.find("rc=159") != std::string::npos),
+               out);
+  } else {
+    BOOST_TEST(out.find("rc=159") != std::string::npos, out);  // 128 + SIGSYS
+  }
 }
 
 BOOST_AUTO_TEST_CASE(ordinary_programs_still_work) {
