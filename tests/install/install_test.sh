@@ -87,7 +87,7 @@ readme_block="$(awk '/^## Install as a service/ { s = 1 } s && /^```sh$/ { b = 1
 expected_block="$(
   cat <<'EOF'
 scripts/install
-curl -s -H "Authorization: Bearer $(grep -vm1 '^#' /etc/sandrun/tokens)" localhost:8080/run -d '{"language":"python","code":"print(1)"}'
+curl -s -H "Authorization: Bearer $(grep -vm1 '^#' /etc/sandrun/tokens)" localhost:8080/run --json '{"language":"python","code":"print(1)"}'
 scripts/install              # again: changes nothing, says "nothing to do"
 scripts/install --uninstall  # removes what it added but the state directory /var/lib/sandrun
 EOF
@@ -187,10 +187,10 @@ step "requests through the system nginx's site"
 answer="$(eval "$readme_curl")"
 printf 'README curl: %s\n' "$answer"
 jq -e '.status == "ok" and .stdout == "1\n"' <<<"$answer" >/dev/null || fail "README's curl did not print 1"
-code="$(curl -s -o /dev/null -w '%{http_code}' localhost:8080/run -d '{"language":"python","code":"print(1)"}')"
+code="$(curl -s -o /dev/null -w '%{http_code}' localhost:8080/run --json '{"language":"python","code":"print(1)"}')"
 [[ $code == 401 ]] || fail "a request without a token answered $code, expected 401"
 answer="$(curl -s -H "Authorization: Bearer ${tokens[0]}" localhost:8080/run \
-  -d '{"language":"python","code":"open(\"out.txt\", \"w\").write(\"hello\")"}')"
+  --json '{"language":"python","code":"open(\"out.txt\", \"w\").write(\"hello\")"}')"
 url="$(jq -r '.files[0].url' <<<"$answer")"
 [[ $url == http://localhost:8080/files/* ]] || fail "no download link: $answer"
 [[ $(curl -s "$url") == hello ]] || fail "the download link $url did not serve the file"
@@ -226,7 +226,7 @@ for line in '^updated: /etc/nginx/sites-available/sandrun ' '^reloaded: nginx' '
 done
 pid="$(cat /run/sandrun/sandrund.pid)"
 answer="$(curl -s -H "Authorization: Bearer ${tokens[0]}" localhost:8081/run \
-  -d '{"language":"python","code":"print(1)"}')"
+  --json '{"language":"python","code":"print(1)"}')"
 jq -e '.stdout == "1\n"' <<<"$answer" >/dev/null || fail "print(1) on 8081: $answer"
 code="$(curl -s -o /dev/null -w '%{http_code}' localhost:8080/healthz || true)"
 [[ $code == 000 ]] || fail "the site still answers on 8080 (HTTP $code)"

@@ -32,26 +32,6 @@ double SecondsSince(Clock::time_point t) {
   return std::chrono::duration<double>(Clock::now() - t).count();
 }
 
-// Run cgroup directories below the stack's cgroup directory, in every hierarchy.
-std::vector<std::string> RunCgroupDirs() {
-  std::vector<std::string> out;
-  std::function<void(const std::string&, int, bool)> walk = [&](const std::string& dir, int depth,
-                                                                bool inside) {
-    if (depth < 0) return;
-    DIR* d = ::opendir(dir.c_str());
-    if (d == nullptr) return;
-    while (struct dirent* e = ::readdir(d)) {
-      if (e->d_type != DT_DIR || e->d_name[0] == '.') continue;
-      const std::string name = e->d_name;
-      if (inside && name != "daemon" && name != "runs") out.push_back(dir + "/" + name);
-      walk(dir + "/" + name, depth - 1, inside || name == Stack::Get().cgroup_name());
-    }
-    ::closedir(d);
-  };
-  walk("/sys/fs/cgroup", 6, false);
-  return out;
-}
-
 // CPU time used by the run cgroups of the stack, in ms (cpuacct on v1, cpu.stat on v2).
 int64_t RunCgroupCpuMs() {
   int64_t ms = 0;

@@ -60,8 +60,8 @@ int SandboxProcessCount() {
   return n;
 }
 
-int LeftoverRunCgroups() {
-  int n = 0;
+std::vector<std::string> RunCgroupDirs() {
+  std::vector<std::string> out;
   std::function<void(const std::string&, int, bool)> walk = [&](const std::string& dir, int depth,
                                                                 bool inside) {
     if (depth < 0) return;
@@ -71,14 +71,16 @@ int LeftoverRunCgroups() {
       if (e->d_type != DT_DIR || e->d_name[0] == '.') continue;
       const std::string name = e->d_name;
       // v2 keeps "daemon" and "runs" below the stack's directory; everything else is a run.
-      if (inside && name != "daemon" && name != "runs") ++n;
+      if (inside && name != "daemon" && name != "runs") out.push_back(dir + "/" + name);
       walk(dir + "/" + name, depth - 1, inside || name == Stack::Get().cgroup_name());
     }
     ::closedir(d);
   };
   walk("/sys/fs/cgroup", 6, false);
-  return n;
+  return out;
 }
+
+int LeftoverRunCgroups() { return static_cast<int>(RunCgroupDirs().size()); }
 
 int RunDirCount() { return CountEntries(Stack::Get().state_dir() + "/runs"); }
 

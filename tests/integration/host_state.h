@@ -6,12 +6,15 @@
 
 #include <set>
 #include <string>
+#include <vector>
 
 namespace sandrun::integration {
 
 // Processes owned by the stack's sandbox host uids (the user and the sandbox's root).
 int SandboxProcessCount();
-// Run cgroups left below the stack's cgroup directory (v1 or v2).
+// Run cgroup directories below the stack's cgroup directory, in every hierarchy (v1 or v2).
+std::vector<std::string> RunCgroupDirs();
+// Run cgroups left below the stack's cgroup directory (v1 or v2): RunCgroupDirs().size().
 int LeftoverRunCgroups();
 // Entries of <state>/runs (one per run in flight).
 int RunDirCount();
