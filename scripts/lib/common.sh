@@ -127,8 +127,8 @@ sr_daemon_binary() {
 # (each a // comment). Used by scripts/install and scripts/package (the .deb's conffile).
 # Usage: sr_render_config OUT URL HEADER...
 sr_render_config() {
-  local out="$1" url="$2"
-  [[ $url =~ ^[A-Za-z0-9_./:@+\[\]-]*$ ]] || sr_die "unsafe character in public_url '$url'"
+  local out="$1" url="$2" safe='^[][A-Za-z0-9_./:@+-]*$'
+  [[ $url =~ $safe ]] || sr_die "unsafe character in public_url '$url'"
   {
     printf '%s\n' "${@:3}"
     sed "s|^  \"public_url\": \".*\",\$|  \"public_url\": \"$url\",|" \
