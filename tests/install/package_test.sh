@@ -2,8 +2,9 @@
 # install.Package: scripts/package builds the .deb (lintian: no errors), then it is installed
 # with dpkg for real into a throwaway root and checked there: files, owners, modes,
 # conffiles, the secrets made at install, the units (systemd-analyze verify), `sandrund check`,
-# the daemon started as its unit starts it behind the system nginx with the installed site
-# (print(1) and a download link), a reinstall that keeps secrets and edits, and a purge.
+# the daemon socket-activated as its units start it, behind the system nginx with the
+# installed site (print(1) and a download link), a reinstall that keeps secrets and edits,
+# and a purge.
 #
 # The throwaway root is this machine's own Debian seen through overlays: private mount,
 # network and pid namespaces (unshare) with overlays over /etc, /usr (and so /lib, a link to
@@ -94,13 +95,15 @@ step "files, owners, modes"
 expect_perms /usr/lib/sandrun/sandrund "755 root root"
 expect_perms /usr/lib/sandrun/sandrun-init "755 root root"
 [[ $(readlink /usr/sbin/sandrund) == ../lib/sandrun/sandrund ]] || fail "/usr/sbin/sandrund is not a link to the daemon"
-for unit in sandrund.service sandrun.slice; do
+for unit in sandrund.service sandrund.socket sandrun.slice; do
   expect_perms "/lib/systemd/system/$unit" "644 root root"
 done
 grep -qx 'ExecStart=/usr/sbin/sandrund --config /etc/sandrun/sandrun.jsonc' /lib/systemd/system/sandrund.service ||
   fail "the unit does not start /usr/sbin/sandrund"
 [[ $(readlink /etc/systemd/system/multi-user.target.wants/sandrund.service) == /lib/systemd/system/sandrund.service ]] ||
   fail "sandrund.service is not enabled"
+[[ $(readlink /etc/systemd/system/sockets.target.wants/sandrund.socket) == /lib/systemd/system/sandrund.socket ]] ||
+  fail "sandrund.socket is not enabled"
 expect_perms /etc/sandrun "755 root root"
 expect_perms /etc/sandrun/sandrun.jsonc "640 root root"
 grep -q '"public_url": "",' /etc/sandrun/sandrun.jsonc || fail "public_url is not empty in the config"
@@ -128,7 +131,8 @@ printf 'ok: files, owners, modes, conffiles, fresh secret and token\n'
 
 step "systemd-analyze verify of the installed units"
 rc=0
-out="$(systemd-analyze verify /lib/systemd/system/sandrund.service /lib/systemd/system/sandrun.slice 2>&1)" || rc=$?
+out="$(systemd-analyze verify /lib/systemd/system/sandrund.service /lib/systemd/system/sandrund.socket \
+  /lib/systemd/system/sandrun.slice 2>&1)" || rc=$?
 if [[ $rc -ne 0 ]] && grep -Eqi 'System has not been booted with systemd|Failed to (connect to|initialize) .*bus' <<<"$out"; then
   printf '%s\nnote: systemd-analyze cannot verify here (no systemd); scripts/test verifies systemd/*\n' "$out"
 elif [[ $rc -ne 0 || -n $out ]]; then
@@ -147,15 +151,28 @@ cat "$tmp/check.log"
 grep -q '^sandrund check: config /etc/sandrun/sandrun.jsonc' "$tmp/check.log" || fail "check did not read the installed config"
 grep -q '^ok: this host can run sandboxes' "$tmp/check.log" || fail "sandrund check did not say ok"
 
-step "the daemon as its unit starts it, behind the system nginx's installed site"
+step "the daemon socket-activated as its units start it, behind the system nginx's installed site"
+# systemd-socket-activate stands in for sandrund.socket: it listens on the unit's
+# ListenStream= path and starts the unit's ExecStart with the socket (LISTEN_FDS) at the
+# first connection. Mode 0666 as the unit's SocketMode= (nginx's workers are www-data).
+socket_path="$(sed -n 's/^ListenStream=//p' /lib/systemd/system/sandrund.socket)"
+[[ $socket_path == /run/sandrun/sandrun.sock ]] || fail "sandrund.socket listens on '$socket_path'"
 install -d -m 0755 /run/sandrun
 (
   cd /
+  umask 0000
   # Its own cgroup name: nothing of this test meets a real install's cgroups.
   exec env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin LANG=C.UTF-8 SANDRUN_CGROUP_NAME="sandrun-pkgtest-$$" \
+    systemd-socket-activate -l "$socket_path" \
     /usr/sbin/sandrund --config /etc/sandrun/sandrun.jsonc </dev/null >"$tmp/sandrund.log" 2>&1
 ) &
 daemon=$!
+for _ in $(seq 100); do
+  [[ -S $socket_path ]] && break
+  sleep 0.1
+done
+[[ $(stat -c %a "$socket_path") == 777 || $(stat -c %a "$socket_path") == 666 ]] ||
+  fail "the socket is mode $(stat -c %a "$socket_path")"
 nginx || fail "nginx did not start"
 for _ in $(seq 300); do
   [[ $(curl -s -o /dev/null -w '%{http_code}' localhost:8080/healthz || true) == 200 ]] && break
@@ -179,7 +196,11 @@ url="$(jq -r '.files[0].url' <<<"$answer")"
 [[ $(curl -s "$url") == hello ]] || fail "the download link $url did not serve the file"
 code="$(curl -s -o /dev/null -w '%{http_code}' localhost:8080/run --json '{"language":"python","code":"print(1)"}')"
 [[ $code == 401 ]] || fail "no token: HTTP $code, expected 401"
-printf 'ok: print(1) with the installed token, a download link, 401 without a token\n'
+grep -q "listening on /run/sandrun/sandrun.sock, the socket of sandrund.socket" "$tmp/sandrund.log" || {
+  cat "$tmp/sandrund.log"
+  fail "sandrund did not take the socket it was passed"
+}
+printf 'ok: socket activation; print(1) with the installed token, a download link, 401 without a token\n'
 
 step "dpkg -i again: secrets and an edited conffile are kept"
 secret_before="$(secret_line)"
@@ -194,19 +215,42 @@ dpkg -i "$deb" >"$tmp/dpkg-i2.log" 2>&1 </dev/null || {
 grep -q '"link_ttl_s": 600,' /etc/sandrun/sandrun.jsonc || fail "the reinstall lost the config edit"
 printf 'ok: link secret, tokens and the edited config kept\n'
 
-step "stop, dpkg --purge"
+step "stop the daemon"
 kill -TERM "$daemon"
 wait "$daemon" || true
 daemon=""
+
+step "a passed socket at another path than fcgi_socket: the daemon refuses it"
+rc=0
+(
+  cd /
+  exec env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin SANDRUN_CGROUP_NAME="sandrun-pkgtest-other-$$" \
+    timeout 60 systemd-socket-activate -l "$tmp/other.sock" \
+    /usr/sbin/sandrund --config /etc/sandrun/sandrun.jsonc </dev/null >"$tmp/other.log" 2>&1
+) &
+other=$!
+for _ in $(seq 100); do
+  [[ -S $tmp/other.sock ]] && break
+  sleep 0.1
+done
+curl -s --max-time 30 --unix-socket "$tmp/other.sock" http://x/ >/dev/null || true
+wait "$other" || rc=$?
+cat "$tmp/other.log"
+[[ $rc -eq 1 ]] || fail "sandrund with a socket at $tmp/other.sock exited with $rc, expected 1"
+grep -q "must name the same path" "$tmp/other.log" || fail "it did not say why it refused the socket"
+printf 'ok: a socket at another path is refused with the reason\n'
+
+step "dpkg --purge"
 dpkg --purge sandrun >"$tmp/dpkg-purge.log" 2>&1 || {
   cat "$tmp/dpkg-purge.log"
   fail "dpkg --purge failed"
 }
 cat "$tmp/dpkg-purge.log"
 for f in /usr/lib/sandrun /usr/sbin/sandrund /lib/systemd/system/sandrund.service \
-  /lib/systemd/system/sandrun.slice /etc/sandrun /var/lib/sandrun /etc/nginx/sites-available/sandrun \
+  /lib/systemd/system/sandrund.socket /lib/systemd/system/sandrun.slice /etc/sandrun /var/lib/sandrun /etc/nginx/sites-available/sandrun \
   /etc/nginx/sites-enabled/sandrun /etc/nginx/sandrun /usr/share/sandrun \
-  /etc/systemd/system/multi-user.target.wants/sandrund.service; do
+  /etc/systemd/system/multi-user.target.wants/sandrund.service \
+  /etc/systemd/system/sockets.target.wants/sandrund.socket; do
   [[ ! -e $f && ! -L $f ]] || fail "$f is still there after the purge"
 done
 nginx -t -q || fail "nginx -t fails after the purge"
