@@ -12,6 +12,7 @@
 #include <string>
 #include <thread>
 
+#include "api/config_reload.h"
 #include "api/service.h"
 #include "config/config.h"
 #include "sandbox/cgroup.h"
@@ -198,6 +199,7 @@ int main(int argc, char** argv) {
     return 2;
   }
   config::Config& config = *loaded;
+  const config::Config started = config;  // as loaded: what a SIGHUP reload compares with
   // The sandbox's own ids (not root) build its mounts from paths below runs_dir, so every
   // directory above it must be searchable by others. A state dir under /root (0700) is not:
   // then runs go to /run/sandrun/<hash> unless runs_dir was set explicitly.
@@ -243,11 +245,12 @@ int main(int argc, char** argv) {
     std::string error = service.SelfTest();
     if (!error.empty()) std::fprintf(stderr, "sandrund: %s\n", error.c_str());
   }
-  // Block the stop signals in every thread; one thread waits for them (sigwait).
+  // Block the stop signals and SIGHUP in every thread; one thread waits for them (sigwait).
   sigset_t stop;
   sigemptyset(&stop);
   sigaddset(&stop, SIGTERM);
   sigaddset(&stop, SIGINT);
+  sigaddset(&stop, SIGHUP);
   pthread_sigmask(SIG_BLOCK, &stop, nullptr);
 
   // Started after the signal mask, which its thread inherits. Its first sweep runs here,
@@ -275,18 +278,23 @@ int main(int argc, char** argv) {
     return 1;
   }
   std::fprintf(stderr,
-               "sandrund: listening on %s (%lld sandboxes at once, queue %lld; swept %d "
+               "sandrund: listening on %s%s (%lld sandboxes at once, queue %lld; swept %d "
                "stale runs)\n",
-               config.fcgi_socket.c_str(), static_cast<long long>(config.max_concurrent_runs),
+               config.fcgi_socket.c_str(),
+               server.socket_from_systemd() ? ", the socket of sandrund.socket" : "",
+               static_cast<long long>(config.max_concurrent_runs),
                static_cast<long long>(config.max_queue), swept);
   // SIGTERM drains (issue 10 item 1): new runs get 503 "stopping" while the server still
   // answers, runs in flight go on up to their wall limit (the ceiling, plus a margin for
   // export), then the server stops. Past that, exit: the sandboxes left die with us
   // (init's PDEATHSIG and lifeline) and the next start sweeps their cgroups.
-  const auto drain_limit = std::chrono::seconds(config.ceilings.wall_time_s + 10);
+  // SIGHUP re-reads the config's live keys (api/config_reload.h) and goes on waiting.
   std::thread waiter([&] {
     int sig = 0;
-    sigwait(&stop, &sig);
+    while (sigwait(&stop, &sig) == 0 && sig == SIGHUP) {
+      api::ReloadConfig(config_path, started, &service);
+    }
+    const auto drain_limit = std::chrono::seconds(service.LiveConfig()->ceilings.wall_time_s + 10);
     std::fprintf(stderr, "sandrund: signal %d: stopping; %lld runs in flight may finish\n", sig,
                  static_cast<long long>(service.RunsInFlight()));
     service.BeginDrain();
@@ -296,7 +304,9 @@ int main(int argc, char** argv) {
     }
     server.Stop();
     std::this_thread::sleep_for(std::chrono::seconds(3));
-    std::fprintf(stderr, "sandrund: requests still in flight 3 s after the drain; exiting\n");
+    std::fprintf(stderr,
+                 "sandrund: the server did not stop within 3 s of the drain (requests in "
+                 "flight, or a worker waiting on sandrund.socket's socket); exiting\n");
     SweepRuns(config.runs_dir);
     if (runs_dir_fallback) RemoveFallbackRunsDir(config.runs_dir);
     std::_Exit(0);

@@ -20,12 +20,9 @@ SR_DAEMON_PID=""
 SR_NGINX_PID=""
 SR_APT_UPDATED=0
 
-sr_log() { printf '[sandrun] %s\n' "$*" >&2; }
-sr_warn() { printf '[sandrun] WARNING: %s\n' "$*" >&2; }
-sr_die() {
-  printf '[sandrun] ERROR: %s\n' "$*" >&2
-  exit 1
-}
+# sr_log, sr_warn, sr_die, and the link secret and tokens file helpers.
+# shellcheck source=scripts/lib/secrets.sh
+source "$SR_REPO/scripts/lib/secrets.sh"
 
 sr_require_root() {
   [[ $EUID -eq 0 ]] || sr_die "run as root (it installs Debian packages and builds sandboxes)"
@@ -126,22 +123,19 @@ sr_daemon_binary() {
   printf '%s\n' "${SANDRUN_DAEMON:-$SR_BUILD/src/sandrund}"
 }
 
-# Writes a fresh link secret file (one nginx `set` directive, DESIGN.md §7) unless one exists,
-# and checks the format of an existing one.
-sr_ensure_link_secret() {
-  local file="$1" tmp
-  if [[ ! -s $file ]]; then
-    mkdir -p "$(dirname "$file")"
-    tmp="$(mktemp "$file.XXXXXX")"
-    # shellcheck disable=SC2016 # $sandrun_link_secret is an nginx variable
-    printf 'set $sandrun_link_secret "%s";\n' "$(openssl rand -hex 32)" >"$tmp"
-    chmod 0640 "$tmp"
-    mv -f "$tmp" "$file"
-    sr_log "wrote a new link secret to $file"
-  fi
-  # shellcheck disable=SC2016 # literal nginx variable
-  grep -Eqx 'set \$sandrun_link_secret "[0-9a-f]{64}";' "$file" ||
-    sr_die "$file is not one line 'set \$sandrun_link_secret \"<64 hex digits>\";' (delete it to make a new one)"
+# Writes docs/sandrun.example.jsonc to OUT with public_url set to URL, after the HEADER lines
+# (each a // comment). Used by scripts/install and scripts/package (the .deb's conffile).
+# Usage: sr_render_config OUT URL HEADER...
+sr_render_config() {
+  local out="$1" url="$2" safe='^[][A-Za-z0-9_./:@+-]*$'
+  [[ $url =~ $safe ]] || sr_die "unsafe character in public_url '$url'"
+  {
+    printf '%s\n' "${@:3}"
+    sed "s|^  \"public_url\": \".*\",\$|  \"public_url\": \"$url\",|" \
+      "$SR_REPO/docs/sandrun.example.jsonc"
+  } >"$out"
+  grep -qx "  \"public_url\": \"$url\"," "$out" ||
+    sr_die "docs/sandrun.example.jsonc has no '  \"public_url\": ...,' line to fill in"
 }
 
 # Creates the state directory and the daemon config <state>/sandrun.jsonc, regenerated on every

@@ -37,6 +37,8 @@ class Admission {
 
   int64_t active() const;
   int64_t queued() const;
+  int64_t slots() const { return slots_; }
+  int64_t queue_limit() const { return queue_; }
 
  private:
   void Release();

@@ -1,6 +1,7 @@
 // The HTTP view the API handlers work on; the server fills it from FastCGI params.
 #pragma once
 
+#include <cstdint>
 #include <map>
 #include <string>
 
@@ -20,11 +21,21 @@ struct HttpRequest {
   }
 };
 
+// What the request log line says about a response beyond its status and timing (never code,
+// output or secrets).
+struct LogFields {
+  std::string user;        // the user a run acts as; "" when the request got no that far
+  std::string run_status;  // a finished run's status ("ok", "timeout", ...); "" if none ran
+  int64_t queue_ms = -1;   // time waiting for a sandbox slot (ms); -1: did not get there
+  int64_t run_ms = -1;     // the run's wall time (ms); -1: none ran
+};
+
 struct HttpResponse {
   int status = 200;
   std::string content_type = "application/json";
   std::map<std::string, std::string> headers;
   std::string body;
+  LogFields log;  // for the server's log line; not sent
 };
 
 // {"error":{"code","message","field"}} with `status`. `field` omitted when empty.

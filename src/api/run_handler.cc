@@ -309,9 +309,11 @@ std::optional<HttpResponse> Service::RestoreSession(const storage::SessionLock& 
 }
 
 HttpResponse Service::HandleRun(const HttpRequest& request, bool trusted) {
+  // The live keys (tokens, limits, quotas) as of now, for the whole request (SIGHUP).
+  const std::shared_ptr<const config::Config> live = LiveConfig();
   // A web page's request first: whatever else it carries, its origin must be allowed.
-  if (auto err = CheckOrigin(request.Header("origin"), config_.origins)) return Refusal(*err);
-  const Caller caller = Authenticate(request.Header("authorization"), config_);
+  if (auto err = CheckOrigin(request.Header("origin"), live->origins)) return Refusal(*err);
+  const Caller caller = Authenticate(request.Header("authorization"), *live);
   if (!trusted && !caller.authenticated) {
     HttpResponse r = ErrorResponse(401, "unauthorized",
                                    "missing or wrong bearer token (Authorization: Bearer <token>)");
@@ -325,10 +327,11 @@ HttpResponse Service::HandleRun(const HttpRequest& request, bool trusted) {
   if (draining_) return StoppingResponse();
   RunRequest run;
   if (auto err = DecodeRunRequest(request.body, request.Header("x-sandrun-user"),
-                                  request.Header("x-sandrun-session"), config_, &run)) {
+                                  request.Header("x-sandrun-session"), *live, &run)) {
     return Refusal(*err);
   }
   if (auto err = ApplyTokenBinding(caller, &run)) return Refusal(*err);
+  Notes().user = run.user;
   std::optional<std::vector<PlanEntry>> plan;
   if (run.markdown) {
     if (auto err = PlanMarkdown(*run.markdown, run.block, &run.steps, &plan)) {
@@ -341,7 +344,11 @@ HttpResponse Service::HandleRun(const HttpRequest& request, bool trusted) {
   if (!run.session.empty()) {
     if (auto refused = LockSession(run, &session)) return *refused;
   }
+  const auto queued_at = std::chrono::steady_clock::now();
   Admission::Ticket ticket = admission_.Acquire();
+  Notes().queue_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
+                         std::chrono::steady_clock::now() - queued_at)
+                         .count();
   if (!ticket.admitted()) {
     HttpResponse r = ErrorResponse(503, "busy", "all sandboxes are busy; retry shortly");
     r.headers["Retry-After"] = "5";
@@ -409,8 +416,8 @@ HttpResponse Service::HandleRun(const HttpRequest& request, bool trusted) {
   export_options.unchanged_inputs.assign(before.begin(), before.end());
   auto walk = storage::WalkWorkspace(dir.workspace(), export_options);
   uint64_t skipped_unlisted = 0;
-  const storage::Quota quota = {static_cast<uint64_t>(config_.user_quota_files),
-                                static_cast<uint64_t>(config_.user_quota_mb) << 20};
+  const storage::Quota quota = {static_cast<uint64_t>(live->user_quota_files),
+                                static_cast<uint64_t>(live->user_quota_mb) << 20};
   if (walk.ok()) {
     response.files_skipped = std::move(walk->skipped);
     skipped_unlisted = walk->skipped_unlisted;
@@ -419,7 +426,7 @@ HttpResponse Service::HandleRun(const HttpRequest& request, bool trusted) {
     publish.public_base_url = PublicBaseUrl(request);
     publish.link_secret = config_.link_secret;
     publish.user_dir_key = config_.link_secret + ":user-dir";
-    publish.link_ttl_s = config_.link_ttl_s;
+    publish.link_ttl_s = live->link_ttl_s;
     publish.max_age_s = config_.artifact_max_age_s;
     publish.quota = quota;
     // The user's sessions share the quota and are never evicted for a run's files.
@@ -452,6 +459,8 @@ HttpResponse Service::HandleRun(const HttpRequest& request, bool trusted) {
   if (session.held()) SaveSession(sessions_, session, dir.workspace(), quota, response);
   CapSkipped(skipped_unlisted, response);
   Count(response.status, response.wall_ms);
+  Notes().run_status = response.status;
+  Notes().run_ms = response.wall_ms;
   HttpResponse http;
   http.body = EncodeRunResponse(response);
   return http;

@@ -43,6 +43,7 @@ HttpResponse ErrorResponse(int status, const std::string& code, const std::strin
 Service::Service(const config::Config& config, const sandbox::Launcher* launcher,
                  std::string health_error)
     : config_(config),
+      live_(std::make_shared<const config::Config>(config)),
       launcher_(launcher),
       sessions_(config.state_dir + "/sessions", config.link_secret + ":session-dir"),
       health_error_(std::move(health_error)),
@@ -67,7 +68,19 @@ std::string Service::SelfTest() {
   return health_error_;
 }
 
+LogFields& Service::Notes() {
+  thread_local LogFields notes;
+  return notes;
+}
+
 HttpResponse Service::Handle(const HttpRequest& request) {
+  Notes() = {};
+  HttpResponse response = Route(request);
+  response.log = std::move(Notes());
+  return response;
+}
+
+HttpResponse Service::Route(const HttpRequest& request) {
   try {
     if (request.path == "/run") {
       if (request.method != "POST") {
@@ -78,8 +91,9 @@ HttpResponse Service::Handle(const HttpRequest& request) {
       return HandleRun(request);
     }
     if (request.path == "/healthz") return HandleHealth();
+    if (request.path == "/readyz") return HandleReady();
     if (request.path == "/metrics") return HandleMetrics();
-    if (request.path == "/openapi.json") return OpenApiResponse(request, config_);
+    if (request.path == "/openapi.json") return OpenApiResponse(request, *LiveConfig());
     return ErrorResponse(404, "not_found", "no such endpoint: " + request.path);
   } catch (const std::exception& e) {
     return ErrorResponse(500, "internal", "request " + request.request_id + ": " + e.what());

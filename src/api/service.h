@@ -4,6 +4,7 @@
 
 #include <atomic>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <optional>
 #include <string>
@@ -46,10 +47,22 @@ class Service {
   // Runs holding a sandbox slot now.
   int64_t RunsInFlight() const { return admission_.active(); }
 
-  // Never throws; unexpected exceptions become a 500 naming the request id.
+  // Never throws; unexpected exceptions become a 500 naming the request id. Fills the
+  // response's LogFields for the server's log line.
   HttpResponse Handle(const HttpRequest& request);
 
+  // The config of requests that start now: the start-up one, or the last SetConfig().
+  std::shared_ptr<const config::Config> LiveConfig() const { return live_.load(); }
+  // SIGHUP (config/reload.h): requests that start after this read `next` for the keys that
+  // change live; each request keeps the snapshot it started with. Thread-safe.
+  void SetConfig(std::shared_ptr<const config::Config> next) { live_.store(std::move(next)); }
+
  private:
+  HttpResponse Route(const HttpRequest& request);
+  // GET /readyz: whether a run could start now (readiness.cc).
+  HttpResponse HandleReady() const;
+  // The LogFields of the request this thread is handling (Handle() resets and returns them).
+  static LogFields& Notes();
   // `trusted`: skip bearer-token checks (the start-up self-test).
   HttpResponse HandleRun(const HttpRequest& request, bool trusted = false);
   // Runs run.steps in order in one workspace (stops at the first failure unless
@@ -76,7 +89,10 @@ class Service {
   std::string PublicBaseUrl(const HttpRequest& request) const;
   void Count(const std::string& status, int64_t wall_ms);
 
+  // The start-up config. Keys that change live (config::IsLiveKey) must be read from a
+  // LiveConfig() snapshot instead, taken once per request.
   const config::Config& config_;
+  std::atomic<std::shared_ptr<const config::Config>> live_;
   const sandbox::Launcher* launcher_;
   storage::SessionStore sessions_;
   std::string health_error_;

@@ -489,6 +489,38 @@ Result<Config> Load(const std::string& path) {
   return config;
 }
 
+std::vector<std::string> ChangedKeys(const Config& a, const Config& b) {
+  std::vector<std::string> changed;
+  for (const auto& key : Keys()) {
+    const bool same = std::visit([&](auto member) { return a.*member == b.*member; }, key.member);
+    if (!same) changed.emplace_back(key.name);
+  }
+  for (const auto& lk : LimitKeys()) {
+    if (a.limits.*(lk.member) != b.limits.*(lk.member)) {
+      changed.push_back(std::string("limits.") + lk.name);
+    }
+    if (a.ceilings.*(lk.member) != b.ceilings.*(lk.member)) {
+      changed.push_back(std::string("ceilings.") + lk.name);
+    }
+  }
+  auto same_language = [](const Language& x, const Language& y) {
+    return x.name == y.name && x.aliases == y.aliases && x.file_name == y.file_name &&
+           x.argv == y.argv;
+  };
+  if (!std::equal(a.languages.begin(), a.languages.end(), b.languages.begin(), b.languages.end(),
+                  same_language)) {
+    changed.emplace_back("languages");
+  }
+  auto same_token = [](const Token& x, const Token& y) {
+    return x.secret == y.secret && x.kind == y.kind && x.user == y.user;
+  };
+  if (!std::equal(a.tokens.begin(), a.tokens.end(), b.tokens.begin(), b.tokens.end(), same_token)) {
+    changed.emplace_back("tokens");
+  }
+  if (a.link_secret != b.link_secret) changed.emplace_back("link_secret");
+  return changed;
+}
+
 std::string HelpText() {
   std::ostringstream out;
   out << "Configuration keys (file: JSON with comments; env: SANDRUN_<KEY>):\n";

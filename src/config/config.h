@@ -130,6 +130,11 @@ Result<Config> Load(const std::string& path);
 // Text for --help: one line per key with type, default and description.
 std::string HelpText();
 
+// The keys whose values differ between `a` and `b`, named as in the file: top-level keys,
+// "limits.<name>", "ceilings.<name>", "languages", and "tokens" / "link_secret" for what
+// tokens_file / link_secret_file held when loaded (a SIGHUP reload, config/reload.h). Pure.
+std::vector<std::string> ChangedKeys(const Config& a, const Config& b);
+
 // Finds a language by name or alias; nullptr if unknown.
 const Language* FindLanguage(const Config& config, const std::string& name);
 

@@ -1,27 +1,30 @@
 #include "server/fcgi_server.h"
 
 #include <fcgiapp.h>
+#include <rapidjson/document.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <systemd/sd-daemon.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <ctime>
 #include <mutex>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "sys/syscalls.h"
+#include "util/json_log.h"
 #include "util/text.h"
 
 namespace sandrun::server {
 namespace {
 
 std::mutex g_accept_mu;  // libfcgi: serialise FCGX_Accept_r on one socket (threaded.c example)
-std::mutex g_log_mu;
 
 const char* Reason(int status) {
   switch (status) {
@@ -98,22 +101,80 @@ void WriteResponse(FCGX_Request& req, const api::HttpResponse& response, const s
   FCGX_PutStr(response.body.data(), static_cast<int>(response.body.size()), req.out);
 }
 
+// nginx's $request_id (32 hex digits, fastcgi_param REQUEST_ID), so that nginx's access log,
+// this log and the X-Request-Id header name a request alike; a fresh one of the same shape
+// when it is absent or not that shape (a client cannot choose it: nginx sets the param).
+std::string RequestId(FCGX_Request& req) {
+  const std::string id = Param(req, "REQUEST_ID");
+  const bool ok = id.size() == 32 && std::all_of(id.begin(), id.end(), [](char c) {
+                    return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f');
+                  });
+  return ok ? id : util::RandomHex(16);
+}
+
+// The error code and message of an error body ({"error":{"code","message"}}); "" if none.
+std::pair<std::string, std::string> ErrorOf(const std::string& body) {
+  rapidjson::Document doc;
+  if (body.size() > 65536 || doc.Parse(body.data(), body.size()).HasParseError() ||
+      !doc.IsObject() || !doc.HasMember("error") || !doc["error"].IsObject()) {
+    return {};
+  }
+  const auto& error = doc["error"];
+  auto text = [&](const char* key) {
+    return error.HasMember(key) && error[key].IsString() ? std::string(error[key].GetString())
+                                                         : std::string();
+  };
+  return {text("code"), text("message")};
+}
+
+// One JSON line per request (util/json_log.h): who, what, how it ended, how long. Never the
+// body: no code, no output. A 5xx adds the daemon's own error message (first 500 bytes).
 void Log(const api::HttpRequest& request, const api::HttpResponse& response, int64_t ms) {
   const int status = response.status;
-  std::time_t now = std::time(nullptr);
-  char when[32];
-  std::strftime(when, sizeof when, "%Y-%m-%dT%H:%M:%SZ", std::gmtime(&now));
-  std::lock_guard lock(g_log_mu);
-  std::fprintf(stderr, "%s id=%s %s %s -> %d (%lld ms)%s%s\n", when, request.request_id.c_str(),
-               request.method.c_str(), util::SanitizeUtf8(request.path).c_str(), status,
-               static_cast<long long>(ms), status >= 500 ? ": " : "",
-               status >= 500 ? response.body.c_str() : "");
+  util::LogLine line("request");
+  line.Add("request_id", request.request_id)
+      .Add("method", request.method)
+      .Add("path", request.path)
+      .Add("status", int64_t{status})
+      .Add("ms", ms);
+  const api::LogFields& log = response.log;
+  if (!log.user.empty()) line.Add("user", log.user);
+  if (!log.run_status.empty()) line.Add("run_status", log.run_status);
+  if (log.queue_ms >= 0) line.Add("queue_ms", log.queue_ms);
+  if (log.run_ms >= 0) line.Add("run_ms", log.run_ms);
+  if (status >= 400) {
+    auto [code, message] = ErrorOf(response.body);
+    if (!code.empty()) line.Add("error", code);
+    if (status >= 500 && !message.empty()) line.Add("message", message.substr(0, 500));
+  }
+  line.Write();
 }
 
 }  // namespace
 
 Status FcgiServer::Open() {
   if (FCGX_Init() != 0) return MakeError("server", "FCGX_Init failed");
+  // sd_listen_fds(3): the sockets of sandrund.socket, if systemd started us through it
+  // (unsets LISTEN_FDS, so sandboxes do not inherit the variables).
+  const int passed = sd_listen_fds(1);
+  if (passed > 1) {
+    return MakeError("server", "systemd passed " + std::to_string(passed) +
+                                   " sockets; sandrund.socket must listen on one");
+  }
+  if (passed == 1) {
+    if (sd_is_socket_unix(SD_LISTEN_FDS_START, SOCK_STREAM, 1, options_.socket_path.c_str(), 0) <=
+        0) {
+      return MakeError("server",
+                       "the socket systemd passed is not a listening unix stream socket "
+                       "at " +
+                           options_.socket_path +
+                           ": the config's fcgi_socket and sandrund.socket's "
+                           "ListenStream= must name the same path");
+    }
+    listen_fd_ = SD_LISTEN_FDS_START;
+    inherited_ = true;
+    return OkStatus();
+  }
   ::unlink(options_.socket_path.c_str());
   listen_fd_ = FCGX_OpenSocket(options_.socket_path.c_str(), 128);
   if (listen_fd_ < 0) {
@@ -142,7 +203,7 @@ void FcgiServer::Worker(const Handler& handler) {
     auto start = std::chrono::steady_clock::now();
     bool too_large = false;
     api::HttpRequest request = ReadRequest(req, options_.max_body_bytes, &too_large);
-    request.request_id = util::RandomHex(8);
+    request.request_id = RequestId(req);
     api::HttpResponse response =
         too_large ? api::ErrorResponse(413, "body_too_large",
                                        "request body is larger than the configured maximum of " +
@@ -168,8 +229,10 @@ void FcgiServer::Stop() {
   stopping_ = true;
   FCGX_ShutdownPending();
   // Wake the thread blocked in accept(2). The socket file goes too: a clean stop leaves no
-  // sandrun.sock behind (nginx then fails to connect at once, with ENOENT).
-  if (listen_fd_ >= 0) {
+  // sandrun.sock behind (nginx then fails to connect at once, with ENOENT). systemd's socket
+  // stays as it is: it is shared with systemd, which queues connections on it and starts the
+  // daemon again for them; the thread in accept(2) ends with the process.
+  if (listen_fd_ >= 0 && !inherited_) {
     ::shutdown(listen_fd_, SHUT_RDWR);
     ::unlink(options_.socket_path.c_str());
   }

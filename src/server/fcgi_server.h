@@ -13,7 +13,10 @@
 namespace sandrun::server {
 
 struct ServerOptions {
-  std::string socket_path;  // unix socket; replaced if it exists; mode 0666
+  // Unix socket. Socket activation (sandrund.socket): when systemd passes one socket
+  // (sd_listen_fds), it must be a listening stream socket at this path and is used as it is;
+  // otherwise the server makes its own here, replacing a file that exists, mode 0666.
+  std::string socket_path;
   int threads = 8;  // worker threads (config::WorkerThreads: slots, queue, waiters, 4 spare)
   int64_t max_body_bytes = 16 << 20;  // larger bodies get 413 without being read whole
 };
@@ -25,7 +28,11 @@ using Handler = std::function<api::HttpResponse(const api::HttpRequest&)>;
 class FcgiServer {
  public:
   explicit FcgiServer(ServerOptions options) : options_(std::move(options)) {}
+  // Errors: systemd passed more than one socket, or one that is not a listening unix stream
+  // socket at socket_path; the server's own socket cannot be made.
   Status Open();
+  // Whether Open() took the socket from systemd (socket activation).
+  bool socket_from_systemd() const { return inherited_; }
   // Blocks in worker threads until Stop(); then waits up to `grace_ms` for requests in
   // flight and returns.
   void Serve(const Handler& handler);
@@ -35,6 +42,7 @@ class FcgiServer {
   void Worker(const Handler& handler);
   ServerOptions options_;
   int listen_fd_ = -1;
+  bool inherited_ = false;  // systemd's socket: never shut down or unlinked here
   std::atomic<bool> stopping_{false};
 };
 

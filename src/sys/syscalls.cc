@@ -7,6 +7,7 @@
 #include <sys/mman.h>
 #include <sys/mount.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -122,6 +123,12 @@ Status RemoveBelow(int dirfd, const std::string& shown, dev_t dev) {
 Status RemoveEmptyDir(const std::string& path) {
   if (::rmdir(path.c_str()) != 0 && errno != ENOENT) return ErrnoError("rmdir", "rmdir " + path);
   return OkStatus();
+}
+
+Result<uint64_t> AvailableBytes(const std::string& path) {
+  struct statvfs fs;
+  if (::statvfs(path.c_str(), &fs) != 0) return ErrnoError("statvfs", "statvfs " + path);
+  return static_cast<uint64_t>(fs.f_bavail) * static_cast<uint64_t>(fs.f_frsize);
 }
 
 Status RemoveTree(const std::string& path) {

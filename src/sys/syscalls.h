@@ -46,6 +46,9 @@ Status RemoveTree(const std::string& path);
 // rmdir(2): removes `path` only if it is an empty directory. Errors name the path
 // (ENOTEMPTY: something is still in it). A missing path is not an error.
 Status RemoveEmptyDir(const std::string& path);
+// statvfs(2): bytes an unprivileged writer may still use on the file system of `path`
+// (f_bavail * f_frsize). Errors name the path. Not child-safe.
+Result<uint64_t> AvailableBytes(const std::string& path);
 
 // Mounts a tmpfs of `size_bytes` at `target` owned by uid:gid with mode. Errors: "mount".
 Status MountTmpfs(const std::string& target, uint64_t size_bytes, uid_t uid, gid_t gid, int mode);

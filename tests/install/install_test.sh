@@ -161,6 +161,8 @@ for f in trusted_proxies.conf trusted_proxies.geo test_pages.conf; do
 done
 expect_perms /etc/systemd/system/sandrund.service "644 root root"
 cmp -s /etc/systemd/system/sandrund.service systemd/sandrund.service || fail "the unit is not systemd/sandrund.service"
+expect_perms /etc/systemd/system/sandrun.slice "644 root root"
+cmp -s /etc/systemd/system/sandrun.slice systemd/sandrun.slice || fail "the slice is not systemd/sandrun.slice"
 [[ $(readlink /etc/nginx/sites-enabled/sandrun) == /etc/nginx/sites-available/sandrun ]] ||
   fail "sites-enabled/sandrun is not a link to sites-available/sandrun"
 grep -q '^  listen 127.0.0.1:8080;' /etc/nginx/sites-available/sandrun || fail "the site does not listen on 127.0.0.1:8080"
@@ -239,7 +241,7 @@ scripts/install --uninstall >"$tmp/run3.log" 2>&1 || {
 }
 cat "$tmp/run3.log"
 for f in /usr/local/bin/sandrund /usr/local/bin/sandrun-init /etc/sandrun/tokens /etc/sandrun/.installed.sha256 \
-  /etc/systemd/system/sandrund.service \
+  /etc/systemd/system/sandrund.service /etc/systemd/system/sandrun.slice \
   /etc/nginx/sites-available/sandrun /etc/nginx/sites-enabled/sandrun /etc/nginx/sandrun; do
   [[ ! -e $f && ! -L $f ]] || fail "$f is still there after --uninstall"
 done

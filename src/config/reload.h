@@ -1,0 +1,30 @@
+// SIGHUP: which config keys a running daemon takes over from a reloaded file, and which need
+// a restart (README "Run like a service"). Pure functions on loaded configs; thread-safe.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "config/config.h"
+
+namespace sandrun::config {
+
+// Keys that change live: the run limits and their ceilings, the per-user quota, who may call
+// (tokens, tokens_file, bearer_tokens, allow_anonymous, allowed_origins) and the lifetime of
+// new download links. Each is read per request, so a new value applies to requests that
+// start after the reload. Every other key needs a restart (sockets, paths, cgroups, the
+// sandbox ids, the pool and queue sizes, the link secret, ...).
+bool IsLiveKey(const std::string& key);
+
+struct ReloadPlan {
+  Config next;                             // `running` with the live keys of `loaded`
+  std::vector<std::string> applied;        // live keys whose value changes now
+  std::vector<std::string> needs_restart;  // other keys that differ from the start-up config
+};
+
+// `running`: the config requests use now; `started`: the config as loaded at start-up,
+// before the daemon adjusted anything in it (the runs_dir fallback); `loaded`: the file as
+// config::Load read it now (validated: limits within their ceilings, tokens readable).
+ReloadPlan PlanReload(const Config& running, const Config& started, const Config& loaded);
+
+}  // namespace sandrun::config
