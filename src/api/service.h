@@ -55,8 +55,10 @@ class Service {
   // Runs run.steps in order in one workspace (stops at the first failure unless
   // continue_on_error) and joins their results. status "sandbox_error" (message in
   // stderr) when a sandbox could not be built.
+  // `outputs` is the run's outputs area (run_displays.h).
   RunResponse RunSteps(const RunRequest& run, const std::string& id, const std::string& workspace,
-                       const std::string& tmp, const std::string& root) const;
+                       const std::string& tmp, const std::string& root,
+                       const std::string& outputs) const;
   // Turns a markdown message into steps and the plan (DESIGN.md §5).
   std::optional<ApiError> PlanMarkdown(const std::string& markdown, int block,
                                        std::vector<CodeStep>* steps,
