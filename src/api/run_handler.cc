@@ -374,6 +374,11 @@ HttpResponse Service::HandleRun(const HttpRequest& request, bool trusted) {
     return ErrorResponse(500, "sandbox_error", "run " + id + ": " + s.error().message);
   }
 
+  // matplotlib's font cache, built at start-up (font_cache.cc), in the run's MPLCONFIGDIR.
+  if (!font_cache_name_.empty()) {
+    (void)storage::PlaceFile(dir.tmp(), "matplotlib/" + font_cache_name_, font_cache_, uid, gid);
+  }
+
   // The files the run starts with: exported again only when changed.
   storage::FileDigests before;
   if (session.held()) {

@@ -116,6 +116,14 @@ def run(argv):
         tb = _user_traceback(error.__traceback__)
         error.__traceback__ = tb
         sys.excepthook(type(error), error, tb)
+        if isinstance(error, KeyboardInterrupt):
+            # As python3 does: end by SIGINT, so the parent sees the interrupt (exit 130 in a shell).
+            import atexit
+            import signal
+
+            atexit._run_exitfuncs()
+            signal.signal(signal.SIGINT, signal.SIG_DFL)
+            os.kill(os.getpid(), signal.SIGINT)
         raise SystemExit(1) from None
     raise SystemExit(0)
 

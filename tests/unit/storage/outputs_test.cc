@@ -11,6 +11,7 @@
 #include <string>
 
 #include "storage/artifact_store.h"
+#include "storage/signed_link.h"
 #include "storage/user_store.h"
 #include "test_util.h"
 
