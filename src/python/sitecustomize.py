@@ -65,16 +65,22 @@ def _write_entry(entry):
         os.close(fd)
 
 
+_next_figure = 1  # figure-N.png below this are taken (by this process or an earlier step)
+
+
 def _reserve_image_name():
     """Returns (path, name) of the next free figure-N.png, or (None, name) past the cap."""
-    n = 1
+    global _next_figure
     while True:
+        n = _next_figure
+        _next_figure += 1
         name = "figure-%d.png" % n
         path = os.path.join(_OUTPUTS, name)
         try:
+            # O_EXCL: the steps of a run (and subprocesses) share the outputs area, and each
+            # number is taken once, also past the cap (an empty file that is never published).
             os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644))
         except FileExistsError:
-            n += 1
             continue
         if n > _MAX_FIGURES:
             _write_entry({"skipped": name, "reason": "too_many_figures"})
