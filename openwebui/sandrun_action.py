@@ -327,6 +327,39 @@ def skipped_files_line(result: dict) -> str:
     return ("Not saved: " + ", ".join(items) + ".") if items else ""
 
 
+def _inert_markdown(text: str) -> str:
+    """A table or text a program made, as Markdown that can only be a table or text: no HTML,
+    no links and no images (those would load from anywhere when the chat is shown)."""
+    return "".join("\\" + c if c in "[]" else {"<": "&lt;", ">": "&gt;", "&": "&amp;"}.get(c, c)
+                   for c in text)
+
+
+def displays_markdown(result: dict) -> list:
+    """The run's `displays` (what the program showed: charts, tables) as Markdown, in order:
+    an image inline, a table as a Markdown table, text as text."""
+    parts = []
+    for d in result.get("displays") or []:
+        if not isinstance(d, dict):
+            continue
+        kind, text, f = d.get("kind"), d.get("text"), d.get("file")
+        if kind == "image" and isinstance(f, dict) and f.get("mime") in RASTER_IMAGE_TYPES:
+            parts.append(file_markdown(f))
+        elif kind == "table" and isinstance(text, str) and text:
+            parts.append(_inert_markdown(text))
+        elif kind == "text" and isinstance(text, str) and text:
+            parts.append(_inert_markdown(text) if d.get("mime") == "text/markdown" else fenced(text))
+    return parts
+
+
+def displayed_urls(result: dict) -> set:
+    """URLs of the files `displays` shows, so that a file list need not repeat them."""
+    return {
+        d["file"].get("url")
+        for d in result.get("displays") or []
+        if isinstance(d, dict) and isinstance(d.get("file"), dict)
+    }
+
+
 def limits_payload(wall_time_s: int, memory_mb: int) -> dict:
     """The `limits` object: one time valve sets both the wall-clock and the CPU limit, since a
     user means the one they notice; 0 leaves a limit at the server's default."""
@@ -568,7 +601,11 @@ class Action:
             parts.append("stderr:\n" + fenced(clip(stderr, self.valves.max_output_chars)))
         if not stdout and not stderr:
             parts.append("_(no output)_")
-        files = result.get("files") or []
+        # What the program showed (plt.show(), a trailing DataFrame), in order; then the files
+        # it saved that were not among them.
+        parts.extend(displays_markdown(result))
+        shown = displayed_urls(result)
+        files = [f for f in result.get("files") or [] if f.get("url") not in shown]
         images = [file_markdown(f) for f in files if f.get("mime") in RASTER_IMAGE_TYPES]
         others = [file_markdown(f) for f in files if f.get("mime") not in RASTER_IMAGE_TYPES]
         parts.extend(images)

@@ -326,6 +326,39 @@ def skipped_files_line(result: dict) -> str:
     return ("Not saved: " + ", ".join(items) + ".") if items else ""
 
 
+def _inert_markdown(text: str) -> str:
+    """A table or text a program made, as Markdown that can only be a table or text: no HTML,
+    no links and no images (those would load from anywhere when the chat is shown)."""
+    return "".join("\\" + c if c in "[]" else {"<": "&lt;", ">": "&gt;", "&": "&amp;"}.get(c, c)
+                   for c in text)
+
+
+def displays_markdown(result: dict) -> list:
+    """The run's `displays` (what the program showed: charts, tables) as Markdown, in order:
+    an image inline, a table as a Markdown table, text as text."""
+    parts = []
+    for d in result.get("displays") or []:
+        if not isinstance(d, dict):
+            continue
+        kind, text, f = d.get("kind"), d.get("text"), d.get("file")
+        if kind == "image" and isinstance(f, dict) and f.get("mime") in RASTER_IMAGE_TYPES:
+            parts.append(file_markdown(f))
+        elif kind == "table" and isinstance(text, str) and text:
+            parts.append(_inert_markdown(text))
+        elif kind == "text" and isinstance(text, str) and text:
+            parts.append(_inert_markdown(text) if d.get("mime") == "text/markdown" else fenced(text))
+    return parts
+
+
+def displayed_urls(result: dict) -> set:
+    """URLs of the files `displays` shows, so that a file list need not repeat them."""
+    return {
+        d["file"].get("url")
+        for d in result.get("displays") or []
+        if isinstance(d, dict) and isinstance(d.get("file"), dict)
+    }
+
+
 def limits_payload(wall_time_s: int, memory_mb: int) -> dict:
     """The `limits` object: one time valve sets both the wall-clock and the CPU limit, since a
     user means the one they notice; 0 leaves a limit at the server's default."""
@@ -409,7 +442,15 @@ def _model_text(result: dict, limit: int) -> str:
         cut = " (cut by sandrun: head and tail kept)" if result.get(name + "_truncated") else ""
         lines.append(f"{name}{cut}:")
         lines.append(fenced(clip(text, limit)))
-    files = result.get("files") or []
+    displays = displays_markdown(result)
+    if displays:
+        lines.append(
+            "shown by the program, in order (show these charts and tables to the user by "
+            "copying these lines exactly):"
+        )
+        lines.extend(displays)
+    shown = displayed_urls(result)
+    files = [f for f in result.get("files") or [] if f.get("url") not in shown]
     if files:
         lines.append("files (show them to the user by copying these lines exactly):")
         lines.extend(file_markdown(f) for f in files)
@@ -462,8 +503,10 @@ class Tools:
         results. numpy, pandas, matplotlib, scipy, openpyxl and pillow are installed; there is
         no internet access. Print what you need: only printed output and saved files come back.
         Save files in the current directory; files from earlier calls in this chat are still
-        there. Show each returned image to the user as ![name](url) and each other file as
-        [name](url), copying the url exactly.
+        there. A chart shown with plt.show() (or a figure left open) comes back as an image,
+        and the value of the last line, if it is an expression (a DataFrame, a path), is shown
+        as in a notebook. Show each returned image to the user as ![name](url), each table as
+        given, and each other file as [name](url), copying the url exactly.
         :param code: The complete Python program to run.
         """
         return await _run(

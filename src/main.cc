@@ -244,6 +244,10 @@ int main(int argc, char** argv) {
   if (host.launcher) {
     std::string error = service.SelfTest();
     if (!error.empty()) std::fprintf(stderr, "sandrund: %s\n", error.c_str());
+    const std::string no_cache = error.empty() ? service.PrepareFontCache() : "";
+    if (!no_cache.empty()) {
+      std::fprintf(stderr, "sandrund: no prepared font cache: %s\n", no_cache.c_str());
+    }
   }
   // Block the stop signals and SIGHUP in every thread; one thread waits for them (sigwait).
   sigset_t stop;

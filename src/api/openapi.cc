@@ -36,7 +36,7 @@ constexpr char kSpec[] = R"json({
       "post": {
         "operationId": "run_code",
         "summary": "Run Python or Bash code in a sandbox and get its output and files",
-        "description": "Run code in a fresh, isolated Linux sandbox and get back what it printed and the files it wrote. Use it whenever a task needs a computation, data analysis, a chart, a file (CSV, XLSX, PNG, ...) or a check that code really works: run it instead of guessing results. Python 3 comes with numpy, pandas, matplotlib, scipy, openpyxl, pillow and requests; bash has the usual command-line tools. There is no internet access. Save files in the current directory: each new or changed file comes back with a download link, and files from earlier runs in the same chat are still there. Only printed output and saved files come back, so print what you need. The answer has status (ok, error, timeout, memory_limit, ...), exit_code, stdout, stderr and files [{name, url, mime}]. Show every image to the user as ![name](url) and link every other file as [name](url), copying the url exactly; never make up a link. If status is not ok, read stderr, fix the code and run it again.",
+        "description": "Run code in a fresh, isolated Linux sandbox and get back what it printed and the files it wrote. Use it whenever a task needs a computation, data analysis, a chart, a file (CSV, XLSX, PNG, ...) or a check that code really works: run it instead of guessing results. Python 3 comes with numpy, pandas, matplotlib, scipy, openpyxl, pillow and requests; bash has the usual command-line tools. There is no internet access. Save files in the current directory: each new or changed file comes back with a download link, and files from earlier runs in the same chat are still there. Only printed output, saved files and what the program shows come back, so print what you need: a chart shown with plt.show() (or a figure still open at the end) is returned as an image, and the value of the last line, if it is an expression (a DataFrame, a path), is shown as in a notebook. The answer has status (ok, error, timeout, memory_limit, ...), exit_code, stdout, stderr, files [{name, url, mime}] and displays (what the program showed, in order: images with a file, tables as Markdown text). Show every image to the user as ![name](url), every table in displays as given, and link every other file as [name](url), copying the url exactly; never make up a link. If status is not ok, read stderr, fix the code and run it again.",
         "requestBody": {
           "required": true,
           "content": {
@@ -51,7 +51,7 @@ constexpr char kSpec[] = R"json({
                   },
                   "code": {
                     "type": "string",
-                    "description": "The complete program or shell script to run. It runs from a file in the working directory, not in an interactive session: print every result you want to see."
+                    "description": "The complete program or shell script to run. It runs from a file in the working directory, not in an interactive session: print every result you want to see (the value of a last-line expression is shown too)."
                   },
                   "stdin": {
                     "type": "string",
@@ -132,6 +132,11 @@ constexpr char kSpec[] = R"json({
           "stderr_truncated": {"type": "boolean"},
           "files": {"type": "array", "items": {"$ref": "#/components/schemas/File"}},
           "files_skipped": {"type": "array", "items": {"$ref": "#/components/schemas/SkippedFile"}},
+          "displays": {
+            "type": "array",
+            "description": "What the program showed, in order: each chart shown with plt.show() or left open, each image shown, display() calls and the last line's value when it is a table or an image.",
+            "items": {"$ref": "#/components/schemas/Display"}
+          },
           "snippets": {
             "type": "array",
             "description": "Per snippet or Markdown block, when the request had several.",
@@ -180,12 +185,22 @@ constexpr char kSpec[] = R"json({
           "expires_at": {"type": "integer", "description": "Unix time after which the link stops working."}
         }
       },
+      "Display": {
+        "type": "object",
+        "required": ["kind", "mime"],
+        "properties": {
+          "kind": {"type": "string", "enum": ["image", "table", "text"]},
+          "mime": {"type": "string", "description": "image/png for an image; text/markdown for a table."},
+          "text": {"type": "string", "description": "A table (Markdown) or text."},
+          "file": {"$ref": "#/components/schemas/File"}
+        }
+      },
       "SkippedFile": {
         "type": "object",
         "required": ["path", "reason"],
         "properties": {
           "path": {"type": "string"},
-          "reason": {"type": "string", "description": "symlink, not_regular, too_large, too_many, too_deep, too_long, quota or ignored."}
+          "reason": {"type": "string", "description": "symlink, not_regular, too_large, too_many, too_deep, too_long, quota, ignored or too_many_figures (more figures shown than the server keeps)."}
         }
       },
       "Snippet": {

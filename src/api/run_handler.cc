@@ -10,7 +10,9 @@
 
 #include "api/access.h"
 #include "api/run_codec.h"
+#include "api/run_displays.h"
 #include "api/service.h"
+#include "python/support_files.h"
 #include "storage/artifact_store.h"
 #include "storage/digest.h"
 #include "storage/export.h"
@@ -44,9 +46,12 @@ class RunDir {
     // The sandbox user's (not host root's, which shows as nobody:nogroup in `ls -la`); it
     // still cannot change it: it is bound read-only at both names of the workspace (mounts.cc).
     if (s.ok()) s = MakeOwnedDir(workspace() + "/.sandrun", 0755, uid, gid);
+    // Shown figures land here, on the run's tmpfs but outside the workspace (issue 14).
+    if (s.ok()) s = MakeOwnedDir(outputs(), 0755, uid, gid);
     return s;
   }
   std::string workspace() const { return path_ + "/fs/ws"; }
+  std::string outputs() const { return path_ + "/fs/out"; }
   std::string tmp() const { return path_ + "/fs/tmp"; }
   std::string root() const { return path_ + "/root"; }
 
@@ -73,7 +78,7 @@ std::vector<std::string> SandboxEnv(const config::Config& config) {
       "PYTHONUNBUFFERED=1",
       // The program file lives in .sandrun/; modules the code writes beside it in the
       // workspace (helper.py) must import as if the program ran from there.
-      "PYTHONPATH=/home/user",
+      "PYTHONPATH=" + std::string(python::kSupportDir) + ":/home/user",
       "PYTHONIOENCODING=utf-8",
       "PYTHONDONTWRITEBYTECODE=1",
       "MPLBACKEND=Agg",
@@ -165,6 +170,16 @@ std::string ProgramPath(const RunRequest& run, size_t i) {
 // Writes every program file of the run into <workspace>/.sandrun (the daemon's own directory,
 // made by RunDir::Create; nothing of the user's is in it yet).
 Status WriteProgramFiles(const RunRequest& run, const std::string& workspace) {
+  // The notebook support files (sitecustomize.py, the loader): for every run, since a shell
+  // step can start Python too.
+  const std::string support = workspace + "/" + python::kSupportDirInWorkspace;
+  if (Status s = sys::MakeDirs(support, 0755); !s.ok()) return s;
+  for (const auto& file : python::SupportFiles()) {
+    if (Status s = sys::WriteFile(support + "/" + file.name, std::string(file.content), 0644);
+        !s.ok()) {
+      return s;
+    }
+  }
   for (size_t i = 0; i < run.steps.size(); ++i) {
     if (!run.steps[i].save_as.empty()) continue;
     if (MultiStep(run)) {
@@ -366,6 +381,11 @@ HttpResponse Service::HandleRun(const HttpRequest& request, bool trusted) {
     return ErrorResponse(500, "sandbox_error", "run " + id + ": " + s.error().message);
   }
 
+  // matplotlib's font cache, built at start-up (font_cache.cc), in the run's MPLCONFIGDIR.
+  if (!font_cache_name_.empty()) {
+    (void)storage::PlaceFile(dir.tmp(), "matplotlib/" + font_cache_name_, font_cache_, uid, gid);
+  }
+
   // The files the run starts with: exported again only when changed.
   storage::FileDigests before;
   if (session.held()) {
@@ -399,7 +419,7 @@ HttpResponse Service::HandleRun(const HttpRequest& request, bool trusted) {
     return ErrorResponse(500, "sandbox_error", "run " + id + ": " + s.error().message);
   }
 
-  RunResponse response = RunSteps(run, id, dir.workspace(), dir.tmp(), dir.root());
+  RunResponse response = RunSteps(run, id, dir.workspace(), dir.tmp(), dir.root(), dir.outputs());
   if (plan && response.steps) {
     MarkBlocksNotRun(run.steps, *response.steps, response.status, &*plan);
   }
@@ -413,6 +433,11 @@ HttpResponse Service::HandleRun(const HttpRequest& request, bool trusted) {
   export_options.max_files = static_cast<int>(limits.max_files);
   // A file as large as RLIMIT_FSIZE was most likely cut short by it: treat as too large.
   export_options.max_file_bytes = (static_cast<uint64_t>(limits.file_size_mb) << 20) - 1;
+  // What the program showed; a saved file it showed is exported even when unchanged.
+  std::string displays_note;
+  const DisplayManifest manifest = ReadDisplayManifest(dir.outputs(), config_, &displays_note);
+  if (!displays_note.empty()) AppendLine(response.stderr_stream.text, displays_note);
+  for (const auto& shown : WorkspaceFileNames(manifest)) before.erase(shown);
   export_options.unchanged_inputs.assign(before.begin(), before.end());
   auto walk = storage::WalkWorkspace(dir.workspace(), export_options);
   uint64_t skipped_unlisted = 0;
@@ -431,9 +456,15 @@ HttpResponse Service::HandleRun(const HttpRequest& request, bool trusted) {
     publish.quota = quota;
     // The user's sessions share the quota and are never evicted for a run's files.
     publish.reserved = sessions_.UserUsage(run.user);
-    auto published = storage::Publish(dir.workspace(), walk->files, run.user, id, publish);
+    std::map<std::string, std::string> output_paths;
+    const storage::ExtraSource outputs =
+        PlanOutputFiles(dir.outputs(), manifest, walk->files, export_options.max_file_bytes,
+                        &output_paths, &response.files_skipped);
+    for (const auto& s : manifest.skipped) response.files_skipped.push_back(s);
+    auto published = storage::Publish(dir.workspace(), walk->files, outputs, run.user, id, publish);
     if (published.ok()) {
       response.files = std::move(published->files);
+      response.displays = AssembleDisplays(manifest, output_paths, response.files);
       for (auto& s : published->skipped) response.files_skipped.push_back(std::move(s));
       if (published->over_quota) {
         response.status = "file_limit";
@@ -468,7 +499,7 @@ HttpResponse Service::HandleRun(const HttpRequest& request, bool trusted) {
 
 RunResponse Service::RunSteps(const RunRequest& run, const std::string& id,
                               const std::string& workspace, const std::string& tmp,
-                              const std::string& root) const {
+                              const std::string& root, const std::string& outputs) const {
   const config::Limits& limits = run.limits;
   RunResponse response;
   response.id = id;
@@ -504,9 +535,17 @@ RunResponse Service::RunSteps(const RunRequest& run, const std::string& id,
     const std::string rel = ProgramPath(run, i);
     sandbox::SandboxSpec spec;
     for (const auto& arg : step.language->argv) {
-      spec.argv.push_back(arg == "{file}" ? std::string(kProgramDir) + "/" + rel : arg);
+      if (arg == "{file}") {
+        spec.argv.push_back(std::string(kProgramDir) + "/" + rel);
+      } else if (arg == "{loader}") {
+        spec.argv.push_back(python::kLoaderPath);
+      } else {
+        spec.argv.push_back(arg);
+      }
     }
     spec.env = SandboxEnv(config_);
+    for (auto& line : NotebookEnv(config_)) spec.env.push_back(std::move(line));
+    spec.outputs_dir = outputs;
     spec.workspace_dir = workspace;
     spec.readonly_workspace_dirs = {".sandrun"};
     spec.tmp_dir = tmp;

@@ -30,6 +30,12 @@ class Service {
   // message, or "" when the self-test passed.
   std::string SelfTest();
 
+  // Builds matplotlib's font cache once, in a sandbox (font_cache.cc); every later run gets a
+  // copy in its MPLCONFIGDIR, so `import matplotlib.pyplot` does not rebuild it. Returns "" or
+  // why there is none (runs then build their own). Call after SelfTest, before serving: not
+  // thread-safe.
+  std::string PrepareFontCache();
+
   // Called by the janitor after each sweep: deletes sessions idle past session_idle_s
   // (returns how many) and records the artifact store's size for /metrics. Thread-safe.
   int SweepIdleSessions() const { return sessions_.SweepIdle(config_.session_idle_s); }
@@ -68,8 +74,10 @@ class Service {
   // Runs run.steps in order in one workspace (stops at the first failure unless
   // continue_on_error) and joins their results. status "sandbox_error" (message in
   // stderr) when a sandbox could not be built.
+  // `outputs` is the run's outputs area (run_displays.h).
   RunResponse RunSteps(const RunRequest& run, const std::string& id, const std::string& workspace,
-                       const std::string& tmp, const std::string& root) const;
+                       const std::string& tmp, const std::string& root,
+                       const std::string& outputs) const;
   // Turns a markdown message into steps and the plan (DESIGN.md §5).
   std::optional<ApiError> PlanMarkdown(const std::string& markdown, int block,
                                        std::vector<CodeStep>* steps,
@@ -97,6 +105,8 @@ class Service {
   storage::SessionStore sessions_;
   std::string health_error_;
   std::vector<std::string> weaker_limits_;
+  std::string font_cache_name_;  // matplotlib's fontlist-vNNN.json; "" = none
+  std::string font_cache_;       // its content
   std::atomic<bool> draining_{false};
   std::atomic<uint64_t> artifact_files_{0};
   std::atomic<uint64_t> artifact_bytes_{0};

@@ -91,6 +91,13 @@ const std::vector<Key>& Keys() {
        "max_concurrent_runs + max_queue + 4); each holds a worker thread"},
       {"session_idle_s", &Config::session_idle_s, "int", 1,
        "sessions unused this long are deleted (s)"},
+      {"max_figures", &Config::max_figures, "int", 0,
+       "figures and images a run may show (plt.show(), Image.show(), display()); more are "
+       "listed in files_skipped as too_many_figures"},
+      {"figure_max_dpi", &Config::figure_max_dpi, "int", 10,
+       "largest DPI a shown figure is drawn at (a figure's own lower DPI is kept)"},
+      {"figure_max_pixels", &Config::figure_max_pixels, "int", 10000,
+       "largest shown figure in pixels (width x height); a larger one is drawn at a lower DPI"},
   };
   return kKeys;
 }
@@ -190,7 +197,7 @@ Status ParseLanguages(const rapidjson::Value& v, std::vector<Language>& out) {
 
 std::vector<Language> DefaultLanguages() {
   return {
-      {"python", {"py", "python3", "py3"}, "main.py", {"/usr/bin/python3", "{file}"}},
+      {"python", {"py", "python3", "py3"}, "main.py", {"/usr/bin/python3", "{loader}", "{file}"}},
       {"bash", {"sh", "shell", "zsh"}, "main.sh", {"/bin/bash", "{file}"}},
   };
 }
@@ -533,7 +540,8 @@ std::string HelpText() {
     out << "    " << lk.name << ": " << lk.help << " [default " << defaults.limits.*(lk.member)
         << ", ceiling " << defaults.ceilings.*(lk.member) << "]\n";
   }
-  out << "  languages (object): name -> {argv: [abs path, ..., \"{file}\"], file, aliases}\n";
+  out << "  languages (object): name -> {argv: [abs path, ..., \"{file}\"], file, aliases}; "
+         "\"{loader}\" in argv: sandrun's Python loader (notebook display)\n";
   return out.str();
 }
 

@@ -38,7 +38,9 @@ struct Language {
   std::string name;                  // "python"
   std::vector<std::string> aliases;  // "py", "python3"
   std::string file_name;             // program file name in /home/user/.sandrun, e.g. "main.py"
-  std::vector<std::string> argv;     // "{file}" is replaced by the program path
+  // "{file}" is replaced by the program path, "{loader}" by the path of the Python loader
+  // that runs it as a notebook cell (src/python/sandrun_main.py)
+  std::vector<std::string> argv;
 };
 
 // A bearer token and whom it may act for (tokens_file / bearer_tokens, DESIGN.md additions).
@@ -99,7 +101,11 @@ struct Config {
   // worker threads of the other kinds (Finish resolves it). Each holds a worker thread.
   int64_t session_max_waiters_total = 0;
   int64_t session_idle_s = 86400;  // sessions unused this long are deleted
-  Limits limits;                   // defaults
+  // Notebook display (issue 14): figures and images a Python program shows.
+  int64_t max_figures = 20;               // per run; more: files_skipped "too_many_figures"
+  int64_t figure_max_dpi = 150;           // a shown figure is drawn at most at this DPI ...
+  int64_t figure_max_pixels = 4'000'000;  // ... and at most this many pixels (width x height)
+  Limits limits;                          // defaults
   Limits ceilings{300, 300, 8192, 1024, 64 << 20, 10000, 1024, 8192};
   std::vector<Language> languages;  // default: python, bash
 };

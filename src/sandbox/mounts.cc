@@ -135,6 +135,11 @@ MountPlan BuildMountPlan(const SandboxSpec& spec) {
     b.Bind(spec.workspace_dir + "/" + dir, "/home/user/" + dir, MS_RDONLY | kSafe);
     b.Bind(spec.workspace_dir + "/" + dir, "/mnt/data/" + dir, MS_RDONLY | kSafe);
   }
+  if (!spec.outputs_dir.empty()) {
+    b.Mkdir("/run/sandrun");
+    b.Mkdir(kOutputsInside);
+    b.Bind(spec.outputs_dir, kOutputsInside, kSafe | MS_NOEXEC);
+  }
 
   // A minimal /dev: host device nodes bound onto empty files (mknod is not allowed in a
   // user namespace); no tty, no ptmx.

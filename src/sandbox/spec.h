@@ -10,6 +10,9 @@
 
 namespace sandrun::sandbox {
 
+// Where SandboxSpec::outputs_dir is inside the sandbox.
+inline constexpr char kOutputsInside[] = "/run/sandrun/outputs";
+
 struct SandboxLimits {
   int64_t wall_time_ms = 10'000;           // whole sandbox killed after this
   int64_t cpu_time_s = 10;                 // RLIMIT_CPU (and cgroup usage check)
@@ -33,6 +36,9 @@ struct SandboxSpec {
   // names (/home/user and /mnt/data): the program
   // files the launcher wrote. Being mount points, they cannot be renamed or replaced either.
   std::vector<std::string> readonly_workspace_dirs;
+  // Host directory mounted writable at kOutputsInside (/run/sandrun/outputs): the run's
+  // outputs area, outside the workspace, where shown figures land (issue 14); "" = none.
+  std::string outputs_dir;
   // Host directory mounted at /tmp (shared by the steps of one run); "" = a fresh tmpfs of
   // limits.disk_bytes.
   std::string tmp_dir;

@@ -103,8 +103,14 @@ class Publisher {
         options_(options),
         expires_(expires) {}
 
-  // Publishes one file, or records why it was skipped. Errors: a write to the store failed.
-  Status PublishOne(const FoundFile& file, PublishResult* result);
+  // Publishes one file of the workspace, or records why it was skipped. Errors: a write to
+  // the store failed.
+  Status PublishOne(const FoundFile& file, PublishResult* result) {
+    return PublishFrom(workspace_fd_, file.path, file, result);
+  }
+  // Publishes `source` (relative to `source_root`) as `file` (its path in the run's directory).
+  Status PublishFrom(int source_root, const std::string& source, const FoundFile& file,
+                     PublishResult* result);
 
  private:
   Result<UniqueFd> MakeParentDirs(const std::vector<std::string>& parts);
@@ -119,9 +125,11 @@ class Publisher {
   int64_t expires_;
 };
 
-Status Publisher::PublishOne(const FoundFile& file, PublishResult* result) {
+Status Publisher::PublishFrom(int source_root, const std::string& source_path,
+                              const FoundFile& file, PublishResult* result) {
   std::vector<std::string> parts;
-  if (!SplitRelativePath(file.path, &parts)) {
+  std::vector<std::string> source_parts;
+  if (!SplitRelativePath(file.path, &parts) || !SplitRelativePath(source_path, &source_parts)) {
     // WalkWorkspace never yields such a path; a caller that does is refused the file. DESIGN.md
     // fixes the list of reasons, and "ignored" is the one that claims nothing about the file.
     result->skipped.push_back({file.path, "ignored"});
@@ -132,7 +140,7 @@ Status Publisher::PublishOne(const FoundFile& file, PublishResult* result) {
     result->skipped.push_back({file.path, "ignored"});
     return OkStatus();
   }
-  Source source = OpenSource(workspace_fd_, parts);
+  Source source = OpenSource(source_root, source_parts);
   if (source.skip_reason != nullptr) {
     result->skipped.push_back({file.path, source.skip_reason});
     return OkStatus();
@@ -307,20 +315,34 @@ Result<std::vector<std::string>> GoLive(UserDirLock& lock, const Staging& stagin
 Result<PublishResult> Publish(const std::string& workspace, const std::vector<FoundFile>& files,
                               const std::string& user, const std::string& run_id,
                               const PublishOptions& options) {
+  return Publish(workspace, files, ExtraSource{}, user, run_id, options);
+}
+
+Result<PublishResult> Publish(const std::string& workspace, const std::vector<FoundFile>& files,
+                              const ExtraSource& extra, const std::string& user,
+                              const std::string& run_id, const PublishOptions& options) {
   if (!IsRunId(run_id)) return MakeError("storage", "Publish: bad run id '" + run_id + "'");
   PublishResult result;
-  if (files.empty()) return result;  // no empty run directories for the janitor to sweep
+  // No empty run directories for the janitor to sweep.
+  if (files.empty() && extra.files.empty()) return result;
   for (const FoundFile& file : files) result.requested += Usage{1, file.bytes_on_disk};
+  for (const ExtraFile& file : extra.files) result.requested += Usage{1, file.file.bytes_on_disk};
   Usage with_reserved = result.requested;
   with_reserved += options.reserved;
   if (!Fits(with_reserved, options.quota)) {
     // Refused before anything is copied: evicting every older run would not make room.
     result.over_quota = true;
     for (const FoundFile& file : files) result.skipped.push_back({file.path, "quota"});
+    for (const ExtraFile& file : extra.files) result.skipped.push_back({file.file.path, "quota"});
     return result;
   }
   UniqueFd workspace_fd(open(workspace.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
   if (!workspace_fd.valid()) return StorageError("open", workspace, LastErrno());
+  UniqueFd extra_fd;
+  if (!extra.files.empty()) {
+    extra_fd.Reset(open(extra.dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+    if (!extra_fd.valid()) return StorageError("open", extra.dir, LastErrno());
+  }
   const std::string root = TrimTrailingSlashes(options.artifacts_root);
   auto root_fd = OpenRoot(root);
   if (!root_fd.ok()) return root_fd.error();
@@ -348,6 +370,12 @@ Result<PublishResult> Publish(const std::string& workspace, const std::vector<Fo
   for (const FoundFile& file : files) {
     // Nothing of a failed run is published: the staging directory goes whole.
     if (Status status = publisher.PublishOne(file, &result); !status.ok()) {
+      return discard(status.error());
+    }
+  }
+  for (const ExtraFile& file : extra.files) {
+    if (Status status = publisher.PublishFrom(extra_fd.get(), file.source, file.file, &result);
+        !status.ok()) {
       return discard(status.error());
     }
   }

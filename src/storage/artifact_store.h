@@ -63,4 +63,24 @@ Result<PublishResult> Publish(const std::string& workspace, const std::vector<Fo
                               const std::string& user, const std::string& run_id,
                               const PublishOptions& options);
 
+// Files published in the same run from a directory other than the workspace: the figures a
+// program showed, from its outputs area (outputs.h). `source` is the file's path in `dir`;
+// `file.path` its path in the run's artifact directory (and in ArtifactFile::path).
+struct ExtraFile {
+  std::string source;
+  FoundFile file;
+};
+struct ExtraSource {
+  std::string dir;
+  std::vector<ExtraFile> files;
+};
+
+// Publish as above, with `extra`'s files too, after the workspace's (same quota, same
+// staging, all or nothing). Each extra path must not be, contain or lie under a path of
+// `files` (display_manifest.h picks such paths). Errors: as above; `extra.dir` cannot be
+// opened. Not safe after fork.
+Result<PublishResult> Publish(const std::string& workspace, const std::vector<FoundFile>& files,
+                              const ExtraSource& extra, const std::string& user,
+                              const std::string& run_id, const PublishOptions& options);
+
 }  // namespace sandrun::storage

@@ -251,7 +251,13 @@ grep -q '"link_ttl_s": 600,' /etc/sandrun/sandrun.jsonc || fail "the edited conf
 grep -q '^kept: /etc/sandrun/sandrun.jsonc (edited' "$tmp/run3.log" || fail "--uninstall did not say it kept the edited config"
 grep -q '^kept: /var/lib/sandrun ' "$tmp/run3.log" || fail "--uninstall did not say it kept /var/lib/sandrun"
 nginx -t -q || fail "nginx -t fails after --uninstall"
-code="$(curl -s -o /dev/null -w '%{http_code}' localhost:8081/healthz || true)"
+# `nginx -s reload` returns at once: the old workers may answer for a moment (seen as 502 on
+# a loaded machine, the daemon being gone), so give them a few seconds to go.
+for _ in 1 2 3 4 5 6 7 8 9 10; do
+  code="$(curl -s -o /dev/null -w '%{http_code}' localhost:8081/healthz || true)"
+  [[ $code == 000 ]] && break
+  sleep 1
+done
 [[ $code == 000 ]] || fail "something still answers on 127.0.0.1:8081 (HTTP $code)"
 scripts/install --uninstall >"$tmp/run4.log" 2>&1 || fail "a second --uninstall failed"
 cat "$tmp/run4.log"

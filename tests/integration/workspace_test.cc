@@ -59,8 +59,9 @@ BOOST_AUTO_TEST_CASE(session_keeps_files_and_exports_only_new_ones) {
   auto first = PostRun(SessionRun("alice", "chat-a", "open('a.txt','w').write('A')"));
   BOOST_TEST(Str(first, "status") == "ok");
   BOOST_TEST(ExportedPaths(first) == std::set<std::string>{"a.txt"});
-  auto second = PostRun(
-      SessionRun("alice", "chat-a", "print(open('a.txt').read()); open('b.txt','w').write('B')"));
+  // `_ =`: a last expression's value would be shown, as in a notebook (issue 14).
+  auto second = PostRun(SessionRun(
+      "alice", "chat-a", "print(open('a.txt').read()); _ = open('b.txt','w').write('B')"));
   BOOST_TEST(Str(second, "stdout") == "A\n");
   BOOST_TEST(ExportedPaths(second) == std::set<std::string>{"b.txt"});
   // A changed file is exported again.
@@ -120,7 +121,7 @@ BOOST_AUTO_TEST_CASE(input_files_are_placed_and_not_exported_unless_changed) {
   auto doc = PostRun(R"j({"language":"python","files":[
       {"path":"data/in.csv","content_base64":"MSwyCg=="},
       {"path":"keep.txt","content_base64":"aGk="}],
-    "code":"print(open('data/in.csv').read().strip()); open('keep.txt','a').write('!')"})j");
+    "code":"print(open('data/in.csv').read().strip()); _ = open('keep.txt','a').write('!')"})j");
   BOOST_TEST(Str(doc, "status") == "ok");
   BOOST_TEST(Str(doc, "stdout") == "1,2\n");
   BOOST_TEST(ExportedPaths(doc) == std::set<std::string>{"keep.txt"});

@@ -89,6 +89,24 @@ class PluginFiles(unittest.TestCase):
             sections.append(m.group(0))
         self.assertEqual(sections[0], sections[1])
 
+    def test_displays_render_in_order_and_inert(self):
+        _, module, _ = owui.load_plugin(ACTION_FILE, "Action")
+        image = {"name": "figure-1.png", "url": "http://h/files/u/r/figure-1.png?md5=x",
+                 "mime": "image/png"}
+        result = {"displays": [
+            {"kind": "image", "mime": "image/png", "file": image},
+            {"kind": "table", "mime": "text/markdown",
+             "text": "| a |\n|---|\n| ![x](http://elsewhere/t.png) <img src=y> |"},
+            {"kind": "text", "mime": "text/plain", "text": "plain"},
+        ]}
+        parts = module.displays_markdown(result)
+        self.assertEqual(parts[0], f"![figure-1.png]({image['url']})")
+        # A table's text is the program's: it may not load an image or carry HTML.
+        self.assertEqual(parts[1], "| a |\n|---|\n| !\\[x\\](http://elsewhere/t.png) "
+                                   "&lt;img src=y&gt; |")
+        self.assertEqual(parts[2], "```text\nplain\n```")
+        self.assertEqual(module.displayed_urls(result), {image["url"]})
+
     def test_valves_have_defaults_and_descriptions(self):
         for path, cls in ((ACTION_FILE, "Action"), (TOOL_FILE, "Tools")):
             instance, _, _ = owui.load_plugin(path, cls)
@@ -197,6 +215,32 @@ class ActionAgainstService(unittest.TestCase):
         self.assertEqual(data.decode().splitlines(), ["x,y", "1,1", "2,4", "3,9"])
         files = list(rec.final_code_executions().values())[-1]["result"]["files"]
         self.assertEqual(sorted(f["name"] for f in files), ["plot.png", "squares.csv"])
+        if os.environ.get("SANDRUN_SHOW_APPENDED"):
+            print("\n----- appended by the Action -----" + text + "-----")
+
+    def test_shown_chart_and_trailing_dataframe_in_order(self):
+        rec = self.click(
+            "Here is the plot and the table:\n\n"
+            "```python\nimport matplotlib.pyplot as plt\nimport pandas as pd\n"
+            "df = pd.DataFrame({'city': ['Paris', 'Oslo'], 'temp': [12.5, 3.25]})\n"
+            "df.plot.bar(x='city', y='temp', title='Temperatures')\n"
+            "plt.show()\n"
+            "df\n```\n"
+        )
+        final = self.assert_status_sequence(rec)
+        self.assertTrue(final.startswith("The code ran successfully"), final)
+        text = rec.appended()
+        links = markdown_links(text)
+        self.assertEqual(links["figure-1.png"][0], True, "the shown chart is inline")
+        status, ctype, data = fetch(links["figure-1.png"][1])
+        self.assertEqual((status, ctype), (200, "image/png"))
+        self.assertTrue(data.startswith(b"\x89PNG\r\n\x1a\n"))
+        # The chart, then the table (as Markdown), each once; the text table is in stdout.
+        chart = text.index("![figure-1.png]")
+        table = text.index("|  | city | temp |\n|---|---|---|\n| 0 | Paris | 12.5 |")
+        self.assertLess(chart, table)
+        self.assertEqual(text.count("figure-1.png]"), 1, text)
+        self.assertRegex(text, r"\n```text\n    city   temp\n0  Paris  12.50\n")
         if os.environ.get("SANDRUN_SHOW_APPENDED"):
             print("\n----- appended by the Action -----" + text + "-----")
 
@@ -342,6 +386,23 @@ class ToolAgainstService(unittest.TestCase):
         self.assertEqual(fetch(links["table.csv"][1])[2], b"a,b\n1,2\n")
         files = list(rec.final_code_executions().values())[0]["result"]["files"]
         self.assertEqual(sorted(f["name"] for f in files), ["chart.png", "table.csv"])
+
+    def test_shown_chart_and_table_come_back_in_order(self):
+        text, rec = self.call(
+            "run_python",
+            code="import matplotlib.pyplot as plt\nimport pandas as pd\n"
+                 "plt.plot([1, 4, 9])\nplt.show()\n"
+                 "pd.DataFrame({'n': [1, 2]})\n",
+        )
+        self.assertTrue(text.startswith("status: ok"), text)
+        self.assertIn("shown by the program, in order", text)
+        links = markdown_links(text)
+        self.assertEqual(links["figure-1.png"][0], True)
+        self.assertEqual(fetch(links["figure-1.png"][1])[1], "image/png")
+        self.assertLess(text.index("![figure-1.png]"), text.index("|  | n |\n|---|---|"))
+        self.assertEqual(text.count("figure-1.png]"), 1, text)
+        files = list(rec.final_code_executions().values())[0]["result"]["files"]
+        self.assertEqual([f["name"] for f in files], ["figure-1.png"])
 
     def test_error_gives_stderr(self):
         text, _ = self.call("run_python", code="1 / 0")

@@ -1,0 +1,401 @@
+// Notebook semantics (issue 14): figures a Python program shows become PNGs in `files` and
+// `displays`, the trailing expression is shown, display() works, and the loader keeps what
+// `python3 main.py` gives a program (compared with a bare python3 in the same sandbox).
+// The suite's stack has max_figures 3 (CMakeLists.txt).
+#include <rapidjson/stringbuffer.h>
+#include <rapidjson/writer.h>
+
+#include <boost/test/unit_test.hpp>
+#include <functional>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "helpers.h"
+#include "stack.h"
+
+namespace sandrun::integration {
+namespace {
+
+// Matplotlib's first import in a sandbox builds its font cache: generous limits.
+const std::map<std::string, int64_t> kPlotLimits = {{"wall_time_s", 60}, {"cpu_time_s", 60}};
+
+rapidjson::Document RunPython(const std::string& code) {
+  return PostRun(RunRequest("python", code, kPlotLimits));
+}
+
+const rapidjson::Value& Array(const rapidjson::Value& doc, const char* key) {
+  BOOST_REQUIRE_MESSAGE(doc.HasMember(key) && doc[key].IsArray(), "answer has no array " << key);
+  return doc[key];
+}
+
+// The kinds of `displays`, in order, e.g. "image,table".
+std::string Kinds(const rapidjson::Value& doc) {
+  std::string kinds;
+  for (const auto& d : Array(doc, "displays").GetArray()) {
+    kinds += (kinds.empty() ? "" : ",") + Str(d, "kind");
+  }
+  return kinds;
+}
+
+// The paths of `files`, in order, comma-separated.
+std::string FilePaths(const rapidjson::Value& doc) {
+  std::string paths;
+  for (const auto& f : Array(doc, "files").GetArray()) {
+    paths += (paths.empty() ? "" : ",") + Str(f, "path");
+  }
+  return paths;
+}
+
+// Width of a PNG from its IHDR chunk; 0 if `png` is not a PNG.
+uint32_t PngWidth(const std::string& png) {
+  if (png.size() < 24 || png.compare(0, 8, "\x89PNG\r\n\x1a\n") != 0) return 0;
+  const auto* b = reinterpret_cast<const unsigned char*>(png.data()) + 16;
+  return (uint32_t{b[0]} << 24) | (uint32_t{b[1]} << 16) | (uint32_t{b[2]} << 8) | b[3];
+}
+
+// Downloads an image display's file through nginx: a PNG, served inline, as listed.
+std::string DownloadImage(const rapidjson::Value& display) {
+  BOOST_TEST(Str(display, "kind") == "image");
+  BOOST_TEST(Str(display, "mime") == "image/png");
+  BOOST_REQUIRE_MESSAGE(display.HasMember("file") && display["file"].IsObject(), "no file");
+  const rapidjson::Value& file = display["file"];
+  HttpResponse download = GetUrl(Str(file, "url"));
+  BOOST_TEST(download.status == 200);
+  BOOST_TEST(download.Header("Content-Type") == "image/png");
+  BOOST_TEST(download.Header("Content-Disposition").rfind("inline", 0) == 0);
+  BOOST_TEST(PngWidth(download.body) > 0u, "not a PNG");
+  BOOST_TEST(Sha256Hex(download.body) == Str(file, "sha256"));
+  return download.body;
+}
+
+std::string Json(const std::function<void(rapidjson::Writer<rapidjson::StringBuffer>&)>& body) {
+  rapidjson::StringBuffer buffer;
+  rapidjson::Writer<rapidjson::StringBuffer> w(buffer);
+  w.StartObject();
+  body(w);
+  w.Key("limits");
+  w.StartObject();
+  for (const auto& [name, value] : kPlotLimits) {
+    w.Key(name.c_str());
+    w.Int64(value);
+  }
+  w.EndObject();
+  w.EndObject();
+  return std::string(buffer.GetString(), buffer.GetSize());
+}
+
+void Field(rapidjson::Writer<rapidjson::StringBuffer>& w, const char* key, const std::string& v) {
+  w.Key(key);
+  w.String(v.c_str(), static_cast<rapidjson::SizeType>(v.size()));
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_SUITE(Notebook)
+
+BOOST_AUTO_TEST_CASE(shown_figure_is_a_png_in_files_and_displays) {
+  auto doc = RunPython(
+      "import matplotlib.pyplot as plt\n"
+      "plt.plot([1, 2, 3], [3, 1, 2])\n"
+      "plt.title('one')\n"
+      "plt.show()\n"
+      "print('after')\n");
+  BOOST_TEST(Str(doc, "status") == "ok");
+  BOOST_TEST(Str(doc, "stdout") == "after\n");
+  BOOST_TEST(Str(doc, "stderr").find("non-interactive") == std::string::npos, Str(doc, "stderr"));
+  BOOST_REQUIRE(Kinds(doc) == "image");
+  const rapidjson::Value& display = doc["displays"][0];
+  BOOST_TEST(Str(display["file"], "name") == "figure-1.png");
+  BOOST_TEST(FilePaths(doc) == "figure-1.png");
+  DownloadImage(display);
+}
+
+BOOST_AUTO_TEST_CASE(two_shown_figures_come_in_order) {
+  auto doc = RunPython(
+      "import matplotlib.pyplot as plt\n"
+      "plt.figure(figsize=(2, 2)); plt.plot([1, 2]); plt.show()\n"
+      "fig = plt.figure(figsize=(6, 2)); plt.bar(['a', 'b'], [1, 2]); fig.show()\n");
+  BOOST_TEST(Str(doc, "status") == "ok");
+  BOOST_REQUIRE(Kinds(doc) == "image,image");
+  BOOST_TEST(Str(doc["displays"][0]["file"], "name") == "figure-1.png");
+  BOOST_TEST(Str(doc["displays"][1]["file"], "name") == "figure-2.png");
+  // The narrow figure first: the order is the order shown.
+  const uint32_t first = PngWidth(DownloadImage(doc["displays"][0]));
+  const uint32_t second = PngWidth(DownloadImage(doc["displays"][1]));
+  BOOST_TEST(first < second);
+  // fig.show() showed the second; it is not shown again when the program ends.
+  BOOST_TEST(Array(doc, "files").Size() == 2u);
+}
+
+BOOST_AUTO_TEST_CASE(figure_left_open_is_shown_at_the_end) {
+  auto doc = RunPython(
+      "import pandas as pd\n"
+      "pd.DataFrame({'x': [1, 2, 3]}).plot()\n"
+      "print('done')\n");
+  BOOST_TEST(Str(doc, "status") == "ok");
+  BOOST_TEST(Str(doc, "stdout") == "done\n");
+  BOOST_REQUIRE(Kinds(doc) == "image");
+  DownloadImage(doc["displays"][0]);
+}
+
+BOOST_AUTO_TEST_CASE(saved_and_shown_figure_is_not_duplicated) {
+  auto doc = RunPython(
+      "import matplotlib.pyplot as plt\n"
+      "plt.plot([1, 2])\n"
+      "plt.savefig('/mnt/data/chart.png')\n"
+      "plt.show()\n");
+  BOOST_TEST(Str(doc, "status") == "ok");
+  BOOST_TEST(FilePaths(doc) == "chart.png");
+  BOOST_REQUIRE(Kinds(doc) == "image");
+  BOOST_TEST(Str(doc["displays"][0]["file"], "path") == "chart.png");
+  DownloadImage(doc["displays"][0]);
+}
+
+BOOST_AUTO_TEST_CASE(figure_named_like_a_workspace_file_does_not_replace_it) {
+  auto doc = RunPython(
+      "import matplotlib.pyplot as plt\n"
+      "open('figure-1.png', 'w').write('mine')\n"
+      "plt.plot([1, 2]); plt.show()\n");
+  BOOST_TEST(Str(doc, "status") == "ok");
+  BOOST_REQUIRE(Kinds(doc) == "image");
+  BOOST_TEST(Str(doc["displays"][0]["file"], "path") == "shown/figure-1.png");
+  BOOST_TEST(Str(doc["displays"][0]["file"], "name") == "figure-1.png");
+  DownloadImage(doc["displays"][0]);
+  for (const auto& f : Array(doc, "files").GetArray()) {
+    if (Str(f, "path") == "figure-1.png") BOOST_TEST(GetUrl(Str(f, "url")).body == "mine");
+  }
+}
+
+BOOST_AUTO_TEST_CASE(trailing_path_string_is_shown_as_repr) {
+  auto doc = RunPython(
+      "file_path = '/mnt/data/report.txt'\n"
+      "with open(file_path, 'w') as f:\n"
+      "    f.write('hello')\n"
+      "print('saved')\n"
+      "file_path\n");
+  BOOST_TEST(Str(doc, "status") == "ok");
+  BOOST_TEST(Str(doc, "stdout") == "saved\n'/mnt/data/report.txt'\n");
+  BOOST_TEST(Kinds(doc) == "");
+  BOOST_TEST(FilePaths(doc) == "report.txt");
+}
+
+BOOST_AUTO_TEST_CASE(trailing_dataframe_is_a_text_table_and_a_markdown_table) {
+  auto doc = RunPython(
+      "import pandas as pd\n"
+      "df = pd.DataFrame({'city': ['Paris', 'Oslo'], 'temp': [12.5, 3.25]})\n"
+      "df.head()\n");
+  BOOST_TEST(Str(doc, "status") == "ok");
+  BOOST_TEST(Str(doc, "stdout") ==
+             "    city   temp\n"
+             "0  Paris  12.50\n"
+             "1   Oslo   3.25\n");
+  BOOST_REQUIRE(Kinds(doc) == "table");
+  BOOST_TEST(Str(doc["displays"][0], "mime") == "text/markdown");
+  BOOST_TEST(Str(doc["displays"][0], "text") ==
+             "|  | city | temp |\n"
+             "|---|---|---|\n"
+             "| 0 | Paris | 12.5 |\n"
+             "| 1 | Oslo | 3.25 |");
+  BOOST_TEST(Array(doc, "files").Size() == 0u);
+}
+
+BOOST_AUTO_TEST_CASE(trailing_assignment_or_none_shows_nothing) {
+  for (const char* code : {"x = 5\n", "print('a')\nNone\n", "def f():\n    pass\nf()\n",
+                           "import matplotlib.pyplot as plt\nplt.close('all')\n"}) {
+    auto doc = RunPython(code);
+    BOOST_TEST(Str(doc, "status") == "ok");
+    BOOST_TEST(Str(doc, "stdout") == (std::string(code).rfind("print", 0) == 0 ? "a\n" : ""), code);
+    BOOST_TEST(Kinds(doc) == "", code);
+  }
+}
+
+BOOST_AUTO_TEST_CASE(trailing_image_and_figure_are_images) {
+  auto doc = RunPython(
+      "from PIL import Image\n"
+      "Image.new('RGB', (40, 30), 'red').show()\n"
+      "import matplotlib.pyplot as plt\n"
+      "fig, ax = plt.subplots()\n"
+      "ax.plot([1, 2])\n"
+      "fig\n");
+  BOOST_TEST(Str(doc, "status") == "ok");
+  BOOST_TEST(Str(doc, "stdout") == "");
+  BOOST_REQUIRE(Kinds(doc) == "image,image");
+  BOOST_TEST(PngWidth(DownloadImage(doc["displays"][0])) == 40u);
+  DownloadImage(doc["displays"][1]);
+}
+
+BOOST_AUTO_TEST_CASE(display_shows_each_object_in_order) {
+  auto doc = RunPython(
+      "import pandas as pd\n"
+      "display('hi', pd.Series([1, 2], name='n'))\n"
+      "print('between')\n"
+      "display({'a': 1})\n");
+  BOOST_TEST(Str(doc, "status") == "ok");
+  BOOST_TEST(Str(doc, "stdout") ==
+             "'hi'\n"
+             "0    1\n"
+             "1    2\n"
+             "Name: n, dtype: int64\n"
+             "between\n"
+             "{'a': 1}\n");
+  BOOST_REQUIRE(Kinds(doc) == "table");
+  BOOST_TEST(Str(doc["displays"][0], "text") == "|  | n |\n|---|---|\n| 0 | 1 |\n| 1 | 2 |");
+}
+
+BOOST_AUTO_TEST_CASE(figures_past_the_cap_are_skipped_with_a_reason) {
+  const int64_t cap = Stack::Get().ConfigInt("max_figures");
+  BOOST_REQUIRE(cap == 3);
+  auto doc = RunPython(
+      "import matplotlib.pyplot as plt\n"
+      "for i in range(5):\n"
+      "    plt.plot([i, i + 1]); plt.show()\n");
+  BOOST_TEST(Str(doc, "status") == "ok");
+  BOOST_TEST(Kinds(doc) == "image,image,image");
+  std::vector<std::string> skipped;
+  for (const auto& s : Array(doc, "files_skipped").GetArray()) {
+    if (Str(s, "reason") == "ignored") continue;  // .cache/ (fontconfig's)
+    BOOST_TEST(Str(s, "reason") == "too_many_figures");
+    skipped.push_back(Str(s, "path"));
+  }
+  BOOST_TEST(skipped == (std::vector<std::string>{"figure-4.png", "figure-5.png"}));
+}
+
+BOOST_AUTO_TEST_CASE(hostile_manifest_publishes_nothing_outside_the_outputs_area) {
+  // The program writes the manifest itself: links out of the outputs area, names with '/',
+  // paths out of the workspace, garbage. Nothing of it may be published or crash the daemon.
+  auto doc = RunPython(
+      "import os\n"
+      "out = os.environ['SANDRUN_OUTPUTS']\n"
+      "os.symlink('/etc/passwd', out + '/evil.png')\n"
+      "os.mkfifo(out + '/fifo.png')\n"
+      "lines = [\n"
+      "  '{\"kind\": \"image\", \"file\": \"evil.png\"}',\n"
+      "  '{\"kind\": \"image\", \"file\": \"fifo.png\"}',\n"
+      "  '{\"kind\": \"image\", \"file\": \"../ws/x.png\"}',\n"
+      "  '{\"kind\": \"image\", \"workspace_file\": \"../../etc/passwd\"}',\n"
+      "  '{\"kind\": \"table\", \"mime\": \"text/html\", \"text\": \"<script>\"}',\n"
+      "  'not json', '[1, 2]', '{\"kind\": \"image\"}',\n"
+      "]\n"
+      "with open(out + '/displays.jsonl', 'a') as f:\n"
+      "    f.write('\\n'.join(lines) + '\\n')\n");
+  BOOST_TEST(Str(doc, "status") == "ok");
+  BOOST_TEST(Kinds(doc) == "");
+  BOOST_TEST(Array(doc, "files").Size() == 0u);
+  std::string reasons;
+  for (const auto& s : Array(doc, "files_skipped").GetArray()) {
+    reasons += Str(s, "path") + ":" + Str(s, "reason") + " ";
+  }
+  BOOST_TEST(reasons == "evil.png:symlink fifo.png:not_regular ");
+  BOOST_TEST(Str(doc, "stderr").find("sandrun: 6 displays left out") != std::string::npos,
+             Str(doc, "stderr"));
+}
+
+// The loader keeps what `python3 main.py` gives a program: the same program run bare by bash
+// (without sandrun's PYTHONPATH entry, so without sitecustomize) in the same sandbox prints
+// the same, with the same exit code. Step 1 is the program; step 0 runs its file bare.
+BOOST_AUTO_TEST_CASE(python_semantics_match_bare_python3) {
+  const std::vector<std::pair<std::string, std::string>> programs = {
+      {"argv, name, file, path, globals, imports, input, exit code",
+       "import sys, helper\n"
+       "print(sys.argv, __name__, __file__, __doc__, __package__, __spec__)\n"
+       "print(sys.path[:2], sorted(globals()), type(__loader__).__name__)\n"
+       "print(helper.VALUE, sys.modules['__main__'] is sys.modules[__name__])\n"
+       "name = input('name? ')\n"
+       "print('hello', name)\n"
+       "sys.exit(3)\n"},
+      {"uncaught exception: traceback and exit code 1",
+       "def inner():\n"
+       "    return {}['missing']\n"
+       "def outer():\n"
+       "    try:\n"
+       "        inner()\n"
+       "    except KeyError as e:\n"
+       "        raise ValueError('wrapped') from e\n"
+       "print('before')\n"
+       "outer()\n"},
+      {"syntax error", "print('never')\nx = (\n"},
+      {"pickle of a class of __main__, __main__ guard, warnings",
+       "import pickle, warnings\n"
+       "class Point:\n"
+       "    def __init__(self, x): self.x = x\n"
+       "def main():\n"
+       "    p = pickle.loads(pickle.dumps(Point(4)))\n"
+       "    warnings.warn('careful')\n"
+       "    print(type(p).__module__, p.x)\n"
+       "if __name__ == '__main__':\n"
+       "    main()\n"},
+      {"exit with a message", "import sys\nsys.exit('bad input')\n"},
+  };
+  for (const auto& [what, code] : programs) {
+    BOOST_TEST_CONTEXT(what) {
+      const std::string body = Json([&](auto& w) {
+        w.Key("snippets");
+        w.StartArray();
+        w.StartObject();
+        Field(w, "language", "bash");
+        Field(w, "code",
+              "printf 'Ada\\n' | env PYTHONPATH=/home/user SANDRUN_OUTPUTS= "
+              "/usr/bin/python3 /home/user/.sandrun/1/main.py\n");
+        w.EndObject();
+        w.StartObject();
+        Field(w, "language", "python");
+        Field(w, "code", code);
+        w.EndObject();
+        w.EndArray();
+        Field(w, "stdin", "Ada\n");
+        w.Key("continue_on_error");
+        w.Bool(true);
+        w.Key("files");
+        w.StartArray();
+        w.StartObject();
+        Field(w, "path", "helper.py");
+        Field(w, "content_base64", "VkFMVUUgPSA0Mgo=");  // "VALUE = 42\n"
+        w.EndObject();
+        w.EndArray();
+      });
+      auto doc = PostRun(body);
+      const rapidjson::Value& steps = Array(doc, "snippets");
+      BOOST_REQUIRE(steps.Size() == 2u);
+      const rapidjson::Value& bare = steps[0];
+      const rapidjson::Value& loaded = steps[1];
+      BOOST_TEST(Str(loaded, "stdout") == Str(bare, "stdout"));
+      BOOST_TEST(Str(loaded, "stderr") == Str(bare, "stderr"));
+      BOOST_TEST(Int(loaded, "exit_code") == Int(bare, "exit_code"));
+      BOOST_TEST(Str(loaded, "stderr").find("sandrun_main") == std::string::npos);
+    }
+  }
+}
+
+BOOST_AUTO_TEST_CASE(markdown_plot_answer_shows_its_chart) {
+  const std::string markdown =
+      "Here is how to plot the stock price of Apple, Tesla, Nvidia and Microsoft YTD. "
+      "Since I cannot download prices here, this uses sample data:\n\n"
+      "```python\n"
+      "import numpy as np\n"
+      "import pandas as pd\n"
+      "import matplotlib.pyplot as plt\n"
+      "\n"
+      "days = pd.date_range('2026-01-01', periods=60, freq='B')\n"
+      "rng = np.random.default_rng(0)\n"
+      "prices = pd.DataFrame({t: 100 * np.exp(np.cumsum(rng.normal(0, 0.02, len(days))))\n"
+      "                       for t in ['AAPL', 'TSLA', 'NVDA', 'MSFT']}, index=days)\n"
+      "prices.plot(figsize=(10, 5), title='Stock prices YTD')\n"
+      "plt.ylabel('Price (USD)')\n"
+      "plt.grid(True)\n"
+      "plt.show()\n"
+      "prices.tail(3).round(2)\n"
+      "```\n\n"
+      "The chart shows each stock's price since January.\n";
+  auto doc = PostRun(Json([&](auto& w) { Field(w, "markdown", markdown); }));
+  BOOST_TEST(Str(doc, "status") == "ok");
+  BOOST_REQUIRE(Kinds(doc) == "image,table");
+  DownloadImage(doc["displays"][0]);
+  BOOST_TEST(Str(doc["displays"][1], "text").find("| AAPL | TSLA | NVDA | MSFT |") !=
+             std::string::npos);
+  BOOST_TEST(Str(doc, "stdout").find("AAPL") != std::string::npos);
+}
+
+BOOST_AUTO_TEST_SUITE_END()
+
+}  // namespace sandrun::integration
