@@ -99,6 +99,15 @@ struct Config {
   // worker threads of the other kinds (Finish resolves it). Each holds a worker thread.
   int64_t session_max_waiters_total = 0;
   int64_t session_idle_s = 86400;  // sessions unused this long are deleted
+  // Packages and network (issue 9; README "Packages and network"). network: "off" (a
+  // request's "network": true gets 403), "on_request", "always".
+  std::string network = "off";
+  std::vector<std::string> network_allow_cidrs;   // reachable although in a refused range
+  std::string pip_index_url;                      // PIP_INDEX_URL inside; "" = pip's default
+  std::vector<std::string> pip_extra_index_urls;  // PIP_EXTRA_INDEX_URL inside
+  std::vector<std::string> pip_trusted_hosts;     // PIP_TRUSTED_HOST inside
+  int64_t install_wall_time_s = 300;              // wall time of an install step (its own budget)
+  int64_t install_disk_mb = 2048;  // workspace + /tmp of a run with an install step (MiB)
   Limits limits;                   // defaults
   Limits ceilings{300, 300, 8192, 1024, 64 << 20, 10000, 1024, 8192};
   std::vector<Language> languages;  // default: python, bash
