@@ -308,6 +308,10 @@ void CheckNetworkKeys(const Config& c, std::vector<Error>& problems) {
   if (c.network != "off" && c.network != "on_request" && c.network != "always") {
     problems.push_back(WithFix(KeyError("network", "'" + c.network + "' is not a network mode"),
                                "use \"off\", \"on_request\" or \"always\""));
+  } else if (c.network != "off" && ::access("/usr/bin/slirp4netns", X_OK) != 0) {
+    problems.push_back(
+        WithFix(KeyError("network", "\"" + c.network + "\" needs /usr/bin/slirp4netns"),
+                "apt-get install slirp4netns, or set \"network\": \"off\""));
   }
   for (const std::string& item : c.network_allow_cidrs) {
     if (!IsAddressOrCidr(item)) {
