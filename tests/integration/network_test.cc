@@ -162,6 +162,21 @@ BOOST_AUTO_TEST_CASE(pip_as_users_type_it) {
   }
 }
 
+// An install goes to the workspace's ~/.local: a later run of the same session imports it,
+// without the network.
+BOOST_AUTO_TEST_CASE(a_later_run_of_the_session_imports_what_an_earlier_one_installed) {
+  const FakeInternet& net = Net();
+  const std::string session = "net-session-" + std::to_string(::getpid());
+  auto first = PostRun(R"({"network": true, "session": )" + Q(session) +
+                       R"(, "language": "bash", "code": )" +
+                       Q("pip install --quiet " + net.S("package") + " && echo installed") + "}");
+  BOOST_TEST(Str(first, "stdout").find("installed") != std::string::npos, Output(first));
+  auto second =
+      PostRun(R"({"session": )" + Q(session) + R"(, "language": "python", "code": )" +
+              Q("import " + net.S("module") + "; print(" + net.S("module") + ".VALUE)") + "}");
+  BOOST_TEST(Str(second, "stdout") == net.S("value") + "\n", Output(second));
+}
+
 BOOST_AUTO_TEST_CASE(without_network_the_install_ends_fast_and_says_why) {
   const FakeInternet& net = Net();
   const std::string md = "```bash\npip install numpy " + net.S("package") + "\n```\n" +
