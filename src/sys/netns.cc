@@ -117,6 +117,8 @@ Result<std::vector<std::string>> InterfaceAddresses() {
 
 Result<pid_t> SpawnWithOwnTun(const std::vector<std::string>& argv, uid_t uid, gid_t gid,
                               const std::vector<int>& fds, int log_fd) {
+  constexpr size_t kMaxFds = 12;
+  if (fds.size() > kMaxFds) return MakeError("spawn", argv[0] + ": more than 12 fds to pass");
   // Everything the child uses is made here: after fork it may only make async-signal-safe
   // calls (the daemon is multi-threaded).
   std::vector<char*> args;
@@ -156,8 +158,8 @@ Result<pid_t> SpawnWithOwnTun(const std::vector<std::string>& argv, uid_t uid, g
       ChildFail(error_fd, kDeathSignal);
     }
     // Sources first above every target, so no dup2 overwrites one not yet moved.
-    int moved[16];
-    const size_t n = fds.size() < 12 ? fds.size() : 12;
+    int moved[kMaxFds];
+    const size_t n = fds.size();
     const int high = 3 + static_cast<int>(n) + 3;
     for (size_t i = 0; i < n; ++i) {
       moved[i] = ::fcntl(fds[i], F_DUPFD, high);

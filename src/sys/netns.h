@@ -30,8 +30,8 @@ Result<std::vector<std::string>> InterfaceAddresses();
 // supplementary groups, in a mount namespace of its own where /dev/net/tun is a fresh node
 // of the TUN device (10:200) owned by uid with mode 0600 — so it may create a tap device
 // although the host's node is root's alone — and nothing else of the host's mounts changes.
-// `fds[i]` becomes its fd 3 + i; stdin is /dev/null, stdout and stderr go to `log_fd`, every
-// other fd is closed. It gets SIGKILL when the calling thread exits (PR_SET_PDEATHSIG, set
+// `fds[i]` (at most 12) becomes its fd 3 + i; stdin is /dev/null, stdout and stderr go to `log_fd`,
+// every other fd is closed. It gets SIGKILL when the calling thread exits (PR_SET_PDEATHSIG, set
 // after the credential change that would clear it). Errors: "spawn", naming the step that
 // failed in the child (its errno is passed back before execve).
 Result<pid_t> SpawnWithOwnTun(const std::vector<std::string>& argv, uid_t uid, gid_t gid,
