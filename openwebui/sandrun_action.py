@@ -449,6 +449,21 @@ def _block(entry: dict) -> str:
     return f"block {int(entry.get('index', 0)) + 1} ({entry.get('language') or 'untagged'})"
 
 
+_HEADER = re.compile(r"^--- block (\d+) \(", re.M)
+_INSTALL = re.compile(r"^\s*(?:[%!]\s*)?(?:sudo\s+)?(?:pip3?|python3?\s+-m\s+pip)\s+install\b", re.M)
+
+
+def _people_numbered(text: str) -> str:
+    """The service's header lines in joined output ("--- block 0 (bash, install) ---") count
+    from 0; the summary and the entries count from 1: the headers are renumbered to match."""
+    return _HEADER.sub(lambda m: f"--- block {int(m.group(1)) + 1} (", text)
+
+
+def _installs(text: str) -> bool:
+    """Whether the answer has a pip install line (a shell block, or %pip/!pip in Python)."""
+    return _INSTALL.search(text) is not None
+
+
 class Action:
     class Valves(BaseModel):
         service_url: str = Field(
@@ -515,7 +530,9 @@ class Action:
         # One code_execution entry per executed block. Which blocks run is known only from the
         # answer, so a first entry shows the run going on and becomes the first block's entry.
         first_id = f"sandrun-{message_id}-0"
-        await emit(__event_emitter__, status_event("Running the code in sandrun…", False))
+        # The install runs first and usually takes longest: say so while it goes on.
+        starting = "Installing packages…" if _installs(text) else "Running the code in sandrun…"
+        await emit(__event_emitter__, status_event(starting, False))
         await emit(
             __event_emitter__,
             code_execution_event(first_id, "Running the code blocks…", "", "", None),
@@ -594,7 +611,8 @@ class Action:
     def _appendix(self, result: dict, headline: str) -> str:
         """The text appended to the answer."""
         parts = [APPENDIX_MARKER + headline]
-        stdout, stderr = result.get("stdout") or "", result.get("stderr") or ""
+        stdout = _people_numbered(result.get("stdout") or "")
+        stderr = _people_numbered(result.get("stderr") or "")
         if stdout:
             parts.append(fenced(clip(stdout, self.valves.max_output_chars)))
         if stderr:

@@ -56,6 +56,7 @@ std::optional<ApiError> Service::PlanMarkdown(const std::string& markdown, int b
     step.block_index = s.block_index;
     step.code = s.code;
     step.save_as = s.save_as;
+    step.install = s.kind == markdown::Step::Kind::kInstall;
     if (s.kind != markdown::Step::Kind::kSave) {
       step.language = config::FindLanguage(config_, s.language);
       if (step.language == nullptr) {

@@ -153,7 +153,9 @@ constexpr char kSpec[] = R"json({
             "properties": {
               "wall_ms": {"type": "integer"},
               "cpu_ms": {"type": "integer"},
-              "max_rss_kb": {"type": "integer"}
+              "max_rss_kb": {"type": "integer"},
+              "net_rx_bytes": {"type": "integer", "description": "With the network: bytes of IP packets received."},
+              "net_tx_bytes": {"type": "integer", "description": "With the network: bytes of IP packets sent."}
             }
           },
           "limits": {
@@ -214,7 +216,8 @@ constexpr char kSpec[] = R"json({
           "signal": {"type": ["integer", "null"]},
           "stdout": {"type": "string"},
           "stderr": {"type": "string"},
-          "wall_ms": {"type": "integer"}
+          "wall_ms": {"type": "integer"},
+          "budget": {"type": "string", "description": "install (an install step, on install_wall_time_s) or program (the run's limits)."}
         }
       },
       "PlanEntry": {

@@ -357,6 +357,7 @@ std::optional<ApiError> DecodeRunRequest(const std::string& body, const std::str
   if (auto err = ParseBounded(body, &doc)) return err;
   if (!doc.IsObject()) return Bad("wrong_type", "request body must be a JSON object", "");
   out->limits = config.limits;
+  out->network = config.network == "always";
   // Limits first: input files are checked against them.
   if (doc.HasMember("limits")) {
     if (auto err = DecodeLimits(doc["limits"], config, &out->limits)) return err;
@@ -412,11 +413,13 @@ std::optional<ApiError> DecodeRunRequest(const std::string& body, const std::str
       err = DecodeFiles(v, out->limits, &out->files);
     } else if (name == "network") {
       if (!v.IsBool()) return Bad("wrong_type", "'network' must be true or false", "network");
-      if (v.GetBool()) {
+      if (v.GetBool() && config.network == "off") {
         return ApiError{403, "network_forbidden",
-                        "network access is disabled on this server (the config grants none)",
+                        "network access is disabled on this server (config \"network\" is "
+                        "\"off\")",
                         "network"};
       }
+      out->network = v.GetBool() || config.network == "always";
     } else {
       return Bad("unknown_field", "unknown field '" + util::SanitizeUtf8(name) + "'",
                  util::SanitizeUtf8(name));
@@ -517,6 +520,14 @@ std::string EncodeRunResponse(const RunResponse& r) {
   w.Int64(r.cpu_ms);
   Key(w, "max_rss_kb");
   w.Int64(r.max_rss_kb);
+  if (r.net_rx_bytes) {
+    Key(w, "net_rx_bytes");
+    w.Int64(*r.net_rx_bytes);
+  }
+  if (r.net_tx_bytes) {
+    Key(w, "net_tx_bytes");
+    w.Int64(*r.net_tx_bytes);
+  }
   w.EndObject();
   if (r.steps) {
     Key(w, "snippets");
@@ -532,6 +543,10 @@ std::string EncodeRunResponse(const RunResponse& r) {
       Outcome(w, step.status, step.exit_code, step.signal, step.stdout_stream, step.stderr_stream);
       Key(w, "wall_ms");
       w.Int64(step.wall_ms);
+      if (!step.budget.empty()) {
+        Key(w, "budget");
+        String(w, step.budget);
+      }
       w.EndObject();
     }
     w.EndArray();

@@ -28,6 +28,7 @@ struct CodeStep {
   int block_index = -1;  // with markdown: the block it came from
   std::string save_as;   // non-empty: write `code` to this workspace path instead of running
   std::string title;     // header line in the joined output, e.g. "snippet 2 (bash)"
+  bool install = false;  // a markdown install step (pip install ...): the install budget
 };
 
 // An input file placed in the workspace before the run.
@@ -47,6 +48,9 @@ struct RunRequest {
   bool user_named = false;  // `user` or X-Sandrun-User was given (access.h: token binding)
   std::string session;      // "" = fresh workspace
   config::Limits limits;    // defaults, lowered or raised (up to the ceilings) by the request
+  // Outbound network for this run: the request's "network" under config network
+  // "on_request", always under "always"; a request for it under "off" is refused (403).
+  bool network = false;
 };
 
 // Bounds on `files` (DESIGN.md §8: hostile names never escape; sizes capped).
@@ -92,6 +96,7 @@ struct StepResult {
   StreamResult stdout_stream;
   StreamResult stderr_stream;
   int64_t wall_ms = 0;
+  std::string budget;  // "install" (install_wall_time_s) or "program" (the run's limits)
 };
 
 // One block of a markdown message in the run plan (DESIGN.md §5).
@@ -122,6 +127,8 @@ struct RunResponse {
   int64_t wall_ms = 0;
   int64_t cpu_ms = 0;
   int64_t max_rss_kb = 0;
+  // With the network: bytes of IP packets received and sent, all steps together.
+  std::optional<int64_t> net_rx_bytes, net_tx_bytes;
   config::Limits limits;
   std::optional<std::vector<StepResult>> steps;  // `snippets` in JSON: with snippets/markdown
   std::optional<std::vector<PlanEntry>> plan;    // with markdown

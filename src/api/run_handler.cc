@@ -9,6 +9,7 @@
 #include <chrono>
 
 #include "api/access.h"
+#include "api/packages.h"
 #include "api/run_codec.h"
 #include "api/run_displays.h"
 #include "api/service.h"
@@ -96,6 +97,7 @@ std::vector<std::string> SandboxEnv(const config::Config& config) {
       "PIP_CACHE_DIR=/home/user/.cache/pip",
   };
   if (!config.timezone.empty()) env.push_back("TZ=" + config.timezone);
+  for (std::string& pip : PipEnv(config)) env.push_back(std::move(pip));
   return env;
 }
 
@@ -156,6 +158,13 @@ std::string Sha256Hex(const std::string& data) {
   storage::Sha256 sha;
   sha.Update(data.data(), data.size());
   return sha.FinalHex();
+}
+
+// An install step (pip install ...) runs on its own budget (install_wall_time_s), not the
+// program's (issue 9 part 2).
+bool IsInstallStep(const CodeStep& step) {
+  return step.install ||
+         (step.language != nullptr && step.language->name == "bash" && IsInstallCode(step.code));
 }
 
 // Several programs (snippets, markdown) each get their own directory in .sandrun.
@@ -377,7 +386,10 @@ HttpResponse Service::HandleRun(const HttpRequest& request, bool trusted) {
   const uid_t uid = static_cast<uid_t>(config_.sandbox_uid);
   const gid_t gid = static_cast<gid_t>(config_.sandbox_gid);
   RunDir dir(config_.runs_dir + "/" + id);
-  if (Status s = dir.Create(static_cast<uint64_t>(limits.disk_mb) << 20, uid, gid); !s.ok()) {
+  // Installed packages land in the workspace (~/.local): room for them on top of disk_mb.
+  const bool installs = std::any_of(run.steps.begin(), run.steps.end(), IsInstallStep);
+  const int64_t disk_mb = limits.disk_mb + (installs ? config_.install_disk_mb : 0);
+  if (Status s = dir.Create(static_cast<uint64_t>(disk_mb) << 20, uid, gid); !s.ok()) {
     return ErrorResponse(500, "sandbox_error", "run " + id + ": " + s.error().message);
   }
 
@@ -509,7 +521,7 @@ RunResponse Service::RunSteps(const RunRequest& run, const std::string& id,
   const size_t programs = static_cast<size_t>(std::count_if(
       run.steps.begin(), run.steps.end(), [](const CodeStep& s) { return s.save_as.empty(); }));
   if (multi) response.steps.emplace();
-  const auto start = std::chrono::steady_clock::now();
+  int64_t program_ms = 0;  // wall time of the program steps (install steps have their own)
   uint64_t output_used = 0;
   bool stopped = false;
   for (size_t i = 0; i < run.steps.size(); ++i) {
@@ -518,10 +530,9 @@ RunResponse Service::RunSteps(const RunRequest& run, const std::string& id,
     const gid_t gid = static_cast<gid_t>(config_.sandbox_gid);
     if (!step.save_as.empty()) continue;  // written before the run (HandleRun)
     if (stopped) break;
-    const int64_t elapsed_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
-                                   std::chrono::steady_clock::now() - start)
-                                   .count();
-    const int64_t wall_left_ms = limits.wall_time_s * 1000 - elapsed_ms;
+    const bool install = IsInstallStep(step);
+    const int64_t wall_left_ms =
+        install ? config_.install_wall_time_s * 1000 : limits.wall_time_s * 1000 - program_ms;
     const uint64_t output_left = static_cast<uint64_t>(limits.output_bytes) -
                                  std::min<uint64_t>(output_used, limits.output_bytes);
     if (wall_left_ms <= 0 || output_left < 1024) {
@@ -561,6 +572,8 @@ RunResponse Service::RunSteps(const RunRequest& run, const std::string& id,
     spec.limits.output_bytes = output_left;
     spec.limits.file_size_bytes = static_cast<uint64_t>(limits.file_size_mb) << 20;
     spec.limits.disk_bytes = static_cast<uint64_t>(limits.disk_mb) << 20;
+    spec.network.enabled = run.network;
+    spec.network.allow_cidrs = config_.network_allow_cidrs;
 
     auto result = launcher_->Run(spec);
     if (!result.ok()) {
@@ -578,8 +591,28 @@ RunResponse Service::RunSteps(const RunRequest& run, const std::string& id,
     sr.stdout_stream = {result->stdout_text, result->stdout_truncated};
     sr.stderr_stream = {result->stderr_text, result->stderr_truncated};
     sr.wall_ms = result->wall_ms;
-    if (std::string note = LimitNote(*result, limits); !note.empty()) {
+    sr.budget = install ? "install" : "program";
+    if (!install) program_ms += result->wall_ms;
+    if (install && result->outcome == sandbox::RunOutcome::kWallTimeout) {
+      AppendLine(sr.stderr_stream.text,
+                 "sandrun: stopped: the install budget's wall-clock time of " +
+                     std::to_string(config_.install_wall_time_s) +
+                     " s (install_wall_time_s) reached");
+    } else if (std::string note = LimitNote(*result, limits); !note.empty()) {
       AppendLine(sr.stderr_stream.text, note);
+    }
+    if (result->net_rx_bytes >= 0) {
+      response.net_rx_bytes = response.net_rx_bytes.value_or(0) + result->net_rx_bytes;
+      response.net_tx_bytes = response.net_tx_bytes.value_or(0) + result->net_tx_bytes;
+    }
+    // Part 3 of issue 9: an install that found nothing because the run has no network says
+    // so, and what is there already.
+    if (install && !run.network && sr.status != "ok" &&
+        PipFoundNothing(sr.stdout_stream.text + sr.stderr_stream.text)) {
+      const std::vector<std::string> requested = RequestedPackages(step.code);
+      AppendLine(sr.stderr_stream.text,
+                 NetworkOffNote(requested, AvailablePackages(requested, sr.stdout_stream.text,
+                                                             HostSiteDirs())));
     }
     if (result->process_limit_hits > 0) {
       // A run that hit its process limit did not do what it tried (a fork bomb, a pool too

@@ -19,7 +19,10 @@
 namespace sandrun::config {
 namespace {
 
-using Member = std::variant<std::string Config::*, int64_t Config::*, bool Config::*>;
+// "list" keys take a JSON array of strings, or one string of items separated by spaces or
+// commas (which is also what their SANDRUN_<KEY> env override holds).
+using Member = std::variant<std::string Config::*, int64_t Config::*, bool Config::*,
+                            std::vector<std::string> Config::*>;
 
 struct Key {
   const char* name;
@@ -98,6 +101,25 @@ const std::vector<Key>& Keys() {
        "largest DPI a shown figure is drawn at (a figure's own lower DPI is kept)"},
       {"figure_max_pixels", &Config::figure_max_pixels, "int", 10000,
        "largest shown figure in pixels (width x height); a larger one is drawn at a lower DPI"},
+      {"network", &Config::network, "string", 0,
+       "outbound network of runs: \"off\" (a request's \"network\": true gets 403), "
+       "\"on_request\" (a request may ask with \"network\": true) or \"always\"; the public "
+       "internet only, through slirp4netns (README \"Packages and network\")"},
+      {"network_allow_cidrs", &Config::network_allow_cidrs, "list", 0,
+       "networks a run may reach although private or special-purpose, e.g. an internal package "
+       "mirror [\"10.0.5.20/32\"]; the host's own addresses stay refused"},
+      {"pip_index_url", &Config::pip_index_url, "string", 0,
+       "package index of pip inside the sandbox (PIP_INDEX_URL), e.g. a company mirror; "
+       "empty = PyPI"},
+      {"pip_extra_index_urls", &Config::pip_extra_index_urls, "list", 0,
+       "more package indexes of pip inside (PIP_EXTRA_INDEX_URL)"},
+      {"pip_trusted_hosts", &Config::pip_trusted_hosts, "list", 0,
+       "hosts pip inside trusts without valid HTTPS (PIP_TRUSTED_HOST), e.g. an http mirror"},
+      {"install_wall_time_s", &Config::install_wall_time_s, "int", 1,
+       "wall-clock budget of an install step (pip install ...), instead of the run's "
+       "wall_time_s (s)"},
+      {"install_disk_mb", &Config::install_disk_mb, "int", 1,
+       "workspace + /tmp size of a run with an install step, instead of its disk_mb (MiB)"},
   };
   return kKeys;
 }
@@ -105,6 +127,8 @@ const std::vector<Key>& Keys() {
 Error KeyError(const std::string& key, const std::string& message) {
   return MakeError("config", "key '" + key + "': " + message);
 }
+
+Status SetFromEnv(Config& config, const Key& key, const std::string& text);
 
 Status SetFromJson(Config& config, const Key& key, const rapidjson::Value& v) {
   if (auto* s = std::get_if<std::string Config::*>(&key.member)) {
@@ -116,12 +140,25 @@ Status SetFromJson(Config& config, const Key& key, const rapidjson::Value& v) {
   } else if (auto* b = std::get_if<bool Config::*>(&key.member)) {
     if (!v.IsBool()) return KeyError(key.name, "expected true or false");
     config.*(*b) = v.GetBool();
+  } else if (auto* l = std::get_if<std::vector<std::string> Config::*>(&key.member)) {
+    if (v.IsString())
+      return SetFromEnv(config, key, std::string(v.GetString(), v.GetStringLength()));
+    if (!v.IsArray()) return KeyError(key.name, "expected an array of strings");
+    (config.*(*l)).clear();
+    for (const auto& item : v.GetArray()) {
+      if (!item.IsString()) return KeyError(key.name, "expected an array of strings");
+      (config.*(*l)).emplace_back(item.GetString(), item.GetStringLength());
+    }
   }
   return OkStatus();
 }
 
+std::vector<std::string> SplitList(const std::string& text);
+
 Status SetFromEnv(Config& config, const Key& key, const std::string& text) {
-  if (auto* s = std::get_if<std::string Config::*>(&key.member)) {
+  if (auto* l = std::get_if<std::vector<std::string> Config::*>(&key.member)) {
+    config.*(*l) = SplitList(text);
+  } else if (auto* s = std::get_if<std::string Config::*>(&key.member)) {
     config.*(*s) = text;
   } else if (auto* i = std::get_if<int64_t Config::*>(&key.member)) {
     char* end = nullptr;
@@ -259,6 +296,57 @@ Error WithFix(Error error, const std::string& fix) {
   return error;
 }
 
+// Printable ASCII without blanks or quotes: what an index URL or a host name can be, and
+// nothing that would split or end a PIP_* variable or a pip.conf line.
+bool PlainText(const std::string& text) {
+  if (text.empty()) return false;
+  for (const char ch : text) {
+    if (ch <= ' ' || ch > '~' || ch == '"' || ch == '\'' || ch == '\\') return false;
+  }
+  return true;
+}
+
+bool IndexUrl(const std::string& url) {
+  return PlainText(url) && (url.rfind("http://", 0) == 0 || url.rfind("https://", 0) == 0);
+}
+
+// network, network_allow_cidrs and the pip_* keys (issue 9), each problem on its own line.
+void CheckNetworkKeys(const Config& c, std::vector<Error>& problems) {
+  if (c.network != "off" && c.network != "on_request" && c.network != "always") {
+    problems.push_back(WithFix(KeyError("network", "'" + c.network + "' is not a network mode"),
+                               "use \"off\", \"on_request\" or \"always\""));
+  } else if (c.network != "off" && ::access("/usr/bin/slirp4netns", X_OK) != 0) {
+    problems.push_back(
+        WithFix(KeyError("network", "\"" + c.network + "\" needs /usr/bin/slirp4netns"),
+                "apt-get install slirp4netns, or set \"network\": \"off\""));
+  }
+  for (const std::string& item : c.network_allow_cidrs) {
+    if (!IsAddressOrCidr(item)) {
+      problems.push_back(WithFix(
+          KeyError("network_allow_cidrs", "'" + item + "' is not an IP address or CIDR range"),
+          "list addresses or ranges such as 10.0.5.20/32"));
+    }
+  }
+  if (!c.pip_index_url.empty() && !IndexUrl(c.pip_index_url)) {
+    problems.push_back(
+        WithFix(KeyError("pip_index_url", "'" + c.pip_index_url + "' is not an http(s) URL"),
+                "e.g. http://10.0.5.20/simple"));
+  }
+  for (const std::string& url : c.pip_extra_index_urls) {
+    if (!IndexUrl(url)) {
+      problems.push_back(
+          WithFix(KeyError("pip_extra_index_urls", "'" + url + "' is not an http(s) URL"),
+                  "e.g. https://mirror.example.com/simple"));
+    }
+  }
+  for (const std::string& host : c.pip_trusted_hosts) {
+    if (!PlainText(host) || host.find('/') != std::string::npos) {
+      problems.push_back(WithFix(KeyError("pip_trusted_hosts", "'" + host + "' is not a host"),
+                                 "a host name or address, optionally :port"));
+    }
+  }
+}
+
 std::string LinkSecretFix(const std::string& path) {
   return "make one: umask 027; printf 'set $sandrun_link_secret \"%s\";\\n' "
          "\"$(openssl rand -hex 32)\" > " +
@@ -358,6 +446,7 @@ Status Finish(Config& c) {
     }
   }
   if (Status s = ReadTokens(c); !s.ok()) problems.push_back(s.error());
+  CheckNetworkKeys(c, problems);
   c.origins.clear();
   for (std::string origin : SplitList(c.allowed_origins)) {
     while (!origin.empty() && origin.back() == '/') origin.pop_back();
@@ -534,6 +623,7 @@ std::string HelpText() {
   for (const auto& key : Keys()) {
     out << "  " << key.name << " (" << key.type << "): " << key.help << "\n";
   }
+  out << "  (list keys: a JSON array of strings, or one string separated by spaces or commas)\n";
   Config defaults;
   out << "  limits (object): defaults of a run; ceilings (object): the most a request may ask\n";
   for (const auto& lk : LimitKeys()) {

@@ -105,7 +105,16 @@ struct Config {
   int64_t max_figures = 20;               // per run; more: files_skipped "too_many_figures"
   int64_t figure_max_dpi = 150;           // a shown figure is drawn at most at this DPI ...
   int64_t figure_max_pixels = 4'000'000;  // ... and at most this many pixels (width x height)
-  Limits limits;                          // defaults
+  // Packages and network (issue 9; README "Packages and network"). network: "off" (a
+  // request's "network": true gets 403), "on_request", "always".
+  std::string network = "off";
+  std::vector<std::string> network_allow_cidrs;   // reachable although in a refused range
+  std::string pip_index_url;                      // PIP_INDEX_URL inside; "" = pip's default
+  std::vector<std::string> pip_extra_index_urls;  // PIP_EXTRA_INDEX_URL inside
+  std::vector<std::string> pip_trusted_hosts;     // PIP_TRUSTED_HOST inside
+  int64_t install_wall_time_s = 300;              // wall time of an install step (its own budget)
+  int64_t install_disk_mb = 2048;  // workspace + /tmp of a run with an install step (MiB)
+  Limits limits;                   // defaults
   Limits ceilings{300, 300, 8192, 1024, 64 << 20, 10000, 1024, 8192};
   std::vector<Language> languages;  // default: python, bash
 };

@@ -14,6 +14,7 @@
 #include "sandbox/child.h"
 #include "sandbox/init_plan.h"
 #include "sandbox/mounts.h"
+#include "sandbox/network.h"
 #include "sys/syscalls.h"
 #include "util/text.h"
 
@@ -116,6 +117,7 @@ struct Started {
   Pipes pipes;
   sys::UniqueFd plan_fd;
   std::unique_ptr<RunCgroup> cgroup;
+  std::unique_ptr<RunNetwork> network;  // with spec.network.enabled
   Clock::time_point start;
 };
 
@@ -272,6 +274,12 @@ Result<Started> Start(const SandboxSpec& spec, const MountPlan& mounts, const st
   if (st.cgroup) {
     if (Status s = st.cgroup->AddProcess(st.pid); !s.ok()) return abort_child(s.error());
   }
+  // The network and its firewall before the sync byte: the program starts with both.
+  if (spec.network.enabled) {
+    auto network = RunNetwork::Start(st.pid, spec.host_uid, spec.host_gid, spec.network);
+    if (!network.ok()) return abort_child(network.error());
+    st.network = std::move(*network);
+  }
   if (!sys::WriteAll(p.sync.write.get(), "G", 1)) {
     return abort_child(sys::ErrnoError("sandbox", "write sync pipe"));
   }
@@ -411,6 +419,12 @@ Result<SandboxResult> Launcher::Run(const SandboxSpec& spec) const {
   if (stats.cpu_usage_ms >= 0) result.cpu_ms = stats.cpu_usage_ms;
   if (stats.peak_memory_kb >= 0) result.max_rss_kb = stats.peak_memory_kb;
   result.process_limit_hits = stats.pids_limit_hits;
+  if (st.network) {
+    const CounterBytes bytes = st.network->Usage();
+    result.net_rx_bytes = bytes.rx;
+    result.net_tx_bytes = bytes.tx;
+    st.network.reset();
+  }
   result.stdout_text = std::move(seen.stdout_text);
   result.stderr_text = std::move(seen.stderr_text);
   result.stdout_truncated = seen.stdout_truncated;

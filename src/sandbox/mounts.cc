@@ -5,6 +5,8 @@
 #include <sys/statvfs.h>
 #include <unistd.h>
 
+#include "sandbox/network_rules.h"
+
 namespace sandrun::sandbox {
 namespace {
 
@@ -122,6 +124,9 @@ MountPlan BuildMountPlan(const SandboxSpec& spec) {
   b.File("/etc/passwd", Passwd());
   b.File("/etc/group", Group());
   b.File("/etc/hostname", "sandbox\n");
+  // With the network only: slirp4netns' DNS forwarder (network.h).
+  if (spec.network.enabled)
+    b.File("/etc/resolv.conf", std::string("nameserver ") + kSlirpDns + "\n");
 
   if (spec.tmp_dir.empty()) {
     b.Tmpfs("/tmp", kSafe, "size=" + disk + ",mode=1777,uid=1000,gid=1000");

@@ -37,6 +37,10 @@ struct SandboxResult {
   int64_t cpu_ms = 0;
   int64_t max_rss_kb = 0;
   int64_t process_limit_hits = 0;  // forks the kernel refused at the process limit
+  // With the network (spec.network.enabled): bytes of IP packets received and sent through
+  // the run's tap0; -1 without it.
+  int64_t net_rx_bytes = -1;
+  int64_t net_tx_bytes = -1;
 };
 
 }  // namespace sandrun::sandbox

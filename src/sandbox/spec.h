@@ -24,6 +24,14 @@ struct SandboxLimits {
   int64_t open_files = 256;                // RLIMIT_NOFILE
 };
 
+// Outbound network of a run (issue 9; network.h): off unless `enabled`.
+struct NetworkSpec {
+  bool enabled = false;
+  // Networks reachable although in a refused range (config network_allow_cidrs), as text.
+  std::vector<std::string> allow_cidrs;
+  std::string slirp_path = "/usr/bin/slirp4netns";
+};
+
 struct SandboxSpec {
   // Program to execve inside; argv[0] must be an absolute path inside the sandbox.
   std::vector<std::string> argv;
@@ -52,6 +60,7 @@ struct SandboxSpec {
   uid_t host_uid = 64000;
   gid_t host_gid = 64000;
   std::string run_id;  // names the cgroup
+  NetworkSpec network;
 };
 
 }  // namespace sandrun::sandbox

@@ -192,6 +192,12 @@ class ActionAgainstService(unittest.TestCase):
         self.assertRegex(shown[1]["result"]["output"], r"requests \d+\.\d+")
         text = rec.appended()
         self.assertIn("Ran block 1 (bash) and block 2 (python); skipped block 3", text)
+        # Output headers count blocks as the summary does (issue 9 part 5).
+        self.assertIn("--- block 1 (bash, install) ---", text)
+        self.assertIn("--- block 2 (python, main) ---", text)
+        self.assertNotIn("--- block 0", text)
+        # While the install runs, the status says so.
+        self.assertEqual(rec.statuses()[0]["description"], "Installing packages…")
 
     def test_plot_and_csv(self):
         rec = self.click(

@@ -91,7 +91,25 @@ BOOST_AUTO_TEST_CASE(network_is_forbidden_with_403) {
   auto err = Decode(R"({"language":"py","code":"x","network":true})");
   BOOST_TEST_REQUIRE(err.has_value());
   BOOST_TEST(err->status == 403);
+  BOOST_TEST(err->code == "network_forbidden");
+  BOOST_TEST(err->field == "network");
   BOOST_TEST(!Decode(R"({"language":"py","code":"x","network":false})"));
+}
+
+BOOST_AUTO_TEST_CASE(network_follows_the_configured_mode) {
+  config::Config c = TestConfig();
+  api::RunRequest r;
+  c.network = "on_request";
+  BOOST_TEST(
+      !api::DecodeRunRequest(R"({"language":"py","code":"x","network":true})", "", "", c, &r));
+  BOOST_TEST(r.network);
+  api::RunRequest plain;
+  BOOST_TEST(!api::DecodeRunRequest(R"({"language":"py","code":"x"})", "", "", c, &plain));
+  BOOST_TEST(!plain.network);
+  c.network = "always";
+  api::RunRequest always;
+  BOOST_TEST(!api::DecodeRunRequest(R"({"language":"py","code":"x"})", "", "", c, &always));
+  BOOST_TEST(always.network);
 }
 
 BOOST_AUTO_TEST_CASE(nul_byte_in_code_is_refused_with_its_offset) {

@@ -92,6 +92,42 @@ BOOST_AUTO_TEST_CASE(requires_a_token_unless_anonymous) {
   BOOST_TEST(c->tokens[0].secret == "secret-token-1");
 }
 
+BOOST_AUTO_TEST_CASE(network_keys_take_lists_and_are_checked) {
+  StateDir dir;
+  auto c = Load(dir.Write("{\"state_dir\": \"" + dir.path +
+                          "\", \"allow_anonymous\": true, \"network\": \"on_request\", "
+                          "\"network_allow_cidrs\": [\"10.0.5.20/32\", \"fd12::/64\"], "
+                          "\"pip_index_url\": \"http://10.0.5.20/simple\", "
+                          "\"pip_trusted_hosts\": \"10.0.5.20, mirror:8080\"}"));
+  BOOST_TEST_REQUIRE(c.ok(), (c.ok() ? "" : c.error().message));
+  BOOST_TEST(c->network == "on_request");
+  BOOST_TEST(c->network_allow_cidrs == (std::vector<std::string>{"10.0.5.20/32", "fd12::/64"}),
+             boost::test_tools::per_element());
+  BOOST_TEST(c->pip_trusted_hosts == (std::vector<std::string>{"10.0.5.20", "mirror:8080"}),
+             boost::test_tools::per_element());
+  BOOST_TEST(c->install_wall_time_s == 300);
+  BOOST_TEST(c->install_disk_mb == 2048);
+  setenv("SANDRUN_NETWORK_ALLOW_CIDRS", "192.0.2.7/32 198.51.100.0/24", 1);
+  c = Load(dir.Write("{\"state_dir\": \"" + dir.path + "\", \"allow_anonymous\": true}"));
+  unsetenv("SANDRUN_NETWORK_ALLOW_CIDRS");
+  BOOST_TEST_REQUIRE(c.ok());
+  BOOST_TEST(c->network == "off");  // the default
+  BOOST_TEST(c->network_allow_cidrs.size() == 2u);
+  c = Load(dir.Write("{\"state_dir\": \"" + dir.path +
+                     "\", \"allow_anonymous\": true, \"network\": \"yes\", "
+                     "\"network_allow_cidrs\": [\"10.0.0.0/33\"], "
+                     "\"pip_index_url\": \"ftp://x\", \"pip_trusted_hosts\": [\"a b\"]}"));
+  BOOST_TEST_REQUIRE(!c.ok());
+  for (const char* key : {"key 'network'", "key 'network_allow_cidrs'", "key 'pip_index_url'",
+                          "key 'pip_trusted_hosts'"}) {
+    BOOST_TEST(c.error().message.find(key) != std::string::npos, key << ": " << c.error().message);
+  }
+  c = Load(dir.Write("{\"state_dir\": \"" + dir.path +
+                     "\", \"allow_anonymous\": true, \"network_allow_cidrs\": [1]}"));
+  BOOST_TEST_REQUIRE(!c.ok());
+  BOOST_TEST(c.error().message.find("expected an array of strings") != std::string::npos);
+}
+
 BOOST_AUTO_TEST_CASE(env_overrides_file) {
   StateDir dir;
   setenv("SANDRUN_LINK_TTL_S", "77", 1);

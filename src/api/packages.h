@@ -1,0 +1,48 @@
+// Packages and network in the run pipeline (issue 9 parts 2 and 3): what pip inside the
+// sandbox is told by the config, which steps are install steps (their own budget), and the
+// line that explains a failed install when the run has no network.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "config/config.h"
+
+namespace sandrun::api {
+
+// PIP_INDEX_URL, PIP_EXTRA_INDEX_URL and PIP_TRUSTED_HOST (space-separated lists, as pip
+// reads them) for the keys the config sets; nothing for those it leaves empty. Pure.
+std::vector<std::string> PipEnv(const config::Config& config);
+
+// True when a shell step installs Python packages (pip/pip3/python -m pip install, as
+// markdown/shell_script.h recognises them). Pure.
+bool IsInstallCode(const std::string& shell_code);
+
+// The distribution names of every `pip install` command in `shell_code`, in order, without
+// version specifiers, extras, options or their values, requirement files and paths/URLs
+// (which name no package). Pure.
+std::vector<std::string> RequestedPackages(const std::string& shell_code);
+
+// PEP 503 normalised name: lower case, runs of '-', '_', '.' as one '-'. Pure.
+std::string NormalizePackageName(const std::string& name);
+
+// Whether pip's output says the step could not find a package (no index reachable):
+// "No matching distribution found" or "Could not find a version that satisfies". Pure.
+bool PipFoundNothing(const std::string& output);
+
+// The packages of `requested` that are installed: named by pip's "Requirement already
+// satisfied: NAME" lines in `pip_output`, or present in one of `site_dirs` as
+// NAME-VERSION.dist-info / .egg-info (the host's /usr that runs inside). Reads the directories.
+std::vector<std::string> AvailablePackages(const std::vector<std::string>& requested,
+                                           const std::string& pip_output,
+                                           const std::vector<std::string>& site_dirs);
+
+// The host's directories of Python distributions, as the sandbox sees them (same paths).
+std::vector<std::string> HostSiteDirs();
+
+// The stderr line of part 3: the network is off for runs on this server, which of
+// `requested` are already available, and what the admin can do. Pure.
+std::string NetworkOffNote(const std::vector<std::string>& requested,
+                           const std::vector<std::string>& available);
+
+}  // namespace sandrun::api

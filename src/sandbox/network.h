@@ -1,0 +1,64 @@
+// The network of one run that asked for it (issue 9 part 1): slirp4netns for user-mode
+// TCP/IP, and the refusal rules of network_rules.h installed in the run's network namespace.
+//
+// Order (Launcher::Start): clone the sandbox's first process into its new namespaces (it
+// waits on the sync pipe before doing anything), write its id maps, then RunNetwork::Start:
+// slirp4netns joins the run's user and network namespaces, creates and configures tap0
+// (10.0.2.100/24, default route via 10.0.2.2, lo up) and writes to its ready fd; then the
+// daemon installs the ruleset there; only then is the sync byte written, so the program
+// starts with the network and its rules in place.
+//
+// slirp4netns runs as the sandbox's host uid (the owner of the run's user namespace, so it
+// may join it without any host privilege), without supplementary groups, in a mount
+// namespace of its own that gives it a /dev/net/tun it may open, with its own seccomp filter
+// (--enable-seccomp), --disable-host-loopback (10.0.2.2 does not reach the host's
+// 127.0.0.1), and no IPv6. It dies with the run (its --exit-fd pipe is closed when the
+// RunNetwork is destroyed) and with the daemon (the same pipe closes; PR_SET_PDEATHSIG too).
+#pragma once
+
+#include <sys/types.h>
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "sandbox/network_rules.h"
+#include "sandbox/spec.h"
+#include "sys/unique_fd.h"
+#include "util/result.h"
+
+namespace sandrun::sandbox {
+
+class RunNetwork {
+ public:
+  // Starts the network of the sandbox whose first process is `pid` (still waiting on its
+  // sync pipe): slirp4netns as uid:gid, ready within 5 s, then the firewall of `spec`
+  // (network_allow_cidrs) and of the host's interface addresses read now. Errors: code
+  // "sandbox", naming the step (slirp4netns' own output included when it failed). Not safe
+  // after fork.
+  static Result<std::unique_ptr<RunNetwork>> Start(pid_t pid, uid_t uid, gid_t gid,
+                                                   const NetworkSpec& spec);
+  RunNetwork(const RunNetwork&) = delete;
+  RunNetwork& operator=(const RunNetwork&) = delete;
+  // Stops slirp4netns (closes its exit fd; SIGKILL after 2 s) and reaps it.
+  ~RunNetwork();
+
+  // Bytes of IP packets received on / sent through tap0 so far (the firewall's counters);
+  // -1 each when they cannot be read. Valid after the run's processes are gone (the
+  // namespace is kept open by this object). Not safe after fork.
+  CounterBytes Usage() const;
+
+ private:
+  RunNetwork() = default;
+  pid_t slirp_pid_ = -1;
+  sys::UniqueFd exit_write_;  // closing it tells slirp4netns to exit
+  sys::UniqueFd netns_;       // the run's network namespace
+};
+
+// Runs `commands` (nft -f syntax) through libnftables in the network namespace `netns_fd`,
+// from the calling thread (which goes there and back; the daemon's other threads stay where
+// they are). Calls are serialised (libnftables keeps some global state). Returns nft's
+// output. Errors: code "sandbox" with nft's error text. Not safe after fork.
+Result<std::string> RunNftIn(int netns_fd, const std::string& commands);
+
+}  // namespace sandrun::sandbox

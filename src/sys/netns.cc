@@ -1,0 +1,217 @@
+#include "sys/netns.h"
+
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <grp.h>
+#include <ifaddrs.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <sched.h>
+#include <signal.h>
+#include <sys/mount.h>
+#include <sys/prctl.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/sysmacros.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+
+#include "sys/syscalls.h"
+
+namespace sandrun::sys {
+namespace {
+
+// Steps of SpawnWithOwnTun's child, reported with errno through the error pipe.
+enum SpawnStep : int {
+  kUnshare = 1,
+  kPrivate,
+  kTmpfs,
+  kMknod,
+  kChown,
+  kGroups,
+  kGid,
+  kUid,
+  kDeathSignal,
+  kFds,
+  kExec
+};
+
+const char* SpawnStepName(int step) {
+  switch (step) {
+    case kUnshare:
+      return "unshare(CLONE_NEWNS)";
+    case kPrivate:
+      return "make mounts private";
+    case kTmpfs:
+      return "tmpfs on /dev/net";
+    case kMknod:
+      return "mknod /dev/net/tun";
+    case kChown:
+      return "chown /dev/net/tun";
+    case kGroups:
+      return "setgroups";
+    case kGid:
+      return "setresgid";
+    case kUid:
+      return "setresuid";
+    case kDeathSignal:
+      return "prctl(PR_SET_PDEATHSIG)";
+    case kFds:
+      return "arrange fds";
+    case kExec:
+      return "execve";
+  }
+  return "?";
+}
+
+[[noreturn]] void ChildFail(int error_fd, int step) {
+  int record[2] = {step, errno};
+  WriteAll(error_fd, record, sizeof record);
+  ::_exit(127);
+}
+
+}  // namespace
+
+Result<UniqueFd> OpenNamespace(pid_t pid, const std::string& kind) {
+  const std::string path = "/proc/" + std::to_string(pid) + "/ns/" + kind;
+  UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+  if (!fd.valid()) return ErrnoError("netns", "open " + path);
+  return fd;
+}
+
+Result<UniqueFd> OpenThreadNetNamespace() {
+  UniqueFd fd(::open("/proc/thread-self/ns/net", O_RDONLY | O_CLOEXEC));
+  if (!fd.valid()) return ErrnoError("netns", "open /proc/thread-self/ns/net");
+  return fd;
+}
+
+Status EnterNetNamespace(int fd) {
+  if (::setns(fd, CLONE_NEWNET) != 0) return ErrnoError("netns", "setns(CLONE_NEWNET)");
+  return OkStatus();
+}
+
+Result<std::vector<std::string>> InterfaceAddresses() {
+  ifaddrs* list = nullptr;
+  if (::getifaddrs(&list) != 0) return ErrnoError("netns", "getifaddrs");
+  std::vector<std::string> out;
+  for (const ifaddrs* a = list; a != nullptr; a = a->ifa_next) {
+    if (a->ifa_addr == nullptr) continue;
+    char buf[INET6_ADDRSTRLEN] = {};
+    if (a->ifa_addr->sa_family == AF_INET) {
+      const auto* in = reinterpret_cast<const sockaddr_in*>(a->ifa_addr);
+      ::inet_ntop(AF_INET, &in->sin_addr, buf, sizeof buf);
+    } else if (a->ifa_addr->sa_family == AF_INET6) {
+      const auto* in6 = reinterpret_cast<const sockaddr_in6*>(a->ifa_addr);
+      ::inet_ntop(AF_INET6, &in6->sin6_addr, buf, sizeof buf);
+    } else {
+      continue;
+    }
+    out.emplace_back(buf);
+  }
+  ::freeifaddrs(list);
+  return out;
+}
+
+Result<pid_t> SpawnWithOwnTun(const std::vector<std::string>& argv, uid_t uid, gid_t gid,
+                              const std::vector<int>& fds, int log_fd) {
+  constexpr size_t kMaxFds = 12;
+  if (fds.size() > kMaxFds) return MakeError("spawn", argv[0] + ": more than 12 fds to pass");
+  // Everything the child uses is made here: after fork it may only make async-signal-safe
+  // calls (the daemon is multi-threaded).
+  std::vector<char*> args;
+  for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+  args.push_back(nullptr);
+  char* no_env[] = {nullptr};
+  auto errors = MakePipe();
+  if (!errors.ok()) return MakeError("spawn", errors.error().message);
+  const int error_fd = errors->write.get();
+  const int null_fd = ::open("/dev/null", O_RDONLY | O_CLOEXEC);
+  if (null_fd < 0) return ErrnoError("spawn", "open /dev/null");
+  const pid_t parent = ::getpid();
+  const pid_t pid = ::fork();
+  if (pid < 0) {
+    ::close(null_fd);
+    return ErrnoError("spawn", "fork");
+  }
+  if (pid == 0) {
+    // Its own mount namespace: the tun node below is seen by this process alone.
+    if (::unshare(CLONE_NEWNS) != 0) ChildFail(error_fd, kUnshare);
+    if (::mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr) != 0) {
+      ChildFail(error_fd, kPrivate);
+    }
+    if (::mount("tmpfs", "/dev/net", "tmpfs", MS_NOSUID | MS_NOEXEC, "size=4k,mode=0755") != 0) {
+      ChildFail(error_fd, kTmpfs);
+    }
+    if (::mknod("/dev/net/tun", S_IFCHR | 0600, makedev(10, 200)) != 0) {
+      ChildFail(error_fd, kMknod);
+    }
+    if (::chown("/dev/net/tun", uid, gid) != 0) ChildFail(error_fd, kChown);
+    if (::setgroups(0, nullptr) != 0) ChildFail(error_fd, kGroups);
+    if (::setresgid(gid, gid, gid) != 0) ChildFail(error_fd, kGid);
+    if (::setresuid(uid, uid, uid) != 0) ChildFail(error_fd, kUid);
+    // After the credential change, which clears it (prctl(2)); a parent gone before this
+    // line is seen by getppid.
+    if (::prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0) != 0 || ::getppid() != parent) {
+      ChildFail(error_fd, kDeathSignal);
+    }
+    // Sources first above every target, so no dup2 overwrites one not yet moved.
+    int moved[kMaxFds];
+    const size_t n = fds.size();
+    const int high = 3 + static_cast<int>(n) + 3;
+    for (size_t i = 0; i < n; ++i) {
+      moved[i] = ::fcntl(fds[i], F_DUPFD, high);
+      if (moved[i] < 0) ChildFail(error_fd, kFds);
+    }
+    const int err_high = ::fcntl(error_fd, F_DUPFD_CLOEXEC, high);
+    if (err_high < 0 || ::dup2(null_fd, 0) < 0 || ::dup2(log_fd, 1) < 0 || ::dup2(log_fd, 2) < 0) {
+      ChildFail(error_fd, kFds);
+    }
+    for (size_t i = 0; i < n; ++i) {
+      if (::dup2(moved[i], 3 + static_cast<int>(i)) < 0) ChildFail(err_high, kFds);
+    }
+    // Close everything else but the error pipe (close-on-exec: gone at execve).
+    const unsigned first = 3u + static_cast<unsigned>(n);
+    if (static_cast<unsigned>(err_high) > first) {
+      ::syscall(SYS_close_range, first, static_cast<unsigned>(err_high) - 1, 0u);
+    }
+    ::syscall(SYS_close_range, static_cast<unsigned>(err_high) + 1, ~0u, 0u);
+    ::execve(args[0], args.data(), no_env);
+    ChildFail(err_high, kExec);
+  }
+  ::close(null_fd);
+  errors->write.Reset();
+  int record[2] = {0, 0};
+  ssize_t got;
+  do {
+    got = ::read(errors->read.get(), record, sizeof record);
+  } while (got < 0 && errno == EINTR);
+  if (got == static_cast<ssize_t>(sizeof record)) {
+    (void)Reap(pid);
+    return MakeError("spawn",
+                     argv[0] + ": " + SpawnStepName(record[0]) + ": " + std::strerror(record[1]),
+                     record[1]);
+  }
+  return pid;
+}
+
+int ReapWithin(pid_t pid, int timeout_ms) {
+  const int pidfd = static_cast<int>(::syscall(SYS_pidfd_open, pid, 0));
+  if (pidfd >= 0) {
+    pollfd p{pidfd, POLLIN, 0};
+    int n;
+    do {
+      n = ::poll(&p, 1, timeout_ms);
+    } while (n < 0 && errno == EINTR);
+    if (n == 0) ::syscall(SYS_pidfd_send_signal, pidfd, SIGKILL, nullptr, 0);
+    ::close(pidfd);
+  } else {
+    ::kill(pid, SIGKILL);
+  }
+  auto reaped = Reap(pid);
+  return reaped.ok() ? reaped->wait_status : 0;
+}
+
+}  // namespace sandrun::sys

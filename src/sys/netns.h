@@ -1,0 +1,44 @@
+// Network namespaces and the helper process of a run's network (sandbox/network.h): the raw
+// syscalls behind them, as thin wrappers that turn failures into Result errors naming the
+// call. None of these is child-safe; SpawnWithOwnTun's child side is (it runs between fork
+// and execve).
+#pragma once
+
+#include <sys/types.h>
+
+#include <string>
+#include <vector>
+
+#include "sys/unique_fd.h"
+#include "util/result.h"
+
+namespace sandrun::sys {
+
+// Opens /proc/<pid>/ns/<kind> ("net", "user") O_RDONLY|O_CLOEXEC. Errors: "netns".
+Result<UniqueFd> OpenNamespace(pid_t pid, const std::string& kind);
+// The calling thread's own network namespace (/proc/thread-self/ns/net). Errors: "netns".
+Result<UniqueFd> OpenThreadNetNamespace();
+// setns(fd, CLONE_NEWNET) for the CALLING THREAD only (a network namespace is per task);
+// sockets it opens afterwards live in that namespace. Errors: "netns".
+Status EnterNetNamespace(int fd);
+
+// The addresses of every interface of the calling thread's network namespace (getifaddrs),
+// as text ("192.0.2.2", "fe80::1"; no zone). Errors: "netns".
+Result<std::vector<std::string>> InterfaceAddresses();
+
+// Starts `argv` (argv[0] an absolute path, empty environment) as uid:gid with no
+// supplementary groups, in a mount namespace of its own where /dev/net/tun is a fresh node
+// of the TUN device (10:200) owned by uid with mode 0600 — so it may create a tap device
+// although the host's node is root's alone — and nothing else of the host's mounts changes.
+// `fds[i]` (at most 12) becomes its fd 3 + i; stdin is /dev/null, stdout and stderr go to `log_fd`,
+// every other fd is closed. It gets SIGKILL when the calling thread exits (PR_SET_PDEATHSIG, set
+// after the credential change that would clear it). Errors: "spawn", naming the step that
+// failed in the child (its errno is passed back before execve).
+Result<pid_t> SpawnWithOwnTun(const std::vector<std::string>& argv, uid_t uid, gid_t gid,
+                              const std::vector<int>& fds, int log_fd);
+
+// Waits up to `timeout_ms` for `pid` (a child) to exit, then SIGKILLs and reaps it. Returns
+// its wait status.
+int ReapWithin(pid_t pid, int timeout_ms);
+
+}  // namespace sandrun::sys

@@ -1,0 +1,203 @@
+#!/usr/bin/env python3
+"""A fake internet for integration.Network (issue 9 part 6), made by the test itself.
+
+  fake_internet.py up NAME DIR    -> prints one JSON object (the topology), exit 0
+  fake_internet.py down NAME      -> removes everything `up NAME` made (idempotent)
+
+`up` makes a network namespace NAME joined to the host by a veth pair, with the addresses
+below on its end, a /32 host route into it for each (checked with `ip route get` before any
+traffic), a PEP 503 index (`python3 -m http.server` over DIR/index, holding a small wheel
+built here with zipfile) listening on port 80 of every address of the namespace, and a
+listener on the host side of the veth. Nothing is sent anywhere but to these addresses.
+Before touching the host it checks that no host address and no route other than the default
+one already covers any of them; otherwise it refuses (exit 2) and says which.
+Namespaces of earlier runs whose test process is gone (NAME is sandrun-it-net-<pid>) are
+removed first.
+"""
+import base64
+import hashlib
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+import urllib.request
+import zipfile
+
+HOST_SIDE = "198.18.77.1"  # the host's end of the veth (a host address: refused)
+INDEX = "198.18.77.2"  # the package index (allowed by network_allow_cidrs)
+# Addresses a run must never reach although they answer: one per kind of refused range.
+REFUSED_IN_NS = {
+    "rfc1918_10": "10.213.77.2",
+    "rfc1918_172": "172.31.77.2",
+    "rfc1918_192": "192.168.213.2",
+    "cgnat": "100.77.213.2",
+    "link_local_metadata": "169.254.169.254",
+    "documentation": "203.0.113.77",
+    "benchmarking_not_allowed": "198.18.77.3",
+}
+HOST_PORT = 8081
+PACKAGE = "sandrun-fixture"
+MODULE = "sandrun_fixture"
+VALUE = "fixture-value-42"
+
+
+def sh(*args, check=True):
+    return subprocess.run(args, check=check, capture_output=True, text=True)
+
+
+def names(name):
+    suffix = name.rsplit("-", 1)[-1]
+    return {"ns": name, "host_if": "srh" + suffix[-10:], "ns_if": "srn" + suffix[-10:]}
+
+
+def pidfile(directory, what):
+    return os.path.join(directory, what + ".pid")
+
+
+def build_wheel(directory):
+    """A wheel is a zip: the module, METADATA, WHEEL and a RECORD with hashes."""
+    simple = os.path.join(directory, "index", "simple", PACKAGE)
+    os.makedirs(simple, exist_ok=True)
+    dist = MODULE + "-1.0.dist-info"
+    files = {
+        MODULE + "/__init__.py": 'VALUE = "%s"\n' % VALUE,
+        dist + "/METADATA": "Metadata-Version: 2.1\nName: %s\nVersion: 1.0\n" % PACKAGE,
+        dist + "/WHEEL": "Wheel-Version: 1.0\nGenerator: sandrun-test\nRoot-Is-Purelib: true\n"
+        "Tag: py3-none-any\n",
+    }
+    record = []
+    for path, text in files.items():
+        digest = base64.urlsafe_b64encode(hashlib.sha256(text.encode()).digest()).rstrip(b"=")
+        record.append("%s,sha256=%s,%d" % (path, digest.decode(), len(text.encode())))
+    record.append(dist + "/RECORD,,")
+    files[dist + "/RECORD"] = "\n".join(record) + "\n"
+    wheel = os.path.join(simple, MODULE + "-1.0-py3-none-any.whl")
+    with zipfile.ZipFile(wheel, "w") as z:
+        for path, text in files.items():
+            z.writestr(path, text)
+    # http.server's directory listing is a valid PEP 503 project page (links to the files).
+    return wheel
+
+
+def covered_by_host(addr):
+    """Why the host already reaches `addr` some other way than its default route, or ''."""
+    out = sh("ip", "-o", "addr", "show").stdout
+    if re.search(r"inet6? %s/" % re.escape(addr), out):
+        return "a host interface has it"
+    routes = sh("ip", "route", "show", "match", addr).stdout.splitlines()
+    specific = [r for r in routes if r and not r.startswith("default")]
+    if specific:
+        return "host route(s): " + "; ".join(specific)
+    return ""
+
+
+def stale_cleanup():
+    out = sh("ip", "netns", "list", check=False).stdout
+    for line in out.splitlines():
+        m = re.match(r"(sandrun-it-net-(\d+))", line)
+        if m and not os.path.exists("/proc/" + m.group(2)):
+            down(m.group(1))
+
+
+def wait_http(url, deadline_s=10):
+    end = time.time() + deadline_s
+    while True:
+        try:
+            # No proxy from the environment: only these addresses, directly.
+            opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+            with opener.open(url, timeout=2) as r:
+                return r.status
+        except OSError:
+            if time.time() > end:
+                raise
+            time.sleep(0.2)
+
+
+def up(name, directory):
+    stale_cleanup()
+    n = names(name)
+    addrs = [HOST_SIDE, INDEX] + list(REFUSED_IN_NS.values())
+    problems = [a + ": " + why for a in addrs if (why := covered_by_host(a))]
+    if problems:
+        print("fake_internet: refusing to touch the host: " + ", ".join(problems), file=sys.stderr)
+        sys.exit(2)
+    build_wheel(directory)
+    sh("ip", "netns", "add", n["ns"])
+    sh("ip", "link", "add", n["host_if"], "type", "veth", "peer", "name", n["ns_if"])
+    sh("ip", "link", "set", n["ns_if"], "netns", n["ns"])
+    sh("ip", "addr", "add", HOST_SIDE + "/24", "dev", n["host_if"])
+    sh("ip", "link", "set", n["host_if"], "up")
+    ns = ["ip", "netns", "exec", n["ns"]]
+    sh(*ns, "ip", "addr", "add", INDEX + "/24", "dev", n["ns_if"])
+    for addr in REFUSED_IN_NS.values():
+        sh(*ns, "ip", "addr", "add", addr + "/32", "dev", n["ns_if"])
+    sh(*ns, "ip", "link", "set", n["ns_if"], "up")
+    sh(*ns, "ip", "link", "set", "lo", "up")
+    for addr in REFUSED_IN_NS.values():
+        if not addr.startswith("198.18.77."):
+            sh("ip", "route", "add", addr + "/32", "dev", n["host_if"])
+    # Routes checked before any traffic: every address goes into the veth, nowhere else.
+    for addr in addrs[1:]:
+        got = sh("ip", "route", "get", addr).stdout
+        if "dev " + n["host_if"] not in got:
+            down(name)
+            print("fake_internet: %s is not routed into %s: %s" % (addr, n["host_if"], got),
+                  file=sys.stderr)
+            sys.exit(2)
+    log = open(os.path.join(directory, "servers.log"), "ab")
+    index = subprocess.Popen(ns + [sys.executable, "-m", "http.server", "80", "--bind", "0.0.0.0",
+                                   "--directory", os.path.join(directory, "index")],
+                             stdout=log, stderr=log, start_new_session=True)
+    with open(pidfile(directory, "index"), "w") as f:
+        f.write(str(index.pid))
+    os.makedirs(os.path.join(directory, "host"), exist_ok=True)
+    with open(os.path.join(directory, "host", "index.html"), "w") as f:
+        f.write("host side of the veth\n")
+    host = subprocess.Popen([sys.executable, "-m", "http.server", str(HOST_PORT), "--bind",
+                             HOST_SIDE, "--directory", os.path.join(directory, "host")],
+                            stdout=log, stderr=log, start_new_session=True)
+    with open(pidfile(directory, "host"), "w") as f:
+        f.write(str(host.pid))
+    # Positive controls: each listener answers from the host, so a refusal seen from a run is
+    # the firewall's doing.
+    for addr in [INDEX] + list(REFUSED_IN_NS.values()):
+        wait_http("http://%s/" % addr)
+    wait_http("http://%s:%d/" % (HOST_SIDE, HOST_PORT))
+    wait_http("http://%s/simple/%s/" % (INDEX, PACKAGE))
+    print(json.dumps({"ns": n["ns"], "host_if": n["host_if"], "index": INDEX,
+                      "host_side": HOST_SIDE, "host_port": HOST_PORT,
+                      "refused": REFUSED_IN_NS, "package": PACKAGE, "module": MODULE,
+                      "value": VALUE, "dir": directory}))
+
+
+def down(name, directory=None):
+    n = names(name)
+    if directory:
+        for what in ("index", "host"):
+            try:
+                with open(pidfile(directory, what)) as f:
+                    os.killpg(int(f.read()), signal.SIGKILL)
+            except (OSError, ValueError):
+                pass
+    # Whatever still runs in the namespace (the index server) goes with it.
+    pids = sh("ip", "netns", "pids", n["ns"], check=False).stdout.split()
+    for pid in pids:
+        try:
+            os.kill(int(pid), signal.SIGKILL)
+        except OSError:
+            pass
+    sh("ip", "link", "del", n["host_if"], check=False)  # its routes go with it
+    sh("ip", "netns", "del", n["ns"], check=False)
+
+
+if __name__ == "__main__":
+    if len(sys.argv) >= 4 and sys.argv[1] == "up":
+        up(sys.argv[2], sys.argv[3])
+    elif len(sys.argv) >= 3 and sys.argv[1] == "down":
+        down(sys.argv[2], sys.argv[3] if len(sys.argv) > 3 else None)
+    else:
+        print(__doc__, file=sys.stderr)
+        sys.exit(64)

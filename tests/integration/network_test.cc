@@ -1,0 +1,381 @@
+// Packages and network (issue 9), against a fake internet the test makes itself
+// (fake_internet.py): a network namespace joined to the host by a veth pair, holding a PEP 503
+// index with a wheel built by the test and listeners on addresses a run must never reach.
+// Suite Network runs on a stack with "network": "on_request", the index allowed by
+// network_allow_cidrs and named by pip_index_url (tests/integration/CMakeLists.txt); suite
+// NetworkOff on the default config ("network": "off"). No traffic goes anywhere but to the
+// test's own namespace addresses and 127.0.0.1: every address a run tries is routed into
+// that namespace first (fake_internet.py checks with `ip route get`), and the refused ones
+// are refused inside the run before any packet leaves it.
+#include <rapidjson/document.h>
+#include <rapidjson/stringbuffer.h>
+#include <rapidjson/writer.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <boost/test/unit_test.hpp>
+#include <chrono>
+#include <cstdio>
+#include <fstream>
+#include <future>
+#include <thread>
+
+#include "helpers.h"
+#include "stack.h"
+
+namespace sandrun::integration {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// A JSON string literal of `text`.
+std::string Q(const std::string& text) {
+  rapidjson::StringBuffer buf;
+  rapidjson::Writer<rapidjson::StringBuffer> w(buf);
+  w.String(text.c_str(), static_cast<rapidjson::SizeType>(text.size()));
+  return buf.GetString();
+}
+
+// Output of a shell command (stdout), and its exit status.
+std::string Shell(const std::string& command, int* status = nullptr) {
+  std::string out;
+  if (FILE* p = ::popen(command.c_str(), "r")) {
+    char buf[4096];
+    size_t n;
+    while ((n = ::fread(buf, 1, sizeof buf, p)) > 0) out.append(buf, n);
+    const int rc = ::pclose(p);
+    if (status != nullptr) *status = rc;
+  }
+  return out;
+}
+
+// The fake internet of the Network suite, up for the whole suite.
+struct FakeInternet {
+  std::string name = "sandrun-it-net-" + std::to_string(::getpid());
+  std::string dir;
+  std::string script = std::string(SANDRUN_SOURCE_DIR) + "/tests/integration/fake_internet.py";
+  rapidjson::Document topology;
+  static FakeInternet* current;
+
+  FakeInternet() {
+    char tmpl[] = "/tmp/sandrun-fake-internet-XXXXXX";
+    dir = ::mkdtemp(tmpl);
+    int status = 0;
+    const std::string json = Shell("python3 " + script + " up " + name + " " + dir, &status);
+    topology.Parse(json.c_str());
+    if (status != 0 || topology.HasParseError() || !topology.IsObject()) {
+      Down();
+      BOOST_FAIL("fake_internet.py up failed (" << status << "): " << json);
+    }
+    current = this;
+  }
+  ~FakeInternet() {
+    Down();
+    current = nullptr;
+  }
+  void Down() {
+    (void)Shell("python3 " + script + " down " + name + " " + dir);
+    (void)Shell("rm -rf " + dir);
+  }
+  std::string S(const char* key) const { return topology[key].GetString(); }
+  std::vector<std::pair<std::string, std::string>> Refused() const {
+    std::vector<std::pair<std::string, std::string>> out;
+    for (auto it = topology["refused"].MemberBegin(); it != topology["refused"].MemberEnd(); ++it) {
+      out.emplace_back(it->name.GetString(), it->value.GetString());
+    }
+    return out;
+  }
+};
+FakeInternet* FakeInternet::current = nullptr;
+
+const FakeInternet& Net() {
+  BOOST_TEST_REQUIRE(FakeInternet::current != nullptr);
+  return *FakeInternet::current;
+}
+
+std::string InstallThenImport(const FakeInternet& net) {
+  return "Install the package first:\n\n```bash\npip install " + net.S("package") +
+         "\n```\n\nThen use it:\n\n```python\nimport " + net.S("module") + "\nprint(" +
+         net.S("module") + ".VALUE)\n```\n";
+}
+
+// A Python program that tries each target (host, port) once and prints "REACHED name" or
+// "refused name ExceptionName" per target.
+std::string ConnectProgram(const std::vector<std::tuple<std::string, std::string, int>>& targets) {
+  std::string code = "import socket\ntargets = [\n";
+  for (const auto& [name, host, port] : targets) {
+    code += "  (" + Q(name) + ", " + Q(host) + ", " + std::to_string(port) + "),\n";
+  }
+  code +=
+      "]\nfor name, host, port in targets:\n"
+      "  try:\n"
+      "    s = socket.create_connection((host, port), timeout=3)\n"
+      "    s.sendall(b'GET / HTTP/1.0\\r\\n\\r\\n')\n"
+      "    got = s.recv(64)\n"
+      "    print('REACHED', name, got[:12])\n"
+      "  except Exception as e:\n"
+      "    print('refused', name, type(e).__name__, e)\n";
+  return code;
+}
+
+std::string Output(const rapidjson::Document& doc) {
+  return Str(doc, "stdout") + Str(doc, "stderr");
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_SUITE(Network, *boost::unit_test::fixture<FakeInternet>())
+
+BOOST_AUTO_TEST_CASE(pip_then_python_markdown_installs_from_the_index_and_prints_the_value) {
+  const FakeInternet& net = Net();
+  auto doc = PostRun(R"({"network": true, "markdown": )" + Q(InstallThenImport(net)) + "}");
+  const std::string out = Output(doc);
+  BOOST_TEST(Str(doc, "status") == "ok", out);
+  BOOST_TEST(Str(doc, "stdout").find(net.S("value")) != std::string::npos, out);
+  // Per step: which budget it ran on.
+  const auto& steps = doc["snippets"];
+  BOOST_TEST_REQUIRE(steps.Size() == 2u);
+  BOOST_TEST(Str(steps[0], "budget") == "install");
+  BOOST_TEST(Str(steps[1], "budget") == "program");
+  // Usage: bytes in and out through the run's network (the wheel came in).
+  BOOST_TEST(Int(doc["usage"], "net_rx_bytes") > 1000);
+  BOOST_TEST(Int(doc["usage"], "net_tx_bytes") > 100);
+  // pip's own files are neither exported nor listed as skipped.
+  for (const auto& f : doc["files"].GetArray()) BOOST_TEST(Str(f, "path").find(".local") != 0u);
+}
+
+BOOST_AUTO_TEST_CASE(pip_as_users_type_it) {
+  const FakeInternet& net = Net();
+  const std::string pkg = net.S("package"), mod = net.S("module");
+  const std::string check =
+      "\n```python\nimport " + mod + "; print('got', " + mod + ".VALUE)\n```\n";
+  for (const std::string& md : {"```bash\npip3 install " + pkg + "\n```\n" + check,
+                                "```sh\npython3 -m pip install --quiet " + pkg + "\n```\n" + check,
+                                "```python\n%pip install " + pkg + "\nimport " + mod +
+                                    "; print('got', " + mod + ".VALUE)\n```\n",
+                                "```python\n!pip install " + pkg + "\nimport " + mod +
+                                    "; print('got', " + mod + ".VALUE)\n```\n"}) {
+    auto doc = PostRun(R"({"network": true, "markdown": )" + Q(md) + "}");
+    BOOST_TEST(Str(doc, "stdout").find("got " + net.S("value")) != std::string::npos,
+               md << "\n"
+                  << Output(doc));
+  }
+}
+
+// An install goes to the workspace's ~/.local: a later run of the same session imports it,
+// without the network.
+BOOST_AUTO_TEST_CASE(a_later_run_of_the_session_imports_what_an_earlier_one_installed) {
+  const FakeInternet& net = Net();
+  const std::string session = "net-session-" + std::to_string(::getpid());
+  auto first = PostRun(R"({"network": true, "session": )" + Q(session) +
+                       R"(, "language": "bash", "code": )" +
+                       Q("pip install --quiet " + net.S("package") + " && echo installed") + "}");
+  BOOST_TEST(Str(first, "stdout").find("installed") != std::string::npos, Output(first));
+  auto second =
+      PostRun(R"({"session": )" + Q(session) + R"(, "language": "python", "code": )" +
+              Q("import " + net.S("module") + "; print(" + net.S("module") + ".VALUE)") + "}");
+  BOOST_TEST(Str(second, "stdout") == net.S("value") + "\n", Output(second));
+}
+
+BOOST_AUTO_TEST_CASE(without_network_the_install_ends_fast_and_says_why) {
+  const FakeInternet& net = Net();
+  const std::string md = "```bash\npip install numpy " + net.S("package") + "\n```\n" +
+                         "```python\nimport " + net.S("module") + "\n```\n";
+  const auto start = Clock::now();
+  auto doc = PostRun(R"({"markdown": )" + Q(md) + "}");
+  const auto ms =
+      std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - start).count();
+  const std::string err = Str(doc, "stderr");
+  BOOST_TEST(Str(doc, "status") == "error", err);
+  BOOST_TEST(ms < 10000, ms << " ms");
+  BOOST_TEST_MESSAGE("install without network answered in " << ms << " ms");
+  BOOST_TEST(err.find("the network is off for runs on this server") != std::string::npos, err);
+  BOOST_TEST(err.find("Already available: numpy.") != std::string::npos, err);
+  BOOST_TEST(err.find("Not available: " + net.S("package")) != std::string::npos, err);
+  for (const char* fix : {"\"network\"", "\"pip_index_url\"", "prepare an environment"}) {
+    BOOST_TEST(err.find(fix) != std::string::npos, fix);
+  }
+  BOOST_TEST(doc["snippets"].Size() == 1u);  // the import never ran
+}
+
+BOOST_AUTO_TEST_CASE(refused_addresses_are_refused_while_the_index_answers) {
+  const FakeInternet& net = Net();
+  const int port = Stack::Get().port();
+  std::vector<std::tuple<std::string, std::string, int>> targets = {
+      {"index", net.S("index"), 80},
+      {"host_side_of_veth", net.S("host_side"), net.topology["host_port"].GetInt()},
+      {"host_loopback_via_slirp_gateway", "10.0.2.2", port},
+      {"slirp_dns_address_other_port", "10.0.2.3", 80},
+      {"slirp_network_other_address", "10.0.2.4", 80},
+  };
+  for (const auto& [kind, addr] : net.Refused()) targets.emplace_back(kind, addr, 80);
+  auto doc = PostRun(R"({"network": true, "language": "python", "limits": {"wall_time_s": 60},
+                         "code": )" +
+                     Q(ConnectProgram(targets)) + "}");
+  const std::string out = Str(doc, "stdout");
+  BOOST_TEST_MESSAGE(out);
+  BOOST_TEST(out.find("REACHED index b'HTTP/1.0 200") != std::string::npos, out);
+  for (const auto& [name, addr, p] : targets) {
+    if (name == "index") continue;
+    BOOST_TEST(out.find("refused " + name + " ") != std::string::npos, name << "\n" << out);
+    // Refused at once by the rules, not timed out on the way.
+    BOOST_TEST(out.find("refused " + name + " TimeoutError") == std::string::npos, name);
+  }
+  // The run's own loopback is its own: the host's nginx on 127.0.0.1 is not there.
+  auto local =
+      PostRun(R"({"network": true, "language": "python", "code": )" +
+              Q(ConnectProgram({{"own_loopback_port_of_host_nginx", "127.0.0.1", port}})) + "}");
+  BOOST_TEST(Str(local, "stdout").find("refused own_loopback") != std::string::npos,
+             Str(local, "stdout"));
+}
+
+// The rules are read from the run's own namespace while it runs (nsenter as host root; the
+// program itself cannot list or change them): every range of issue 9 is in its refusals.
+BOOST_AUTO_TEST_CASE(the_running_sandbox_has_every_refused_range_in_its_rules) {
+  const std::string marker = "7.25" + std::to_string(::getpid() % 1000);
+  auto pending = std::async(std::launch::async, [&] {
+    return PostRun(
+        R"({"network": true, "language": "bash", "code": "/usr/sbin/nft list ruleset 2>&1 | head -2; sleep )" +
+        marker + R"("})");
+  });
+  std::string rules;
+  for (int i = 0; i < 100 && rules.empty(); ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    const std::string pid = Shell("pgrep -f -x 'sleep " + marker + "' | head -1");
+    if (!pid.empty()) {
+      rules =
+          Shell("nsenter -t " + pid.substr(0, pid.find('\n')) + " -n nft list table inet sandrun");
+    }
+  }
+  auto doc = pending.get();
+  BOOST_TEST_REQUIRE(!rules.empty(), "no rules read from the running sandbox");
+  // The program could not read them (no CAP_NET_ADMIN; netfilter netlink refused).
+  BOOST_TEST(Str(doc, "stdout").find("table inet") == std::string::npos, Str(doc, "stdout"));
+  // As nft lists them: adjacent networks merged (224.0.0.0/4 multicast + 240.0.0.0/4
+  // reserved, which holds 255.255.255.255, are 224.0.0.0/3; fe80::/10 link-local, fec0::/10
+  // and ff00::/8 multicast are one range to the end of the space). ::1 and :: are in ::/96.
+  for (const char* range :
+       {"0.0.0.0/8",         "10.0.0.0/8",
+        "100.64.0.0/10",     "127.0.0.0/8",
+        "169.254.0.0/16",    "172.16.0.0/12",
+        "192.0.0.0/24",      "192.0.2.0/24",
+        "192.168.0.0/16",    "198.18.0.0/15",
+        "198.51.100.0/24",   "203.0.113.0/24",
+        "224.0.0.0/3",       "::/96",
+        "::ffff:0.0.0.0/96", "64:ff9b::/96",
+        "100::/64",          "2001::/23",
+        "2001:db8::/32",     "2002::/16",
+        "fc00::/7",          "fe80::-ffff:ffff:ffff:ffff:ffff:ffff:ffff:ffff"}) {
+    BOOST_TEST(rules.find(range) != std::string::npos, range << "\n" << rules);
+  }
+  // The host's own addresses (the veth's host side among them), and the allowed index.
+  BOOST_TEST(rules.find(Net().S("host_side")) != std::string::npos, rules);
+  BOOST_TEST(rules.find(Net().S("index")) != std::string::npos, rules);
+  BOOST_TEST(rules.find("10.0.2.3 udp dport 53") != std::string::npos, rules);
+}
+
+BOOST_AUTO_TEST_CASE(dns_goes_to_slirp_and_resolv_conf_is_there_only_with_network) {
+  auto on = PostRun(R"({"network": true, "language": "bash", "code": "cat /etc/resolv.conf"})");
+  BOOST_TEST(Str(on, "stdout") == "nameserver 10.0.2.3\n");
+  auto off = PostRun(R"({"language": "bash", "code": "cat /etc/resolv.conf; ip -o link | wc -l"})");
+  BOOST_TEST(Str(off, "stdout").find("nameserver") == std::string::npos, Str(off, "stdout"));
+}
+
+// tests/data/network_cases/runs.jsonl (its README.md says what the keys mean).
+BOOST_AUTO_TEST_CASE(network_cases_pass) {
+  (void)Net();
+  std::ifstream in(std::string(SANDRUN_SOURCE_DIR) + "/tests/data/network_cases/runs.jsonl");
+  BOOST_TEST_REQUIRE(in.good());
+  std::string line;
+  int cases = 0;
+  while (std::getline(in, line)) {
+    if (line.empty()) continue;
+    rapidjson::Document c;
+    c.Parse(line.c_str());
+    BOOST_TEST_REQUIRE((!c.HasParseError() && c.IsObject()), line);
+    const std::string name = Str(c, "name");
+    BOOST_TEST_CONTEXT("case " << name) {
+      ++cases;
+      rapidjson::StringBuffer body;
+      rapidjson::Writer<rapidjson::StringBuffer> w(body);
+      c["request"].Accept(w);
+      auto doc = PostRun(body.GetString());
+      const rapidjson::Value& e = c["expect"];
+      const std::string out = Output(doc);
+      if (e.HasMember("status")) BOOST_TEST(Str(doc, "status") == Str(e, "status"), out);
+      for (const char* key : {"output_contains", "output_not_contains"}) {
+        if (!e.HasMember(key)) continue;
+        const bool want = std::string(key) == "output_contains";
+        for (const auto& s : e[key].GetArray()) {
+          BOOST_TEST((out.find(s.GetString()) != std::string::npos) == want,
+                     key << ": " << s.GetString() << "\n"
+                         << out);
+        }
+      }
+      std::vector<std::string> exported;
+      for (const auto& f : doc["files"].GetArray()) exported.push_back(Str(f, "path"));
+      if (e.HasMember("files_exported")) {
+        for (const auto& want : e["files_exported"].GetArray()) {
+          BOOST_TEST(
+              (std::find(exported.begin(), exported.end(), want.GetString()) != exported.end()),
+              "not exported: " << want.GetString());
+        }
+      }
+      if (e.HasMember("files_not_exported")) {
+        for (const auto& prefix : e["files_not_exported"].GetArray()) {
+          for (const auto& path : exported) {
+            BOOST_TEST(path.rfind(prefix.GetString(), 0) != 0, "exported: " << path);
+          }
+        }
+      }
+      if (e.HasMember("max_files_skipped")) {
+        BOOST_TEST(doc["files_skipped"].Size() <= e["max_files_skipped"].GetUint(), out);
+      }
+    }
+  }
+  BOOST_TEST(cases == 2);
+}
+
+BOOST_AUTO_TEST_CASE(nothing_of_the_network_outlives_its_run) {
+  (void)PostRun(R"({"network": true, "language": "bash", "code": "true"})");
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  const std::string uid = std::to_string(Stack::Get().sandbox_uid());
+  BOOST_TEST(Shell("pgrep -u " + uid + " -x slirp4netns").empty());
+}
+
+BOOST_AUTO_TEST_SUITE_END()
+
+BOOST_AUTO_TEST_SUITE(NetworkOff)
+
+BOOST_AUTO_TEST_CASE(a_request_for_the_network_is_forbidden) {
+  auto r = Post("/run", R"({"network": true, "language": "bash", "code": "true"})");
+  BOOST_TEST(r.status == 403);
+  auto e = ParseServiceError(r.body);
+  BOOST_TEST(e.code == "network_forbidden");
+  BOOST_TEST(e.field == "network");
+}
+
+BOOST_AUTO_TEST_CASE(an_install_of_a_missing_package_says_the_network_is_off) {
+  const auto start = Clock::now();
+  auto doc =
+      PostRun(R"({"markdown": "```bash\npip install numpy sandrun-not-on-this-host\n```\n"})");
+  const auto ms =
+      std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - start).count();
+  const std::string err = Str(doc, "stderr");
+  BOOST_TEST(ms < 10000, ms << " ms");
+  BOOST_TEST_MESSAGE("install without network answered in " << ms << " ms");
+  BOOST_TEST(err.find("the network is off for runs on this server") != std::string::npos, err);
+  BOOST_TEST(err.find("Already available: numpy.") != std::string::npos, err);
+  BOOST_TEST(err.find("Not available: sandrun-not-on-this-host.") != std::string::npos, err);
+}
+
+BOOST_AUTO_TEST_CASE(an_installed_package_is_already_satisfied) {
+  auto doc = PostRun(R"({"markdown": "```bash\npip install numpy\n```\n"})");
+  BOOST_TEST(Str(doc, "status") == "ok", Output(doc));
+  BOOST_TEST(Str(doc, "stdout").find("Requirement already satisfied: numpy") != std::string::npos);
+  BOOST_TEST(Str(doc, "stderr").find("network is off") == std::string::npos);
+}
+
+BOOST_AUTO_TEST_SUITE_END()
+
+}  // namespace sandrun::integration
