@@ -328,6 +328,26 @@ std::optional<ApiError> ParseBounded(const std::string& body, rapidjson::Documen
              "");
 }
 
+template <typename Writer>
+void File(Writer& w, const storage::ArtifactFile& f) {
+  w.StartObject();
+  Key(w, "name");
+  String(w, f.name);
+  Key(w, "path");
+  String(w, f.path);
+  Key(w, "size");
+  w.Uint64(f.size);
+  Key(w, "mime");
+  String(w, f.mime);
+  Key(w, "sha256");
+  String(w, f.sha256);
+  Key(w, "url");
+  String(w, f.url);
+  Key(w, "expires_at");
+  w.Int64(f.expires_at);
+  w.EndObject();
+}
+
 }  // namespace
 
 std::optional<ApiError> DecodeRunRequest(const std::string& body, const std::string& header_user,
@@ -457,22 +477,24 @@ std::string EncodeRunResponse(const RunResponse& r) {
   Outcome(w, r.status, r.exit_code, r.signal, r.stdout_stream, r.stderr_stream);
   Key(w, "files");
   w.StartArray();
-  for (const auto& f : r.files) {
+  for (const auto& f : r.files) File(w, f);
+  w.EndArray();
+  Key(w, "displays");
+  w.StartArray();
+  for (const auto& d : r.displays) {
     w.StartObject();
-    Key(w, "name");
-    String(w, f.name);
-    Key(w, "path");
-    String(w, f.path);
-    Key(w, "size");
-    w.Uint64(f.size);
+    Key(w, "kind");
+    String(w, d.kind);
     Key(w, "mime");
-    String(w, f.mime);
-    Key(w, "sha256");
-    String(w, f.sha256);
-    Key(w, "url");
-    String(w, f.url);
-    Key(w, "expires_at");
-    w.Int64(f.expires_at);
+    String(w, d.mime);
+    if (d.text) {
+      Key(w, "text");
+      String(w, *d.text);
+    }
+    if (d.file) {
+      Key(w, "file");
+      File(w, *d.file);
+    }
     w.EndObject();
   }
   w.EndArray();

@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "api/displays.h"
 #include "config/config.h"
 #include "storage/artifact_store.h"
 
@@ -124,6 +125,7 @@ struct RunResponse {
   config::Limits limits;
   std::optional<std::vector<StepResult>> steps;  // `snippets` in JSON: with snippets/markdown
   std::optional<std::vector<PlanEntry>> plan;    // with markdown
+  std::vector<Display> displays;                 // rich outputs in order (displays.h)
 };
 
 std::string EncodeRunResponse(const RunResponse& response);
