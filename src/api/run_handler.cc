@@ -62,6 +62,8 @@ class RunDir {
   bool mounted_ = false;
 };
 
+}  // namespace
+
 std::vector<std::string> SandboxEnv(const config::Config& config) {
   std::vector<std::string> env = {
       "HOME=/home/user",
@@ -93,6 +95,8 @@ std::vector<std::string> SandboxEnv(const config::Config& config) {
   if (!config.timezone.empty()) env.push_back("TZ=" + config.timezone);
   return env;
 }
+
+namespace {
 
 std::string StatusOf(const sandbox::SandboxResult& r) {
   using sandbox::RunOutcome;
@@ -354,6 +358,9 @@ HttpResponse Service::HandleRun(const HttpRequest& request, bool trusted) {
   const config::Limits& limits = run.limits;
   const uid_t uid = static_cast<uid_t>(config_.sandbox_uid);
   const gid_t gid = static_cast<gid_t>(config_.sandbox_gid);
+  if (run.stateful) return HandleStatefulRun(request, run, std::move(plan), session, id);
+  // A stateless run changes the session's files under its kernel: the kernel ends.
+  if (session.held()) kernels_.End(KernelKey(run), "a stateless run of the session changed its files");
   RunDir dir(config_.runs_dir + "/" + id);
   if (Status s = dir.Create(static_cast<uint64_t>(limits.disk_mb) << 20, uid, gid); !s.ok()) {
     return ErrorResponse(500, "sandbox_error", "run " + id + ": " + s.error().message);
@@ -402,12 +409,22 @@ HttpResponse Service::HandleRun(const HttpRequest& request, bool trusted) {
     return ErrorResponse(500, "sandbox_error", "run " + id + ": " + response.stderr_stream.text);
   }
 
+  return ExportAndRespond(request, run, dir.workspace(), &before, session, response);
+}
+
+HttpResponse Service::ExportAndRespond(const HttpRequest& request, const RunRequest& run,
+                                       const std::string& workspace, storage::FileDigests* digests,
+                                       const storage::SessionLock& session,
+                                       RunResponse& response) {
+  const config::Limits& limits = run.limits;
+  const std::string& id = response.id;
+  const storage::FileDigests& before = *digests;
   storage::ExportOptions export_options;
   export_options.max_files = static_cast<int>(limits.max_files);
   // A file as large as RLIMIT_FSIZE was most likely cut short by it: treat as too large.
   export_options.max_file_bytes = (static_cast<uint64_t>(limits.file_size_mb) << 20) - 1;
   export_options.unchanged_inputs.assign(before.begin(), before.end());
-  auto walk = storage::WalkWorkspace(dir.workspace(), export_options);
+  auto walk = storage::WalkWorkspace(workspace, export_options);
   uint64_t skipped_unlisted = 0;
   const storage::Quota quota = {static_cast<uint64_t>(config_.user_quota_files),
                                 static_cast<uint64_t>(config_.user_quota_mb) << 20};
@@ -424,9 +441,10 @@ HttpResponse Service::HandleRun(const HttpRequest& request, bool trusted) {
     publish.quota = quota;
     // The user's sessions share the quota and are never evicted for a run's files.
     publish.reserved = sessions_.UserUsage(run.user);
-    auto published = storage::Publish(dir.workspace(), walk->files, run.user, id, publish);
+    auto published = storage::Publish(workspace, walk->files, run.user, id, publish);
     if (published.ok()) {
       response.files = std::move(published->files);
+      for (const auto& f : response.files) (*digests)[f.path] = f.sha256;
       for (auto& s : published->skipped) response.files_skipped.push_back(std::move(s));
       if (published->over_quota) {
         response.status = "file_limit";
@@ -449,7 +467,7 @@ HttpResponse Service::HandleRun(const HttpRequest& request, bool trusted) {
     AppendLine(response.stderr_stream.text,
                "sandrun: generated files could not be listed: " + walk.error().message);
   }
-  if (session.held()) SaveSession(sessions_, session, dir.workspace(), quota, response);
+  if (session.held()) SaveSession(sessions_, session, workspace, quota, response);
   CapSkipped(skipped_unlisted, response);
   Count(response.status, response.wall_ms);
   HttpResponse http;

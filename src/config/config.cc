@@ -91,6 +91,12 @@ const std::vector<Key>& Keys() {
        "max_concurrent_runs + max_queue + 4); each holds a worker thread"},
       {"session_idle_s", &Config::session_idle_s, "int", 1,
        "sessions unused this long are deleted (s)"},
+      {"kernel_idle_s", &Config::kernel_idle_s, "int", 1,
+       "a stateful session's Python kernel ends after this long without a run (s); also when "
+       "its session expires"},
+      {"max_kernels", &Config::max_kernels, "int", 1,
+       "Python kernels of stateful sessions alive at once; the least recently used is ended "
+       "first"},
   };
   return kKeys;
 }

@@ -99,6 +99,10 @@ struct Config {
   // worker threads of the other kinds (Finish resolves it). Each holds a worker thread.
   int64_t session_max_waiters_total = 0;
   int64_t session_idle_s = 86400;  // sessions unused this long are deleted
+  // Stateful runs (issue 14 part 4): a session's kernel ends after this long without a run;
+  // at most max_kernels live at once (least recently used ended first).
+  int64_t kernel_idle_s = 600;
+  int64_t max_kernels = 4;
   Limits limits;                   // defaults
   Limits ceilings{300, 300, 8192, 1024, 64 << 20, 10000, 1024, 8192};
   std::vector<Language> languages;  // default: python, bash
