@@ -518,16 +518,24 @@ std::string LiveSandbox::DrainOutput() {
   return text;
 }
 
+namespace {
+
+// Waits for init (blocking) and reads its report, once.
+void ReapInit(LiveSandbox::State& s) {
+  if (s.reaped) return;
+  (void)sys::Reap(s.st.pid);
+  // init wrote its report (if any) before exiting.
+  ssize_t got = ::read(s.st.pipes.report.read.get(), &s.report, sizeof s.report);
+  s.have_report = got == static_cast<ssize_t>(sizeof s.report);
+  s.reaped = true;
+}
+
+}  // namespace
+
 std::string LiveSandbox::ExitDescription() {
   State& s = *state_;
   if (!Exited()) return "";
-  if (!s.reaped) {
-    // init wrote its report (if any) before exiting.
-    ssize_t got = ::read(s.st.pipes.report.read.get(), &s.report, sizeof s.report);
-    s.have_report = got == static_cast<ssize_t>(sizeof s.report);
-    (void)sys::Reap(s.st.pid);
-    s.reaped = true;
-  }
+  ReapInit(s);
   if (!s.have_report) return "killed";
   if (s.report.kind == ChildReport::kSetupFailed) return SetupFailure(s.report, s.mounts);
   const int ws = s.report.wait_status;
@@ -540,7 +548,7 @@ void LiveSandbox::Kill() {
   State& s = *state_;
   if (!s.reaped) {
     sys::KillPidfd(s.st.pidfd.get());
-    (void)ExitDescription();  // reaps
+    ReapInit(s);  // init's death takes every process of its pid namespace with it
   }
   s.st.pipes.lifeline.write.Reset();
   if (s.st.cgroup) {
