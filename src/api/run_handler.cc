@@ -360,7 +360,8 @@ HttpResponse Service::HandleRun(const HttpRequest& request, bool trusted) {
   const gid_t gid = static_cast<gid_t>(config_.sandbox_gid);
   if (run.stateful) return HandleStatefulRun(request, run, std::move(plan), session, id);
   // A stateless run changes the session's files under its kernel: the kernel ends.
-  if (session.held()) kernels_.End(KernelKey(run), "a stateless run of the session changed its files");
+  if (session.held())
+    kernels_.End(KernelKey(run), "a stateless run of the session changed its files");
   RunDir dir(config_.runs_dir + "/" + id);
   if (Status s = dir.Create(static_cast<uint64_t>(limits.disk_mb) << 20, uid, gid); !s.ok()) {
     return ErrorResponse(500, "sandbox_error", "run " + id + ": " + s.error().message);
@@ -414,8 +415,7 @@ HttpResponse Service::HandleRun(const HttpRequest& request, bool trusted) {
 
 HttpResponse Service::ExportAndRespond(const HttpRequest& request, const RunRequest& run,
                                        const std::string& workspace, storage::FileDigests* digests,
-                                       const storage::SessionLock& session,
-                                       RunResponse& response) {
+                                       const storage::SessionLock& session, RunResponse& response) {
   const config::Limits& limits = run.limits;
   const std::string& id = response.id;
   const storage::FileDigests& before = *digests;

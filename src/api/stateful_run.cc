@@ -3,6 +3,7 @@
 // runs. Locking, admission, export and the session's save are those of every run
 // (HandleRun, ExportAndRespond); only the steps run differently.
 #include <algorithm>
+#include <cctype>
 #include <chrono>
 
 #include "api/service.h"
@@ -74,6 +75,22 @@ std::string KernelNote(const kernel::ExecuteResult& r, const config::Limits& lim
                                  "the variables of earlier runs"
                                : "the cell was interrupted; the kernel keeps its variables";
   return "sandrun: stopped: " + what + "; " + fate;
+}
+
+// The exit status in IPython's CalledProcessError of a failed %%bash cell ("Command '...'
+// returned non-zero exit status 3."), or -1.
+int BashExitCode(const std::string& evalue) {
+  const std::string marker = "returned non-zero exit status ";
+  const size_t at = evalue.rfind(marker);
+  if (at == std::string::npos) return -1;
+  int code = 0;
+  size_t i = at + marker.size();
+  for (; i < evalue.size() && i < at + marker.size() + 3 &&
+         std::isdigit(static_cast<unsigned char>(evalue[i]));
+       ++i) {
+    code = code * 10 + (evalue[i] - '0');
+  }
+  return i > at + marker.size() ? code : -1;
 }
 
 // Writes the images of `displays` as display-N.png into `dir` (the daemon's own directory,
@@ -181,10 +198,10 @@ HttpResponse Service::HandleStatefulRun(const HttpRequest& request, const RunReq
   for (size_t i = 0; i < run.steps.size(); ++i) {
     const CodeStep& step = run.steps[i];
     if (!step.save_as.empty()) continue;
-    const int64_t wall_left_ms = limits.wall_time_s * 1000 -
-                                 std::chrono::duration_cast<std::chrono::milliseconds>(
-                                     std::chrono::steady_clock::now() - start)
-                                     .count();
+    const int64_t wall_left_ms =
+        limits.wall_time_s * 1000 - std::chrono::duration_cast<std::chrono::milliseconds>(
+                                        std::chrono::steady_clock::now() - start)
+                                        .count();
     const uint64_t output_left = static_cast<uint64_t>(limits.output_bytes) -
                                  std::min<uint64_t>(output_used, limits.output_bytes);
     if (wall_left_ms <= 0 || output_left < 1024) {
@@ -194,8 +211,7 @@ HttpResponse Service::HandleStatefulRun(const HttpRequest& request, const RunReq
                      (wall_left_ms <= 0 ? "wall-clock time" : "output") + " budget is spent");
       break;
     }
-    const std::string code =
-        step.language->name == "bash" ? "%%bash\n" + step.code : step.code;
+    const std::string code = step.language->name == "bash" ? "%%bash\n" + step.code : step.code;
     kernel::ExecuteResult er =
         k.Execute(code, {wall_left_ms, limits.cpu_time_s * 1000, output_left});
     StepResult sr;
@@ -205,6 +221,17 @@ HttpResponse Service::HandleStatefulRun(const HttpRequest& request, const RunReq
     sr.status = StatusName(er.status);
     sr.stdout_stream = {er.stdout_text, er.truncated};
     sr.stderr_stream = {er.stderr_text, er.truncated};
+    // A failed %%bash cell raises CalledProcessError: report bash's exit code as a run of
+    // bash does (its own stderr says why), not IPython's traceback of the magic.
+    int bash_exit = -1;
+    if (step.language->name == "bash" && er.ename == "CalledProcessError") {
+      bash_exit = BashExitCode(er.evalue);
+    }
+    if (bash_exit > 0) {
+      sr.exit_code = bash_exit;
+    } else {
+      sr.stderr_stream.text += er.traceback;
+    }
     sr.wall_ms = er.wall_ms;
     if (std::string note = KernelNote(er, limits); !note.empty()) {
       AppendLine(sr.stderr_stream.text, note);
@@ -225,11 +252,13 @@ HttpResponse Service::HandleStatefulRun(const HttpRequest& request, const RunReq
     response.max_rss_kb = std::max(response.max_rss_kb, er.max_rss_kb);
     for (auto& d : er.displays) rich.push_back(std::move(d));
     const bool failed = sr.status != "ok";
-    if (failed && response.status == "ok") response.status = sr.status;
+    if (failed && response.status == "ok") {
+      response.status = sr.status;
+      response.exit_code = sr.exit_code;
+    }
     if (response.steps) response.steps->push_back(std::move(sr));
     if (er.kernel_lost) {
-      acquired->lease.SetLostReason("the previous run stopped it (" + StatusName(er.status) +
-                                    ")");
+      acquired->lease.SetLostReason("the previous run stopped it (" + StatusName(er.status) + ")");
       break;
     }
     if (failed && !run.continue_on_error) break;

@@ -103,7 +103,7 @@ struct Config {
   // at most max_kernels live at once (least recently used ended first).
   int64_t kernel_idle_s = 600;
   int64_t max_kernels = 4;
-  Limits limits;                   // defaults
+  Limits limits;  // defaults
   Limits ceilings{300, 300, 8192, 1024, 64 << 20, 10000, 1024, 8192};
   std::vector<Language> languages;  // default: python, bash
 };

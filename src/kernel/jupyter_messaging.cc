@@ -116,7 +116,7 @@ std::string StripAnsi(std::string_view text) {
     size_t j = i + 2;
     if (kind == '[') {  // CSI: parameters and intermediates, then a final byte 0x40-0x7e
       while (j < text.size() && !(text[j] >= 0x40 && text[j] <= 0x7e)) ++j;
-      i = j;  // the final byte (or the end)
+      i = j;                   // the final byte (or the end)
     } else if (kind == ']') {  // OSC: up to BEL or ESC '\'
       while (j < text.size() && text[j] != '\x07' &&
              !(text[j] == '\x1b' && j + 1 < text.size() && text[j + 1] == '\\')) {

@@ -81,7 +81,6 @@ std::optional<RichOutput> RichForm(const rapidjson::Value& data) {
   return std::nullopt;
 }
 
-
 }  // namespace
 
 struct Kernel::Sockets {
@@ -132,8 +131,7 @@ Kernel::~Kernel() {
   (void)sys::RemoveTree(dir_);
 }
 
-Result<std::unique_ptr<Kernel>> Kernel::Create(std::string dir, std::string id,
-                                               KernelSpec spec) {
+Result<std::unique_ptr<Kernel>> Kernel::Create(std::string dir, std::string id, KernelSpec spec) {
   std::unique_ptr<Kernel> k(new Kernel(std::move(dir), std::move(id), std::move(spec)));
   const uid_t uid = k->spec_.host_uid;
   const gid_t gid = k->spec_.host_gid;
@@ -152,8 +150,8 @@ Result<std::unique_ptr<Kernel>> Kernel::Create(std::string dir, std::string id,
   k->key_ = util::RandomHex(32);
   k->session_id_ = util::RandomHex(16);
   const std::string connection = socket_dir + "/connection.json";
-  s = sys::WriteFile(connection,
-                     ConnectionFileJson(std::string(kSocketDirInside) + "/k", k->key_), 0600);
+  s = sys::WriteFile(connection, ConnectionFileJson(std::string(kSocketDirInside) + "/k", k->key_),
+                     0600);
   if (s.ok() && ::chown(connection.c_str(), uid, gid) != 0) {
     s = sys::ErrnoError("kernel", "chown " + connection);
   }
@@ -399,11 +397,14 @@ ExecuteResult Kernel::Execute(const std::string& code, const ExecuteLimits& limi
         auto tb = c.FindMember("traceback");
         if (tb != c.MemberEnd() && tb->value.IsArray()) {
           for (const auto& line : tb->value.GetArray()) {
-            if (line.IsString()) trace += std::string(line.GetString(), line.GetStringLength()) + "\n";
+            if (line.IsString())
+              trace += std::string(line.GetString(), line.GetStringLength()) + "\n";
           }
         }
-        if (trace.empty()) trace = Member(c, "ename") + ": " + Member(c, "evalue") + "\n";
-        add_output(r.stderr_text, StripAnsi(trace));
+        r.ename = Member(c, "ename");
+        r.evalue = Member(c, "evalue");
+        if (trace.empty()) trace = r.ename + ": " + r.evalue + "\n";
+        add_output(r.traceback, StripAnsi(trace));
         if (r.status == ExecuteStatus::kOk) r.status = ExecuteStatus::kError;
       } else if (m->msg_type == "status" && Member(c, "execution_state") == "idle") {
         idle = true;
@@ -469,7 +470,9 @@ ExecuteResult Kernel::Execute(const std::string& code, const ExecuteLimits& limi
   return r;
 }
 
-bool Kernel::alive() const { return sandbox_ != nullptr && sockets_ != nullptr && !sandbox_->Exited(); }
+bool Kernel::alive() const {
+  return sandbox_ != nullptr && sockets_ != nullptr && !sandbox_->Exited();
+}
 
 void Kernel::DrainOutput() {
   if (sandbox_) (void)sandbox_->DrainOutput();

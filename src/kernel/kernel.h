@@ -44,8 +44,8 @@ struct KernelSpec {
 
 // Bounds of one execute_request.
 struct ExecuteLimits {
-  int64_t wall_ms = 10'000;       // then interrupt, and kill after kInterruptGraceMs
-  int64_t cpu_ms = 10'000;        // CPU time of the kernel's cgroup during the run: likewise
+  int64_t wall_ms = 10'000;         // then interrupt, and kill after kInterruptGraceMs
+  int64_t cpu_ms = 10'000;          // CPU time of the kernel's cgroup during the run: likewise
   uint64_t output_bytes = 1 << 20;  // stdout + stderr + display bytes: likewise
 };
 
@@ -72,8 +72,11 @@ struct RichOutput {
 struct ExecuteResult {
   ExecuteStatus status = ExecuteStatus::kOk;
   std::string stdout_text;  // stream "stdout", then text/plain of execute_result in order
-  std::string stderr_text;  // stream "stderr", then the traceback (ANSI codes stripped)
-  bool truncated = false;   // output past output_bytes was dropped
+  std::string stderr_text;  // stream "stderr"
+  // The cell raised: its exception's name and value, and the traceback (ANSI codes
+  // stripped); status kError.
+  std::string ename, evalue, traceback;
+  bool truncated = false;  // output past output_bytes was dropped
   std::vector<RichOutput> displays;
   int execution_count = 0;
   bool interrupted = false;  // an interrupt_request was sent
@@ -88,8 +91,7 @@ class Kernel {
   // Makes `dir` (must not exist): a tmpfs of spec.limits.disk_bytes holding the workspace
   // (ws/), /tmp (tmp/) and the socket directory, and root/. `id` names the cgroup.
   // Errors: code "kernel", naming the step.
-  static Result<std::unique_ptr<Kernel>> Create(std::string dir, std::string id,
-                                                KernelSpec spec);
+  static Result<std::unique_ptr<Kernel>> Create(std::string dir, std::string id, KernelSpec spec);
   ~Kernel();  // Stop()
   Kernel(const Kernel&) = delete;
   Kernel& operator=(const Kernel&) = delete;

@@ -159,9 +159,8 @@ Result<KernelManager::Acquired> KernelManager::Acquire(
     if (it != live_.end() && it->second == entry) live_.erase(it);
     return e;
   };
-  auto made =
-      Kernel::Create(options_.runs_dir + "/k-" + util::RandomHex(8), "k-" + util::RandomHex(8),
-                     spec);
+  auto made = Kernel::Create(options_.runs_dir + "/k-" + util::RandomHex(8),
+                             "k-" + util::RandomHex(8), spec);
   if (!made.ok()) return fail(made.error());
   std::unique_ptr<Kernel> kernel = std::move(*made);
   if (Status s = populate(kernel->workspace()); !s.ok()) return fail(s.error());

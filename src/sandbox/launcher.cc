@@ -565,8 +565,8 @@ Result<std::unique_ptr<LiveSandbox>> Launcher::Start(const SandboxSpec& spec) co
   state->mounts = BuildMountPlan(spec);
   state->output_cap = spec.limits.output_bytes;
   const std::string put_old = spec.root_dir + "/.oldroot";
-  auto started = sandbox::Start(spec, state->mounts, put_old, filter_, cgroups_.get(),
-                                init_exe_.get());
+  auto started =
+      sandbox::Start(spec, state->mounts, put_old, filter_, cgroups_.get(), init_exe_.get());
   if (!started.ok()) return started.error();
   state->st = std::move(*started);
   Pipes& p = state->st.pipes;

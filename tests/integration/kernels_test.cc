@@ -156,7 +156,8 @@ BOOST_AUTO_TEST_CASE(timeout_interrupts_the_cell_and_the_kernel_stays_usable) {
   auto set = PostRun(Stateful("alice", "slow", "y = 5", {{"wall_time_s", 3}}));
   BOOST_TEST(Str(set, "status") == "ok", Str(set, "stderr"));
   const auto t = Clock::now();
-  auto slow = PostRun(Stateful("alice", "slow", "import time\ntime.sleep(60)", {{"wall_time_s", 3}}));
+  auto slow =
+      PostRun(Stateful("alice", "slow", "import time\ntime.sleep(60)", {{"wall_time_s", 3}}));
   const double took = SecondsSince(t);
   BOOST_TEST(Str(slow, "status") == "timeout");
   BOOST_TEST(Str(slow, "stderr").find("KeyboardInterrupt") != std::string::npos,
@@ -166,14 +167,26 @@ BOOST_AUTO_TEST_CASE(timeout_interrupts_the_cell_and_the_kernel_stays_usable) {
   auto after = PostRun(Stateful("alice", "slow", "print(y)", {{"wall_time_s", 3}}));
   BOOST_TEST(Str(after, "stdout") == "5\n", Str(after, "stderr"));
   BOOST_TEST(KernelStatus(after) == "kept");
+  // A cell that ignores the interrupt: the kernel is killed 2 s later, the next run gets a
+  // new one and says why.
+  auto deaf = PostRun(Stateful("alice", "slow",
+                               "import signal\nsignal.signal(signal.SIGINT, signal.SIG_IGN)\n"
+                               "while True:\n    pass",
+                               {{"wall_time_s", 3}}));
+  BOOST_TEST(Str(deaf, "status") == "timeout");
+  BOOST_TEST(Str(deaf, "stderr").find("the kernel was ended") != std::string::npos,
+             Str(deaf, "stderr"));
+  auto fresh = PostRun(Stateful("alice", "slow", "print('y' in globals())", {{"wall_time_s", 3}}));
+  BOOST_TEST(Str(fresh, "stdout") == "False\n", Str(fresh, "stderr"));
+  BOOST_TEST(KernelStatus(fresh) == "restarted");
 }
 
 BOOST_AUTO_TEST_CASE(a_kernel_killed_by_its_memory_limit_restarts_and_says_so) {
   const std::map<std::string, int64_t> limits = {{"memory_mb", 256}};
   auto set = PostRun(Stateful("alice", "oom", "z = 1", limits));
   BOOST_TEST(Str(set, "status") == "ok", Str(set, "stderr"));
-  auto hog = PostRun(Stateful(
-      "alice", "oom", "b = []\nwhile True:\n    b.append(bytearray(16 << 20))", limits));
+  auto hog = PostRun(
+      Stateful("alice", "oom", "b = []\nwhile True:\n    b.append(bytearray(16 << 20))", limits));
   BOOST_TEST(Str(hog, "status") == "memory_limit", Str(hog, "stderr"));
   auto next = PostRun(Stateful("alice", "oom", "print('z' in globals())", limits));
   BOOST_TEST(Str(next, "stdout") == "False\n", Str(next, "stderr"));

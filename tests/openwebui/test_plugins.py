@@ -320,7 +320,10 @@ class ToolAgainstService(unittest.TestCase):
         listing, _ = self.call("list_files")
         self.assertRegex(listing, r"\b5\tnotes\.txt\b")
         other, _ = self.call("run_bash", chat_id=str(uuid.uuid4()), command="cat notes.txt")
-        self.assertTrue(other.startswith("status: error (exit code 1"), other)
+        # Bash in a stateful chat is a %%bash cell of its kernel; bash's exit code is kept.
+        self.assertTrue(other.startswith("status: error (kernel started, cell 1"), other)
+        self.assertIn("The code failed with exit code 1.", other)
+        self.assertNotIn("CalledProcessError", other)
 
     def test_variables_carry_over_between_calls_of_a_chat(self):
         text, _ = self.call("run_python", code="import statistics\ndata = [3, 1, 2]")
@@ -576,7 +579,7 @@ class WhatThePluginsSend(unittest.TestCase):
         ((_, headers, sent),) = self.fake.requests
         self.assertNotIn("Authorization", headers)
         self.assertEqual(sent, {"language": "bash", "code": "ls", "user": "user-8",
-                                "session": "chat-43", "network": True})
+                                "session": "chat-43", "network": True, "stateful": True})
 
 
 class AnswersTheServiceRarelyGives(unittest.TestCase):

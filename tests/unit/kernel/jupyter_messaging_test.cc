@@ -26,9 +26,12 @@ BOOST_AUTO_TEST_CASE(encoded_frames_decode_back_and_are_signed) {
   BOOST_TEST(frames[0] == kernel::kDelimiter);
   BOOST_TEST(frames[1] == kernel::SignParts("k3y", {frames[2], frames[3], frames[4], frames[5]}));
   // A kernel's reply names the request as parent; identities before the delimiter skipped.
-  std::vector<std::string> reply = {"ident", kernel::kDelimiter, "",
+  std::vector<std::string> reply = {"ident",
+                                    kernel::kDelimiter,
+                                    "",
                                     R"({"msg_type": "execute_reply", "msg_id": "r"})",
-                                    R"({"msg_id": "id-1"})", "{}",
+                                    R"({"msg_id": "id-1"})",
+                                    "{}",
                                     R"({"status": "ok", "execution_count": 3})"};
   reply[2] = kernel::SignParts("k3y", {reply[3], reply[4], reply[5], reply[6]});
   auto decoded = kernel::DecodeMessage(reply, "k3y");
@@ -46,19 +49,20 @@ BOOST_AUTO_TEST_CASE(refuses_malformed_messages) {
     return f;
   };
   const std::string d = kernel::kDelimiter;
-  BOOST_TEST(!kernel::DecodeMessage({"a", "b"}, "k").ok());                 // no delimiter
-  BOOST_TEST(!kernel::DecodeMessage({d, "", "{}", "{}"}, "k").ok());        // too few frames
+  BOOST_TEST(!kernel::DecodeMessage({"a", "b"}, "k").ok());           // no delimiter
+  BOOST_TEST(!kernel::DecodeMessage({d, "", "{}", "{}"}, "k").ok());  // too few frames
   BOOST_TEST(!kernel::DecodeMessage(sign({d, "", "[]", "{}", "{}", "{}"}), "k").ok());
   BOOST_TEST(!kernel::DecodeMessage(sign({d, "", "{}", "{}", "{}", "{}"}), "k").ok());  // no type
   BOOST_TEST(!kernel::DecodeMessage(sign({d, "", R"({"msg_type":"x"})", "{}", "{}", "1"}), "k")
                   .ok());  // content not an object
-  BOOST_TEST(kernel::DecodeMessage(sign({d, "", R"({"msg_type":"x"})", "{}", "{}", "{}"}), "k")
-                 .ok());
+  BOOST_TEST(
+      kernel::DecodeMessage(sign({d, "", R"({"msg_type":"x"})", "{}", "{}", "{}"}), "k").ok());
 }
 
 BOOST_AUTO_TEST_CASE(strips_ansi_escapes_from_tracebacks) {
   BOOST_TEST(kernel::StripAnsi("\x1b[0;31mZeroDivisionError\x1b[0m: x") == "ZeroDivisionError: x");
-  BOOST_TEST(kernel::StripAnsi("a\x1b]0;title\x07" "b\x1b]8;;u\x1b\\c") == "abc");
+  BOOST_TEST(kernel::StripAnsi("a\x1b]0;title\x07"
+                               "b\x1b]8;;u\x1b\\c") == "abc");
   BOOST_TEST(kernel::StripAnsi("plain\x1b") == "plain");
   BOOST_TEST(kernel::StripAnsi("\x1b(Bx") == "Bx");  // two-byte escape: ESC (
 }
