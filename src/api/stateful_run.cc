@@ -120,6 +120,11 @@ HttpResponse Service::HandleStatefulRun(const HttpRequest& request, const RunReq
                          "its cgroup); this host runs without them",
                          "stateful");
   }
+  if (!run.stdin_data.empty()) {
+    return ErrorResponse(400, "conflicting_fields",
+                         "'stdin' goes with a program run; a stateful run's cells have no stdin",
+                         "stdin");
+  }
   for (const auto& step : run.steps) {
     const std::string& lang = step.language->name;
     if (step.save_as.empty() && lang != "python" && lang != "bash") {

@@ -21,8 +21,13 @@ namespace {
 using Clock = std::chrono::steady_clock;
 constexpr char kSocketDirInside[] = "/tmp/.sandrun-kernel";
 constexpr char kSocketDirName[] = ".sandrun-kernel";
-constexpr int kMaxFrames = 64;                // a Jupyter message has 7 or so
-constexpr int64_t kMaxFrameBytes = 64 << 20;  // ZMQ_MAXMSGSIZE: larger messages drop the link
+// What a kernel can make the daemon hold (its code may send anything): frames per message,
+// bytes per frame (ZMQ_MAXMSGSIZE: larger drops the connection, and the kernel is lost),
+// messages queued per socket (ZMQ_RCVHWM; a PUB drops past it). Between runs the queues are
+// emptied every second (DrainOutput), during a run continuously.
+constexpr int kMaxFrames = 64;
+constexpr int64_t kMaxFrameBytes = 16 << 20;
+constexpr int kMaxQueuedMessages = 64;
 // ipykernel's sockets: shell, iopub, stdin, control (the heartbeat is not used: the pidfd
 // says whether the kernel lives).
 constexpr const char* kSocketNames[] = {"k-1", "k-2", "k-3", "k-4"};
@@ -256,6 +261,7 @@ Status Kernel::Connect(void* zmq_context) {
     zmq_setsockopt(s, ZMQ_LINGER, &zero, sizeof zero);
     zmq_setsockopt(s, ZMQ_RECONNECT_IVL, &no_reconnect, sizeof no_reconnect);
     zmq_setsockopt(s, ZMQ_MAXMSGSIZE, &max_bytes, sizeof max_bytes);
+    zmq_setsockopt(s, ZMQ_RCVHWM, &kMaxQueuedMessages, sizeof kMaxQueuedMessages);
     if (p.type == ZMQ_SUB) zmq_setsockopt(s, ZMQ_SUBSCRIBE, "", 0);
     if (zmq_connect(s, (base + p.name).c_str()) != 0) {
       return KernelError(std::string("zmq_connect to the kernel's ") + p.name + " failed");
@@ -476,6 +482,15 @@ bool Kernel::alive() const {
 
 void Kernel::DrainOutput() {
   if (sandbox_) (void)sandbox_->DrainOutput();
+}
+
+void Kernel::DropMessages() {
+  if (!sockets_) return;
+  std::vector<std::string> frames;
+  for (void* s : {sockets_->shell, sockets_->iopub, sockets_->control}) {
+    for (int i = 0; i < 4 * kMaxQueuedMessages && Receive(s, &frames); ++i) {
+    }
+  }
 }
 
 void Kernel::Shutdown() {

@@ -111,6 +111,9 @@ class Kernel {
   bool alive() const;
   // Reads and drops what the kernel wrote on its own stdout/stderr, so it never blocks.
   void DrainOutput();
+  // Between runs: drops the messages the kernel sent (output of code left running in the
+  // background), so the daemon never queues more than a second of them.
+  void DropMessages();
   // Ends the sandbox and closes the sockets; the directory stays until the destructor.
   void Shutdown();
 

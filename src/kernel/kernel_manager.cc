@@ -191,6 +191,7 @@ int KernelManager::EndIdle() {
     for (const auto& [k, e] : live_) {
       if (!e->leased && e->kernel) {
         e->kernel->DrainOutput();
+        e->kernel->DropMessages();
         if (!e->kernel->alive()) e->last_used_ms = 0;  // dead between runs: end it now
       }
       slots.push_back({k, e->last_used_ms, e->leased || !e->kernel});

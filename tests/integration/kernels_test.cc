@@ -98,6 +98,10 @@ BOOST_AUTO_TEST_CASE(stateful_without_session_is_refused) {
   HttpResponse bad = Post("/run", R"({"language": "python", "code": "1", "stateful": "yes"})");
   BOOST_TEST(bad.status == 400, bad.body);
   BOOST_TEST(ParseServiceError(bad.body).field == "stateful");
+  HttpResponse in =
+      Post("/run", Stateful("alice", "vars", "input()").insert(1, R"("stdin": "x", )"));
+  BOOST_TEST(in.status == 400, in.body);
+  BOOST_TEST(ParseServiceError(in.body).field == "stdin");
 }
 
 BOOST_AUTO_TEST_CASE(two_users_sessions_never_share_a_kernel) {
