@@ -256,10 +256,11 @@ Status Kernel::Connect(void* zmq_context) {
     void* s = zmq_socket(zmq_context, p.type);
     if (s == nullptr) return KernelError("zmq_socket failed");
     *p.socket = s;
-    const int zero = 0, no_reconnect = -1;
+    // Reconnection stays on: a connect in the instant between the kernel's bind and listen
+    // is refused, and the retry finds the same socket (the directory is root's now).
+    const int zero = 0;
     const int64_t max_bytes = kMaxFrameBytes;
     zmq_setsockopt(s, ZMQ_LINGER, &zero, sizeof zero);
-    zmq_setsockopt(s, ZMQ_RECONNECT_IVL, &no_reconnect, sizeof no_reconnect);
     zmq_setsockopt(s, ZMQ_MAXMSGSIZE, &max_bytes, sizeof max_bytes);
     zmq_setsockopt(s, ZMQ_RCVHWM, &kMaxQueuedMessages, sizeof kMaxQueuedMessages);
     if (p.type == ZMQ_SUB) zmq_setsockopt(s, ZMQ_SUBSCRIBE, "", 0);

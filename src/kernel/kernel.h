@@ -8,9 +8,9 @@
 // The ipc sockets: ipykernel binds them in /tmp/.sandrun-kernel/ (k-1 shell, k-2 iopub,
 // k-3 stdin, k-4 control, k-5 heartbeat), a directory the daemon made and holds open.
 // Once they are bound the daemon makes the directory root's (0755), checks that each is a
-// socket of the sandbox user, and connects through /proc/self/fd/<dir> with reconnection
-// off: no path the sandboxed code can change is ever resolved by the daemon, and a
-// connection, once made, is never made again.
+// socket of the sandbox user, and connects through /proc/self/fd/<dir>: the sandboxed
+// code can no longer add, remove or replace an entry there, so no path it can change is
+// ever resolved by the daemon (libzmq's reconnects included: they find the same sockets).
 //
 // Not thread-safe: one run uses a kernel at a time (KernelManager leases). Not safe after
 // fork.
