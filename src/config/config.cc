@@ -120,6 +120,12 @@ const std::vector<Key>& Keys() {
        "wall_time_s (s)"},
       {"install_disk_mb", &Config::install_disk_mb, "int", 1,
        "workspace + /tmp size of a run with an install step, instead of its disk_mb (MiB)"},
+      {"kernel_idle_s", &Config::kernel_idle_s, "int", 1,
+       "a stateful session's Python kernel ends after this long without a run (s); also when "
+       "its session expires"},
+      {"max_kernels", &Config::max_kernels, "int", 1,
+       "Python kernels of stateful sessions alive at once; the least recently used is ended "
+       "first"},
   };
   return kKeys;
 }

@@ -114,7 +114,11 @@ struct Config {
   std::vector<std::string> pip_trusted_hosts;     // PIP_TRUSTED_HOST inside
   int64_t install_wall_time_s = 300;              // wall time of an install step (its own budget)
   int64_t install_disk_mb = 2048;  // workspace + /tmp of a run with an install step (MiB)
-  Limits limits;                   // defaults
+  // Stateful runs (issue 14 part 4): a session's kernel ends after this long without a run;
+  // at most max_kernels live at once (least recently used ended first).
+  int64_t kernel_idle_s = 600;
+  int64_t max_kernels = 4;
+  Limits limits;  // defaults
   Limits ceilings{300, 300, 8192, 1024, 64 << 20, 10000, 1024, 8192};
   std::vector<Language> languages;  // default: python, bash
 };
