@@ -12,6 +12,7 @@
 
 #include <boost/test/unit_test.hpp>
 #include <fstream>
+#include <sstream>
 #include <thread>
 
 #include "sys/syscalls.h"
@@ -151,6 +152,33 @@ BOOST_AUTO_TEST_CASE(memory_limit_is_detected_from_the_cgroup) {
   auto r = launcher->Run(run.spec);
   BOOST_TEST_REQUIRE(r.ok());
   BOOST_TEST(sandbox::OutcomeName(r->outcome) == std::string("memory_limit"));
+}
+
+// The run's first process is cloned by a thread that entered the run's cgroup for the clone
+// (cgroup.h EnterCallingThread; v1): the program must be in the run's own cgroup in each
+// hierarchy, and the calling thread back in its own afterwards.
+BOOST_AUTO_TEST_CASE(run_starts_in_its_own_cgroup_and_the_thread_returns) {
+  auto before = sys::ReadFile("/proc/thread-self/cgroup");
+  BOOST_TEST_REQUIRE(before.ok());
+  Run run("grep -E ':(memory|pids):' /proc/self/cgroup | sort");
+  auto r = launcher->Run(run.spec);
+  BOOST_TEST_REQUIRE(r.ok(), (r.ok() ? "" : r.error().message));
+  BOOST_TEST(r->exit_code == 0);
+  if (launcher->cgroups()->version() == "v1") {
+    std::istringstream lines(r->stdout_text);
+    std::string line;
+    int seen = 0;
+    while (std::getline(lines, line)) {
+      ++seen;
+      const std::string tail = "/sandrun-launcher-test/" + run.spec.run_id;
+      BOOST_TEST(line.size() > tail.size());
+      BOOST_TEST(line.substr(line.size() - tail.size()) == tail, line);
+    }
+    BOOST_TEST(seen == 2, r->stdout_text);
+  }
+  auto after = sys::ReadFile("/proc/thread-self/cgroup");
+  BOOST_TEST_REQUIRE(after.ok());
+  BOOST_TEST(*after == *before);
 }
 
 BOOST_AUTO_TEST_CASE(process_limit_stops_a_fork_loop) {
