@@ -3,7 +3,6 @@
 
 #include <cstdint>
 #include <map>
-#include <memory>
 #include <string>
 
 namespace sandrun::api {
@@ -37,9 +36,6 @@ struct HttpResponse {
   std::map<std::string, std::string> headers;
   std::string body;
   LogFields log;  // for the server's log line; not sent
-  // Freed only after the response is sent (the server drops the response then): work that
-  // need not delay the client, such as removing a run's directory. Not sent.
-  std::shared_ptr<void> after_send;
 };
 
 // {"error":{"code","message","field"}} with `status`. `field` omitted when empty.

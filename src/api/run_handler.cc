@@ -379,10 +379,7 @@ HttpResponse Service::HandleRun(const HttpRequest& request, bool trusted) {
   const config::Limits& limits = run.limits;
   const uid_t uid = static_cast<uid_t>(config_.sandbox_uid);
   const gid_t gid = static_cast<gid_t>(config_.sandbox_gid);
-  // Held by the response once the run succeeded: its teardown (a tmpfs unmount, ~10 ms on a
-  // busy host) then happens after the response is sent (HttpResponse::after_send).
-  auto dir_owner = std::make_shared<RunDir>(config_.runs_dir + "/" + id);
-  RunDir& dir = *dir_owner;
+  RunDir dir(config_.runs_dir + "/" + id);
   if (Status s = dir.Create(static_cast<uint64_t>(limits.disk_mb) << 20, uid, gid); !s.ok()) {
     return ErrorResponse(500, "sandbox_error", "run " + id + ": " + s.error().message);
   }
@@ -504,8 +501,7 @@ HttpResponse Service::HandleRun(const HttpRequest& request, bool trusted) {
   Notes().run_ms = response.wall_ms;
   HttpResponse http;
   http.body = EncodeRunResponse(response);
-  util::StampPhase("encoded");
-  http.after_send = std::move(dir_owner);
+  util::StampPhase("encoded");  // then ~RunDir: the run's tmpfs unmounted, its directory removed
   return http;
 }
 
