@@ -546,8 +546,8 @@ def main():
     out = []
     command = "scripts/bench" + ("" if args.runs == 30 else f" --runs {args.runs}")
     out.append(f"Measured {facts['date']} with `{command}` "
-               f"({args.warmup} warm-up rounds discarded, {args.runs} measured; plot and numpy "
-               f"1 and {args.heavy_runs}; cases interleaved round by round), "
+               f"({args.warmup} warm-up rounds discarded, {args.runs} measured; the plot and numpy: "
+               f"1 warm-up, {args.heavy_runs} measured; cases interleaved round by round), "
                f"sandrun at commit `{facts['commit']}`.")
     out.append("")
     out.append(f"Machine: {facts['nproc']} CPUs ({facts['cpu']}), kernel `{facts['kernel']}`, "

@@ -12,7 +12,7 @@
 
 #include <boost/test/unit_test.hpp>
 #include <fstream>
-#include <sstream>
+#include <optional>
 #include <thread>
 
 #include "sys/syscalls.h"
@@ -155,30 +155,47 @@ BOOST_AUTO_TEST_CASE(memory_limit_is_detected_from_the_cgroup) {
 }
 
 // The run's first process is cloned by a thread that entered the run's cgroup for the clone
-// (cgroup.h EnterCallingThread; v1): the program must be in the run's own cgroup in each
-// hierarchy, and the calling thread back in its own afterwards.
+// (cgroup.h EnterCallingThread; v1): while the program runs, its processes are in the run's
+// own memory and pids cgroups, and the thread that ran it is back in its own cgroups after.
 BOOST_AUTO_TEST_CASE(run_starts_in_its_own_cgroup_and_the_thread_returns) {
-  auto before = sys::ReadFile("/proc/thread-self/cgroup");
-  BOOST_TEST_REQUIRE(before.ok());
-  Run run("grep -E ':(memory|pids):' /proc/self/cgroup | sort");
-  auto r = launcher->Run(run.spec);
-  BOOST_TEST_REQUIRE(r.ok(), (r.ok() ? "" : r.error().message));
-  BOOST_TEST(r->exit_code == 0);
+  Run run("sleep 1; echo done");
+  std::string before, after;
+  std::optional<Result<sandbox::SandboxResult>> r;
+  auto own_cgroups = [](const char* fallback) {
+    auto text = sys::ReadFile("/proc/thread-self/cgroup");
+    return text.ok() ? *text : std::string(fallback);
+  };
+  std::thread worker([&] {
+    before = own_cgroups("?");
+    r = launcher->Run(run.spec);
+    after = own_cgroups("!");
+  });
   if (launcher->cgroups()->version() == "v1") {
-    std::istringstream lines(r->stdout_text);
-    std::string line;
-    int seen = 0;
-    while (std::getline(lines, line)) {
-      ++seen;
-      const std::string tail = "/sandrun-launcher-test/" + run.spec.run_id;
-      BOOST_TEST(line.size() > tail.size());
-      BOOST_TEST(line.substr(line.size() - tail.size()) == tail, line);
+    // This process's own cgroup in each hierarchy, from /proc/self/cgroup ("N:memory:/path").
+    auto self = sys::ReadFile("/proc/self/cgroup");
+    BOOST_TEST_REQUIRE(self.ok());
+    for (const std::string controller : {"memory", "pids"}) {
+      const size_t at = self->find(":" + controller + ":");
+      BOOST_TEST_REQUIRE(at != std::string::npos);
+      const size_t from = at + controller.size() + 2;
+      std::string path = self->substr(from, self->find('\n', from) - from);
+      if (path == "/") path.clear();
+      const std::string procs = "/sys/fs/cgroup/" + controller + path + "/sandrun-launcher-test/" +
+                                run.spec.run_id + "/cgroup.procs";
+      bool seen = false;
+      for (int i = 0; i < 400 && !seen; ++i) {  // the run lasts a second
+        auto text = sys::ReadFile(procs);
+        seen = text.ok() && !text->empty();
+        if (!seen) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+      }
+      BOOST_TEST(seen, "no process in " << procs);
     }
-    BOOST_TEST(seen == 2, r->stdout_text);
   }
-  auto after = sys::ReadFile("/proc/thread-self/cgroup");
-  BOOST_TEST_REQUIRE(after.ok());
-  BOOST_TEST(*after == *before);
+  worker.join();
+  BOOST_TEST_REQUIRE(r.has_value());
+  BOOST_TEST_REQUIRE(r->ok(), (r->ok() ? "" : r->error().message));
+  BOOST_TEST((*r)->stdout_text == "done\n");
+  BOOST_TEST(after == before);
 }
 
 BOOST_AUTO_TEST_CASE(process_limit_stops_a_fork_loop) {
