@@ -75,13 +75,19 @@ void KernelManager::Lease::Release() {
 }
 
 KernelManager::KernelManager(const sandbox::Launcher* launcher, ManagerOptions options)
-    : launcher_(launcher), options_(std::move(options)), zmq_context_(zmq_ctx_new()) {
-  // The reaper takes no signal: the daemon's stop signals are for its sigwait thread.
-  sigset_t all, old;
-  sigfillset(&all);
-  pthread_sigmask(SIG_BLOCK, &all, &old);
-  reaper_ = std::thread([this] { Reaper(); });
-  pthread_sigmask(SIG_SETMASK, &old, nullptr);
+    : launcher_(launcher), options_(std::move(options)), zmq_context_(zmq_ctx_new()) {}
+
+void KernelManager::StartReaperOnce() {
+  // Started with the first kernel, not with the manager: until then the daemon stays as it
+  // was without kernels (its start-up self-test and `sandrund check` run single-threaded).
+  std::call_once(reaper_started_, [this] {
+    // The reaper takes no signal: the daemon's stop signals are for its sigwait thread.
+    sigset_t all, old;
+    sigfillset(&all);
+    pthread_sigmask(SIG_BLOCK, &all, &old);
+    reaper_ = std::thread([this] { Reaper(); });
+    pthread_sigmask(SIG_SETMASK, &old, nullptr);
+  });
 }
 
 KernelManager::~KernelManager() {
@@ -104,6 +110,7 @@ void KernelManager::Remember(const std::string& key, const std::string& why) {
 Result<KernelManager::Acquired> KernelManager::Acquire(
     const std::string& key, const KernelSpec& spec,
     const std::function<Status(const std::string& workspace)>& populate) {
+  StartReaperOnce();
   Acquired out;
   out.status = "started";
   std::vector<std::unique_ptr<Kernel>> gone;  // ended outside the lock

@@ -94,6 +94,8 @@ class KernelManager {
   bool stopping_ = false;
   std::map<std::string, std::shared_ptr<Entry>> live_;
   std::map<std::string, std::string> ended_;  // key -> why its kernel ended (bounded)
+  void StartReaperOnce();
+  std::once_flag reaper_started_;
   std::thread reaper_;
 };
 
