@@ -531,6 +531,10 @@ std::string EncodeRunResponse(const RunResponse& r) {
     }
     w.EndArray();
   }
+  if (r.session_restarted) {
+    Key(w, "session_restarted");
+    w.Bool(*r.session_restarted);
+  }
   Key(w, "limits");
   w.StartObject();
   for (const auto& k : config::LimitKeys()) {

@@ -124,6 +124,10 @@ struct RunResponse {
   config::Limits limits;
   std::optional<std::vector<StepResult>> steps;  // `snippets` in JSON: with snippets/markdown
   std::optional<std::vector<PlanEntry>> plan;    // with markdown
+  // With a session only: true when the client said the session had runs before
+  // (X-Sandrun-Session-Seen: 1) but this node had none of it, so the run started afresh
+  // (another node held it, or it expired). See api/session_continuity.h.
+  std::optional<bool> session_restarted;
 };
 
 std::string EncodeRunResponse(const RunResponse& response);

@@ -11,6 +11,7 @@
 #include "api/access.h"
 #include "api/run_codec.h"
 #include "api/service.h"
+#include "api/session_continuity.h"
 #include "storage/artifact_store.h"
 #include "storage/digest.h"
 #include "storage/export.h"
@@ -331,6 +332,10 @@ HttpResponse Service::HandleRun(const HttpRequest& request, bool trusted) {
     return Refusal(*err);
   }
   if (auto err = ApplyTokenBinding(caller, &run)) return Refusal(*err);
+  bool session_seen = false;
+  if (auto err = DecodeSessionSeen(request.Header("x-sandrun-session-seen"), &session_seen)) {
+    return Refusal(*err);
+  }
   Notes().user = run.user;
   std::optional<std::vector<PlanEntry>> plan;
   if (run.markdown) {
@@ -404,6 +409,8 @@ HttpResponse Service::HandleRun(const HttpRequest& request, bool trusted) {
     MarkBlocksNotRun(run.steps, *response.steps, response.status, &*plan);
   }
   response.plan = std::move(plan);
+  if (session.held())
+    response.session_restarted = SessionRestarted(session_seen, session.created());
   if (response.status == "sandbox_error") {
     Count("sandbox_error", 0);
     return ErrorResponse(500, "sandbox_error", "run " + id + ": " + response.stderr_stream.text);
@@ -425,6 +432,7 @@ HttpResponse Service::HandleRun(const HttpRequest& request, bool trusted) {
     publish.artifacts_root = config_.artifacts_dir;
     publish.public_base_url = PublicBaseUrl(request);
     publish.link_secret = config_.link_secret;
+    if (!config_.node_id.empty()) publish.url_prefix = "/files/" + config_.node_id;
     publish.user_dir_key = config_.link_secret + ":user-dir";
     publish.link_ttl_s = live->link_ttl_s;
     publish.max_age_s = config_.artifact_max_age_s;

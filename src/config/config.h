@@ -99,7 +99,11 @@ struct Config {
   // worker threads of the other kinds (Finish resolves it). Each holds a worker thread.
   int64_t session_max_waiters_total = 0;
   int64_t session_idle_s = 86400;  // sessions unused this long are deleted
-  Limits limits;                   // defaults
+  // This node's name in a cluster (README "More than one machine"): download links are
+  // /files/<node_id>/... so that the front nginx routes them here. "" = one machine, links
+  // /files/... as always. 1 to 32 of [a-z0-9-], not starting with '-'.
+  std::string node_id;
+  Limits limits;  // defaults
   Limits ceilings{300, 300, 8192, 1024, 64 << 20, 10000, 1024, 8192};
   std::vector<Language> languages;  // default: python, bash
 };
