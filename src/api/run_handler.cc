@@ -13,6 +13,7 @@
 #include "api/run_codec.h"
 #include "api/run_displays.h"
 #include "api/service.h"
+#include "api/session_continuity.h"
 #include "python/support_files.h"
 #include "storage/artifact_store.h"
 #include "storage/digest.h"
@@ -360,6 +361,10 @@ HttpResponse Service::HandleRun(const HttpRequest& request, bool trusted) {
     return Refusal(*err);
   }
   if (auto err = ApplyTokenBinding(caller, &run)) return Refusal(*err);
+  bool session_seen = false;
+  if (auto err = DecodeSessionSeen(request.Header("x-sandrun-session-seen"), &session_seen)) {
+    return Refusal(*err);
+  }
   Notes().user = run.user;
   util::StampPhase("decoded");
   std::optional<std::vector<PlanEntry>> plan;
@@ -449,6 +454,8 @@ HttpResponse Service::HandleRun(const HttpRequest& request, bool trusted) {
     MarkBlocksNotRun(run.steps, *response.steps, response.status, &*plan);
   }
   response.plan = std::move(plan);
+  if (session.held())
+    response.session_restarted = SessionRestarted(session_seen, session.created());
   if (response.status == "sandbox_error") {
     Count("sandbox_error", 0);
     return ErrorResponse(500, "sandbox_error", "run " + id + ": " + response.stderr_stream.text);
@@ -490,6 +497,7 @@ HttpResponse Service::ExportAndRespond(const HttpRequest& request, const RunRequ
     publish.artifacts_root = config_.artifacts_dir;
     publish.public_base_url = PublicBaseUrl(request);
     publish.link_secret = config_.link_secret;
+    if (!config_.node_id.empty()) publish.url_prefix = "/files/" + config_.node_id;
     publish.user_dir_key = config_.link_secret + ":user-dir";
     publish.link_ttl_s = live.link_ttl_s;
     publish.max_age_s = config_.artifact_max_age_s;
