@@ -465,6 +465,25 @@ HttpResponse Service::HandleRun(const HttpRequest& request, bool trusted) {
                           response);
 }
 
+storage::PublishOptions Service::MakePublishOptions(const HttpRequest& request,
+                                                    const RunRequest& run,
+                                                    const config::Config& live) const {
+  storage::PublishOptions publish;
+  publish.artifacts_root = config_.artifacts_dir;
+  publish.public_base_url = PublicBaseUrl(request);
+  publish.link_secret = config_.link_secret;
+  // Behind a front nginx, links carry the node that serves them (README "More than one machine").
+  if (!config_.node_id.empty()) publish.url_prefix = "/files/" + config_.node_id;
+  publish.user_dir_key = config_.link_secret + ":user-dir";
+  publish.link_ttl_s = live.link_ttl_s;
+  publish.max_age_s = config_.artifact_max_age_s;
+  publish.quota = {static_cast<uint64_t>(live.user_quota_files),
+                   static_cast<uint64_t>(live.user_quota_mb) << 20};
+  // The user's sessions share the quota and are never evicted for a run's files.
+  publish.reserved = sessions_.UserUsage(run.user);
+  return publish;
+}
+
 HttpResponse Service::ExportAndRespond(const HttpRequest& request, const RunRequest& run,
                                        const config::Config& live, const std::string& workspace,
                                        const std::string& outputs_dir,
@@ -493,17 +512,7 @@ HttpResponse Service::ExportAndRespond(const HttpRequest& request, const RunRequ
   if (walk.ok()) {
     response.files_skipped = std::move(walk->skipped);
     skipped_unlisted = walk->skipped_unlisted;
-    storage::PublishOptions publish;
-    publish.artifacts_root = config_.artifacts_dir;
-    publish.public_base_url = PublicBaseUrl(request);
-    publish.link_secret = config_.link_secret;
-    if (!config_.node_id.empty()) publish.url_prefix = "/files/" + config_.node_id;
-    publish.user_dir_key = config_.link_secret + ":user-dir";
-    publish.link_ttl_s = live.link_ttl_s;
-    publish.max_age_s = config_.artifact_max_age_s;
-    publish.quota = quota;
-    // The user's sessions share the quota and are never evicted for a run's files.
-    publish.reserved = sessions_.UserUsage(run.user);
+    const storage::PublishOptions publish = MakePublishOptions(request, run, live);
     std::map<std::string, std::string> output_paths;
     const storage::ExtraSource outputs =
         PlanOutputFiles(outputs_dir, manifest, walk->files, export_options.max_file_bytes,

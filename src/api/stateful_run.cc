@@ -278,16 +278,7 @@ HttpResponse Service::HandleStatefulRun(const HttpRequest& request, const RunReq
   const std::string images_dir = config_.runs_dir + "/" + id + "-displays";
   if (sys::MakeDirs(images_dir, 0700).ok()) {
     auto images = WriteImages(rich, images_dir);
-    storage::PublishOptions publish;
-    publish.artifacts_root = config_.artifacts_dir;
-    publish.public_base_url = PublicBaseUrl(request);
-    publish.link_secret = config_.link_secret;
-    publish.user_dir_key = config_.link_secret + ":user-dir";
-    publish.link_ttl_s = live.link_ttl_s;
-    publish.max_age_s = config_.artifact_max_age_s;
-    publish.quota = {static_cast<uint64_t>(live.user_quota_files),
-                     static_cast<uint64_t>(live.user_quota_mb) << 20};
-    publish.reserved = sessions_.UserUsage(run.user);
+    const storage::PublishOptions publish = MakePublishOptions(request, run, live);
     std::vector<storage::ArtifactFile> published_images;
     if (!images.empty()) {
       auto published = storage::Publish(images_dir, images, run.user, id + "-displays", publish);
