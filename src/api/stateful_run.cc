@@ -93,7 +93,7 @@ int BashExitCode(const std::string& evalue) {
   return i > at + marker.size() ? code : -1;
 }
 
-// Writes the images of `displays` as display-N.png into `dir` (the daemon's own directory,
+// Writes the images of `displays` as figure-N.png into `dir` (the daemon's own directory,
 // not the workspace) and returns them as files to publish.
 std::vector<storage::FoundFile> WriteImages(const std::vector<kernel::RichOutput>& displays,
                                             const std::string& dir) {
@@ -101,7 +101,8 @@ std::vector<storage::FoundFile> WriteImages(const std::vector<kernel::RichOutput
   int n = 0;
   for (const auto& d : displays) {
     if (d.kind != "image") continue;
-    const std::string name = "display-" + std::to_string(++n) + ".png";
+    // Named as a fresh run names what it shows (figure-1.png, ...).
+    const std::string name = "figure-" + std::to_string(++n) + ".png";
     if (!sys::WriteFile(dir + "/" + name, d.bytes, 0644).ok()) continue;
     files.push_back({name, d.bytes.size(), (d.bytes.size() + 4095) / 4096 * 4096});
   }
