@@ -88,6 +88,11 @@ def post_run(base_url: str, token: str, payload: dict, timeout_s: float) -> Repl
     )
     if token:
         request.add_header("Authorization", "Bearer " + token.strip())
+    # The user in a header too (the body's and the header's must agree): a front nginx of
+    # several sandrun nodes sees only headers, and keeps each user on one node by them.
+    user = str(payload.get("user") or "")
+    if user and user.isascii() and user.isprintable():
+        request.add_header("X-Sandrun-User", user)
     opener = urllib.request.build_opener(_NoRedirect())
     try:
         with opener.open(request, timeout=timeout_s) as response:

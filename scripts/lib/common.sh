@@ -12,6 +12,7 @@
 #   SR_FCGI_SOCKET, SR_ARTIFACTS_DIR, SR_LINK_SECRET_FILE   paths from the config
 #   SR_NGINX_USER      www-data or root
 #   SR_TRUSTED_PROXIES config key trusted_proxies (SANDRUN_TRUSTED_PROXIES wins), for nginx
+#   SR_NODE_ID         config key node_id ("" on a single machine), for nginx's /files/ location
 #   SR_DAEMON_PID, SR_NGINX_PID                                           while running
 
 SR_REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
@@ -179,6 +180,11 @@ sr_setup_state() {
   SR_TRUSTED_PROXIES="${SANDRUN_TRUSTED_PROXIES-$(jq -n -r --argjson a "$base" --argjson b "$extra" \
     '($a * $b).trusted_proxies // ""')}"
 
+  # A cluster node's links are /files/<node_id>/... (scripts/cluster); checked again by sandrund.
+  SR_NODE_ID="$(jq -n -r --argjson a "$base" --argjson b "$extra" '($a * $b).node_id // ""')"
+  [[ -z $SR_NODE_ID || $SR_NODE_ID =~ ^[a-z0-9][a-z0-9-]{0,31}$ ]] ||
+    sr_die "config key node_id: '$SR_NODE_ID' is not 1 to 32 of a-z 0-9 -"
+
   # jq cannot read the comment lines; read the keys back from the merged object.
   for key in fcgi_socket artifacts_dir link_secret_file; do
     value="$(jq -n -er --argjson a "$base" --argjson b "$extra" --arg k "$key" '($a * $b)[$k]')"
@@ -266,17 +272,23 @@ EOF
 }
 
 # Renders nginx/sandrun-site.conf.in (sandrun's maps and server block, http context) into OUT.
-# Values go into nginx directives unquoted: only safe characters are accepted.
+# Values go into nginx directives unquoted: only safe characters are accepted. NODE_ID (config
+# key node_id, may be empty or absent): download links are served at /files/<NODE_ID>/.
 # Usage: sr_render_nginx_site OUT LISTEN INCLUDE_DIR FCGI_SOCKET ARTIFACTS_DIR LINK_SECRET_FILE \
-#          ACCESS_LOG ERROR_LOG
+#          ACCESS_LOG ERROR_LOG [NODE_ID]
 sr_render_nginx_site() {
   local out="$1" listen="$2" incl="$3" socket="$4" artifacts="$5" secret="$6" access="$7"
-  local error="$8" v
+  local error="$8" node="${9:-}" files=/files/ v
   for v in "${@:2:7}"; do
     # Values go into nginx directives unquoted and into sed replacements.
     [[ $v =~ ^[A-Za-z0-9_./:@+-]+$ ]] || sr_die "unsafe character in nginx setting '$v'"
   done
+  if [[ -n $node ]]; then
+    [[ $node =~ ^[a-z0-9][a-z0-9-]{0,31}$ ]] || sr_die "node_id '$node' is not 1 to 32 of a-z 0-9 -"
+    files="/files/$node/"
+  fi
   sed -e "s|@LISTEN@|$listen|g" -e "s|@INCLUDE_DIR@|$incl|g" -e "s|@FCGI_SOCKET@|$socket|g" \
+    -e "s|@FILES_PREFIX@|$files|g" \
     -e "s|@ARTIFACTS_DIR@|$artifacts|g" -e "s|@LINK_SECRET_FILE@|$secret|g" \
     -e "s|@ACCESS_LOG@|$access|g" -e "s|@ERROR_LOG@|$error|g" \
     "$SR_REPO/nginx/sandrun-site.conf.in" >"$out.tmp"
@@ -289,8 +301,9 @@ sr_render_nginx_site() {
 # Renders a private nginx into NGINX_DIR: nginx/sandrun.conf.in as nginx.conf, the site
 # (sr_render_nginx_site) as sandrun-site.conf beside it, and the files the site includes
 # (sr_render_nginx_includes) from TRUSTED and TEST_PAGES_DIR (both may be empty or absent).
+# NODE_ID: the config key node_id (sr_render_nginx_site), may be empty or absent.
 # Usage: sr_render_nginx LISTEN NGINX_DIR FCGI_SOCKET ARTIFACTS_DIR LINK_SECRET_FILE USER \
-#          [TRUSTED [TEST_PAGES_DIR]]
+#          [TRUSTED [TEST_PAGES_DIR [NODE_ID]]]
 sr_render_nginx() {
   local listen="$1" dir="$2" socket="$3" artifacts="$4" secret="$5" user="$6" v
   for v in "$dir" "$user"; do
@@ -298,7 +311,7 @@ sr_render_nginx() {
   done
   sr_render_nginx_includes "$dir" "${7:-}" "${8:-}"
   sr_render_nginx_site "$dir/sandrun-site.conf" "$listen" "$dir" "$socket" "$artifacts" \
-    "$secret" "$dir/logs/access.log" "$dir/logs/error.log"
+    "$secret" "$dir/logs/access.log" "$dir/logs/error.log" "${9:-}"
   sed -e "s|@NGINX_DIR@|$dir|g" -e "s|@NGINX_USER@|$user|g" \
     "$SR_REPO/nginx/sandrun.conf.in" >"$dir/nginx.conf.tmp"
   if grep -n '@[A-Z_]*@' "$dir/nginx.conf.tmp"; then
@@ -358,7 +371,8 @@ sr_stack_start() {
   sr_check_not_running
   sr_pick_nginx_user
   sr_render_nginx "$listen" "$SR_NGINX_DIR" "$SR_FCGI_SOCKET" "$SR_ARTIFACTS_DIR" \
-    "$SR_LINK_SECRET_FILE" "$SR_NGINX_USER" "${SR_TRUSTED_PROXIES:-}" "${SANDRUN_TEST_PAGES_DIR:-}"
+    "$SR_LINK_SECRET_FILE" "$SR_NGINX_USER" "${SR_TRUSTED_PROXIES:-}" "${SANDRUN_TEST_PAGES_DIR:-}" \
+    "${SR_NODE_ID:-}"
   sr_nginx_test "$SR_NGINX_DIR" 2>"$SR_NGINX_DIR/logs/test.log" || {
     cat "$SR_NGINX_DIR/logs/test.log" >&2
     sr_die "nginx rejected $SR_NGINX_DIR/nginx.conf"
@@ -370,10 +384,12 @@ sr_stack_start() {
   # The script's own knobs are not daemon keys; keep them out of its SANDRUN_* environment.
   env -u SANDRUN_STATE_DIR -u SANDRUN_SKIP_INSTALL -u SANDRUN_SKIP_BUILD \
     -u SANDRUN_CONFIG_EXTRA -u SANDRUN_BUILD_DIR -u SANDRUN_BUILD_TYPE -u SANDRUN_DAEMON \
-    -u SANDRUN_HEALTH_TIMEOUT_S -u SANDRUN_TEST_PAGES_DIR \
+    -u SANDRUN_HEALTH_TIMEOUT_S -u SANDRUN_TEST_PAGES_DIR -u SANDRUN_LISTEN_ADDR \
     setpriv --pdeathsig TERM -- "$daemon" --config "$SR_CONFIG" \
     </dev/null >>"$SR_STATE/logs/sandrund.log" 2>&1 &
   SR_DAEMON_PID=$!
+  # For whoever watches this stack from outside (scripts/cluster's nodes, tests).
+  printf '%s\n' "$SR_DAEMON_PID" >"$SR_STATE/daemon.pid"
 
   sr_log "starting nginx on $listen as user $SR_NGINX_USER (logs: $SR_NGINX_DIR/logs/)"
   setpriv --pdeathsig TERM -- nginx -p "$SR_NGINX_DIR/" -c "$SR_NGINX_DIR/nginx.conf" \
@@ -458,6 +474,9 @@ sr_stack_stop() {
   sr_stop_pid "$SR_NGINX_PID" QUIT 10 nginx
   SR_NGINX_PID=""
   sr_stop_pid "$SR_DAEMON_PID" TERM 30 sandrund
+  if [[ -n $SR_DAEMON_PID && -n ${SR_STATE:-} ]]; then
+    rm -f "$SR_STATE/daemon.pid"
+  fi
   SR_DAEMON_PID=""
 }
 

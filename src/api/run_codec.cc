@@ -586,6 +586,10 @@ std::string EncodeRunResponse(const RunResponse& r) {
     w.Int(r.kernel->execution_count);
     w.EndObject();
   }
+  if (r.session_restarted) {
+    Key(w, "session_restarted");
+    w.Bool(*r.session_restarted);
+  }
   Key(w, "limits");
   w.StartObject();
   for (const auto& k : config::LimitKeys()) {

@@ -144,6 +144,10 @@ struct RunResponse {
   std::optional<std::vector<PlanEntry>> plan;    // with markdown
   std::vector<Display> displays;                 // rich outputs in order (displays.h)
   std::optional<KernelInfo> kernel;              // with stateful
+  // With a session only: true when the client said the session had runs before
+  // (X-Sandrun-Session-Seen: 1) but this node had none of it, so the run started afresh
+  // (another node held it, or it expired). See api/session_continuity.h.
+  std::optional<bool> session_restarted;
 };
 
 std::string EncodeRunResponse(const RunResponse& response);

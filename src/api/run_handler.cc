@@ -13,6 +13,7 @@
 #include "api/run_codec.h"
 #include "api/run_displays.h"
 #include "api/service.h"
+#include "api/session_continuity.h"
 #include "python/support_files.h"
 #include "storage/artifact_store.h"
 #include "storage/digest.h"
@@ -360,6 +361,10 @@ HttpResponse Service::HandleRun(const HttpRequest& request, bool trusted) {
     return Refusal(*err);
   }
   if (auto err = ApplyTokenBinding(caller, &run)) return Refusal(*err);
+  bool session_seen = false;
+  if (auto err = DecodeSessionSeen(request.Header("x-sandrun-session-seen"), &session_seen)) {
+    return Refusal(*err);
+  }
   Notes().user = run.user;
   util::StampPhase("decoded");
   std::optional<std::vector<PlanEntry>> plan;
@@ -449,6 +454,8 @@ HttpResponse Service::HandleRun(const HttpRequest& request, bool trusted) {
     MarkBlocksNotRun(run.steps, *response.steps, response.status, &*plan);
   }
   response.plan = std::move(plan);
+  if (session.held())
+    response.session_restarted = SessionRestarted(session_seen, session.created());
   if (response.status == "sandbox_error") {
     Count("sandbox_error", 0);
     return ErrorResponse(500, "sandbox_error", "run " + id + ": " + response.stderr_stream.text);
@@ -456,6 +463,25 @@ HttpResponse Service::HandleRun(const HttpRequest& request, bool trusted) {
 
   return ExportAndRespond(request, run, *live, dir.workspace(), dir.outputs(), &before, session,
                           response);
+}
+
+storage::PublishOptions Service::MakePublishOptions(const HttpRequest& request,
+                                                    const RunRequest& run,
+                                                    const config::Config& live) const {
+  storage::PublishOptions publish;
+  publish.artifacts_root = config_.artifacts_dir;
+  publish.public_base_url = PublicBaseUrl(request);
+  publish.link_secret = config_.link_secret;
+  // Behind a front nginx, links carry the node that serves them (README "More than one machine").
+  if (!config_.node_id.empty()) publish.url_prefix = "/files/" + config_.node_id;
+  publish.user_dir_key = config_.link_secret + ":user-dir";
+  publish.link_ttl_s = live.link_ttl_s;
+  publish.max_age_s = config_.artifact_max_age_s;
+  publish.quota = {static_cast<uint64_t>(live.user_quota_files),
+                   static_cast<uint64_t>(live.user_quota_mb) << 20};
+  // The user's sessions share the quota and are never evicted for a run's files.
+  publish.reserved = sessions_.UserUsage(run.user);
+  return publish;
 }
 
 HttpResponse Service::ExportAndRespond(const HttpRequest& request, const RunRequest& run,
@@ -486,16 +512,7 @@ HttpResponse Service::ExportAndRespond(const HttpRequest& request, const RunRequ
   if (walk.ok()) {
     response.files_skipped = std::move(walk->skipped);
     skipped_unlisted = walk->skipped_unlisted;
-    storage::PublishOptions publish;
-    publish.artifacts_root = config_.artifacts_dir;
-    publish.public_base_url = PublicBaseUrl(request);
-    publish.link_secret = config_.link_secret;
-    publish.user_dir_key = config_.link_secret + ":user-dir";
-    publish.link_ttl_s = live.link_ttl_s;
-    publish.max_age_s = config_.artifact_max_age_s;
-    publish.quota = quota;
-    // The user's sessions share the quota and are never evicted for a run's files.
-    publish.reserved = sessions_.UserUsage(run.user);
+    const storage::PublishOptions publish = MakePublishOptions(request, run, live);
     std::map<std::string, std::string> output_paths;
     const storage::ExtraSource outputs =
         PlanOutputFiles(outputs_dir, manifest, walk->files, export_options.max_file_bytes,

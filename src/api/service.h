@@ -101,6 +101,10 @@ class Service {
                                  const config::Config& live,
                                  std::optional<std::vector<PlanEntry>> plan,
                                  const storage::SessionLock& session, const std::string& id);
+  // Where and how a run's files are published: the store, the link base and secret (with
+  // this node's prefix), ttl and age, the user's quota less what the user's sessions hold.
+  storage::PublishOptions MakePublishOptions(const HttpRequest& request, const RunRequest& run,
+                                             const config::Config& live) const;
   // Exports the files the run wrote in `workspace` (not those `digests` lists unchanged;
   // the published ones are added to it) and those its display manifest in `outputs_dir`
   // names (none when empty: a stateful run), saves the session and encodes the response.

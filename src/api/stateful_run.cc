@@ -93,7 +93,7 @@ int BashExitCode(const std::string& evalue) {
   return i > at + marker.size() ? code : -1;
 }
 
-// Writes the images of `displays` as display-N.png into `dir` (the daemon's own directory,
+// Writes the images of `displays` as figure-N.png into `dir` (the daemon's own directory,
 // not the workspace) and returns them as files to publish.
 std::vector<storage::FoundFile> WriteImages(const std::vector<kernel::RichOutput>& displays,
                                             const std::string& dir) {
@@ -101,7 +101,8 @@ std::vector<storage::FoundFile> WriteImages(const std::vector<kernel::RichOutput
   int n = 0;
   for (const auto& d : displays) {
     if (d.kind != "image") continue;
-    const std::string name = "display-" + std::to_string(++n) + ".png";
+    // Named as a fresh run names what it shows (figure-1.png, ...).
+    const std::string name = "figure-" + std::to_string(++n) + ".png";
     if (!sys::WriteFile(dir + "/" + name, d.bytes, 0644).ok()) continue;
     files.push_back({name, d.bytes.size(), (d.bytes.size() + 4095) / 4096 * 4096});
   }
@@ -278,16 +279,7 @@ HttpResponse Service::HandleStatefulRun(const HttpRequest& request, const RunReq
   const std::string images_dir = config_.runs_dir + "/" + id + "-displays";
   if (sys::MakeDirs(images_dir, 0700).ok()) {
     auto images = WriteImages(rich, images_dir);
-    storage::PublishOptions publish;
-    publish.artifacts_root = config_.artifacts_dir;
-    publish.public_base_url = PublicBaseUrl(request);
-    publish.link_secret = config_.link_secret;
-    publish.user_dir_key = config_.link_secret + ":user-dir";
-    publish.link_ttl_s = live.link_ttl_s;
-    publish.max_age_s = config_.artifact_max_age_s;
-    publish.quota = {static_cast<uint64_t>(live.user_quota_files),
-                     static_cast<uint64_t>(live.user_quota_mb) << 20};
-    publish.reserved = sessions_.UserUsage(run.user);
+    const storage::PublishOptions publish = MakePublishOptions(request, run, live);
     std::vector<storage::ArtifactFile> published_images;
     if (!images.empty()) {
       auto published = storage::Publish(images_dir, images, run.user, id + "-displays", publish);

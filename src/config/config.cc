@@ -126,6 +126,9 @@ const std::vector<Key>& Keys() {
       {"max_kernels", &Config::max_kernels, "int", 1,
        "Python kernels of stateful sessions alive at once; the least recently used is ended "
        "first"},
+      {"node_id", &Config::node_id, "string", 0,
+       "this node's name behind a front nginx (1-32 of a-z 0-9 -): download links become "
+       "/files/<node_id>/...; empty = a single machine, links /files/..."},
   };
   return kKeys;
 }
@@ -413,6 +416,16 @@ Status ReadTokens(Config& c) {
   return OkStatus();
 }
 
+// node_id: empty, or 1 to 32 of [a-z0-9-] not starting with '-' (a URL path segment and an
+// nginx location without quoting).
+bool ValidNodeId(const std::string& id) {
+  if (id.empty()) return true;
+  if (id.size() > 32 || id[0] == '-') return false;
+  return std::all_of(id.begin(), id.end(), [](char c) {
+    return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '-';
+  });
+}
+
 Status Finish(Config& c) {
   if (c.state_dir.empty()) return KeyError("state_dir", "must not be empty");
   if (c.fcgi_socket.empty()) c.fcgi_socket = c.state_dir + "/sandrun.sock";
@@ -424,6 +437,10 @@ Status Finish(Config& c) {
     c.max_concurrent_runs = std::max(1u, std::thread::hardware_concurrency());
   }
   while (!c.public_url.empty() && c.public_url.back() == '/') c.public_url.pop_back();
+  if (!ValidNodeId(c.node_id)) {
+    return WithFix(KeyError("node_id", "'" + c.node_id + "' is not 1 to 32 of a-z 0-9 -"),
+                   "name the node like n1 or sandbox-2, or leave it empty on a single machine");
+  }
   for (const auto& key : Keys()) {
     if (auto* i = std::get_if<int64_t Config::*>(&key.member); i && c.*(*i) < key.min) {
       return KeyError(key.name, "must be >= " + std::to_string(key.min));

@@ -118,6 +118,10 @@ struct Config {
   // at most max_kernels live at once (least recently used ended first).
   int64_t kernel_idle_s = 600;
   int64_t max_kernels = 4;
+  // This node's name in a cluster (README "More than one machine"): download links are
+  // /files/<node_id>/... so that the front nginx routes them here. "" = one machine, links
+  // /files/... as always. 1 to 32 of [a-z0-9-], not starting with '-'.
+  std::string node_id;
   Limits limits;  // defaults
   Limits ceilings{300, 300, 8192, 1024, 64 << 20, 10000, 1024, 8192};
   std::vector<Language> languages;  // default: python, bash

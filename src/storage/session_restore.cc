@@ -27,7 +27,7 @@ int RestoreSessionMain(const std::vector<std::string>& args) {
   if (::read(3, &go, 1) != 1 || go != 'G') return kRestoreFailed;
   ::close(3);
   // The daemon holds the session's lock; this process only needs its directory.
-  const SessionLock lock(sys::UniqueFd(), args[0]);
+  const SessionLock lock(sys::UniqueFd(), args[0], false);
   const SessionStore store("", "");
   auto restored = store.Restore(lock, args[1], static_cast<uid_t>(std::atol(args[2].c_str())),
                                 static_cast<gid_t>(std::atol(args[3].c_str())));

@@ -283,8 +283,14 @@ std::string SessionStore::UserPath(const std::string& user) const {
 Result<SessionLock> SessionStore::Lock(const std::string& user, const std::string& session,
                                        std::chrono::milliseconds wait) const {
   const std::string dir = UserPath(user) + "/" + SessionDirName(session, key_ + ":" + user);
-  // Not `files` itself: it is made (or recovered) under the lock.
-  if (Status s = sys::MakeDirs(dir, 0700); !s.ok()) return s.error();
+  // Not `files` itself: it is made (or recovered) under the lock. The session's own directory
+  // by one mkdir, so that exactly one of two first runs at once learns it created it.
+  if (Status s = sys::MakeDirs(UserPath(user), 0700); !s.ok()) return s.error();
+  bool created = true;
+  if (::mkdir(dir.c_str(), 0700) != 0) {
+    if (LastErrno() != EEXIST) return StorageError("mkdir", dir, LastErrno());
+    created = false;
+  }
   sys::UniqueFd fd(
       ::open((dir + "/lock").c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600));
   if (!fd.valid()) return sys::ErrnoError("storage", "open " + dir + "/lock");
@@ -301,7 +307,7 @@ Result<SessionLock> SessionStore::Lock(const std::string& user, const std::strin
   if (Status s = RecoverFiles(dir); !s.ok()) return s.error();
   // The lock file's mtime marks the session's last use (idle expiry).
   (void)::futimens(fd.get(), nullptr);
-  return SessionLock(std::move(fd), dir);
+  return SessionLock(std::move(fd), dir, created);
 }
 
 Result<FileDigests> SessionStore::Restore(const SessionLock& lock, const std::string& workspace,

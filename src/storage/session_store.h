@@ -23,13 +23,18 @@ namespace sandrun::storage {
 class SessionLock {
  public:
   SessionLock() = default;
-  SessionLock(sys::UniqueFd fd, std::string dir) : fd_(std::move(fd)), dir_(std::move(dir)) {}
+  SessionLock(sys::UniqueFd fd, std::string dir, bool created)
+      : fd_(std::move(fd)), dir_(std::move(dir)), created_(created) {}
   const std::string& dir() const { return dir_; }  // <root>/<user-dir>/<session-dir>
   bool held() const { return fd_.valid(); }
+  // This Lock made the session: this store had no trace of it (never used here, or
+  // deleted as idle since).
+  bool created() const { return created_; }
 
  private:
   sys::UniqueFd fd_;  // the lock file; closing it releases the lock
   std::string dir_;
+  bool created_ = false;
 };
 
 // path (workspace-relative) -> sha256 hex, of the files a run started with.
@@ -53,10 +58,10 @@ class SessionStore {
   // neither id appears on disk and one user cannot name another's session.
   SessionStore(std::string root, std::string key) : root_(std::move(root)), key_(std::move(key)) {}
 
-  // Locks (user, session), creating it if new; waits at most `wait`. A session whose Save
-  // crashed between its two renames (`files` gone, `files.old` there) gets `files.old` back.
-  // Errors: code "session_busy" when another run holds it past the wait; "storage" on I/O
-  // failure.
+  // Locks (user, session), creating it if new (SessionLock::created); waits at most `wait`. A
+  // session whose Save crashed between its two renames (`files` gone, `files.old` there) gets
+  // `files.old` back. Errors: code "session_busy" when another run holds it past the wait;
+  // "storage" on I/O failure.
   Result<SessionLock> Lock(const std::string& user, const std::string& session,
                            std::chrono::milliseconds wait) const;
 

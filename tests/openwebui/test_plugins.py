@@ -417,6 +417,9 @@ class ToolAgainstService(unittest.TestCase):
         self.assertEqual(sorted(f["name"] for f in files), ["chart.png", "table.csv"])
 
     def test_shown_chart_and_table_come_back_in_order(self):
+        # A fresh program's displays (the notebook loader); a kernel's are in integration.Kernels.
+        owui.set_valves(self.tools, service_url=STACK.base_url, token=STACK.token, wall_time_s=30,
+                        stateful=False)
         text, rec = self.call(
             "run_python",
             code="import matplotlib.pyplot as plt\nimport pandas as pd\n"

@@ -253,6 +253,24 @@ BOOST_AUTO_TEST_CASE(allowed_origins_are_origins) {
   BOOST_TEST(bad.error().message.find("allowed_origins") != std::string::npos);
 }
 
+// node_id becomes a URL path segment and an nginx location: only a-z 0-9 -, 1 to 32.
+BOOST_AUTO_TEST_CASE(node_id_is_a_plain_name) {
+  StateDir dir;
+  for (const char* good : {"", "n1", "sandbox-2", "0", "abcdefghijklmnopqrstuvwxyz012345"}) {
+    auto c = Load(dir.Write("{\"state_dir\": \"" + dir.path +
+                            "\", \"allow_anonymous\": true, \"node_id\": \"" + good + "\"}"));
+    BOOST_TEST_REQUIRE(c.ok(), good << ": " << (c.ok() ? "" : c.error().message));
+    BOOST_TEST(c->node_id == good);
+  }
+  for (const char* bad :
+       {"N1", "-n1", "n/1", "n 1", "..", "n_1", "abcdefghijklmnopqrstuvwxyz0123456"}) {
+    auto c = Load(dir.Write("{\"state_dir\": \"" + dir.path +
+                            "\", \"allow_anonymous\": true, \"node_id\": \"" + bad + "\"}"));
+    BOOST_TEST_REQUIRE(!c.ok(), bad);
+    BOOST_TEST(c.error().message.find("key 'node_id'") != std::string::npos);
+  }
+}
+
 BOOST_AUTO_TEST_CASE(trusted_proxies_are_addresses_or_cidr_ranges) {
   StateDir dir;
   auto ok = Load(dir.Write("{\"state_dir\": \"" + dir.path +

@@ -80,6 +80,15 @@ BOOST_AUTO_TEST_CASE(save_and_restore_round_trip) {
   BOOST_TEST(digests.size() == 2u);
 }
 
+// session_restarted (api/session_continuity.h) rests on this: only the first Lock of a
+// session on this store says it created it; another user's session of the same name is its own.
+BOOST_AUTO_TEST_CASE(only_the_first_lock_creates_the_session) {
+  { BOOST_TEST(LockOk("chat").created()); }
+  { BOOST_TEST(!LockOk("chat").created()); }
+  { BOOST_TEST(LockOk("chat", "bob").created()); }
+  { BOOST_TEST(LockOk("other").created()); }
+}
+
 // Issue 10 item 2: 100 files truncated to 10 MiB (in a 1 MiB workspace) wrote 1 GB to the
 // session store; one file with 60 hard links was stored 60 times.
 BOOST_AUTO_TEST_CASE(save_keeps_holes_and_hard_links) {
