@@ -50,7 +50,10 @@ Service::Service(const config::Config& config, const sandbox::Launcher* launcher
       admission_(config.max_concurrent_runs, config.max_queue,
                  std::chrono::seconds(config.queue_wait_s)),
       session_waiters_(config.session_max_waiters, config.session_max_waiters_total),
-      duration_buckets_(std::size(kDurationBucketsMs), 0) {}
+      environment_waiters_(config.session_max_waiters_total, config.session_max_waiters_total),
+      duration_buckets_(std::size(kDurationBucketsMs), 0) {
+  if (launcher_ != nullptr) environments_ = MakeEnvironmentStore();
+}
 
 std::string Service::SelfTest() {
   if (launcher_ == nullptr) return health_error_;
