@@ -264,6 +264,8 @@ def outcome_sentence(result: dict) -> str:
     took = seconds((result.get("usage") or {}).get("wall_ms"))
     if status == "ok":
         return f"The code ran successfully in {took}."
+    if status == "error" and result.get("exit_code") is None:  # a kernel's cell
+        return "The code raised an error (the traceback is in stderr)."
     if status == "error":
         return f"The code failed with exit code {result.get('exit_code')}."
     if status == "killed":

@@ -263,6 +263,8 @@ def outcome_sentence(result: dict) -> str:
     took = seconds((result.get("usage") or {}).get("wall_ms"))
     if status == "ok":
         return f"The code ran successfully in {took}."
+    if status == "error" and result.get("exit_code") is None:  # a kernel's cell
+        return "The code raised an error (the traceback is in stderr)."
     if status == "error":
         return f"The code failed with exit code {result.get('exit_code')}."
     if status == "killed":
@@ -445,7 +447,10 @@ def _identity(user: Optional[dict], chat_id: Optional[str], metadata: Optional[d
 def _model_text(result: dict, limit: int) -> str:
     """The run, compact, for the model to read: status, streams, files as markdown."""
     status = result.get("status")
-    if result.get("exit_code") is not None:
+    kernel = result.get("kernel") or {}
+    if kernel:
+        ended = f"kernel {kernel.get('status')}, cell {kernel.get('execution_count')}"
+    elif result.get("exit_code") is not None:
         ended = f"exit code {result['exit_code']}"
     elif result.get("signal"):
         ended = f"signal {result['signal']} {signal_name(result['signal'])}"
@@ -506,6 +511,12 @@ class Tools:
             "\"yfinance, pandas>=2\"): the server installs them once into a prepared "
             "environment and reuses it",
         )
+        stateful: bool = Field(
+            default=True,
+            description="Run the chat's code in one live Python interpreter (a Jupyter kernel) "
+            "so that variables, imports and loaded data carry over between calls; off = every "
+            "call is a fresh program (files still carry over)",
+        )
         max_output_chars: int = Field(
             default=4000,
             description="Longest stdout or stderr handed to the model; the middle of longer "
@@ -530,7 +541,9 @@ class Tools:
         results. numpy, pandas, matplotlib, scipy, openpyxl and pillow are installed; there is
         no internet access. Print what you need: only printed output and saved files come back.
         Save files in the current directory; files from earlier calls in this chat are still
-        there. A chart shown with plt.show() (or a figure left open) comes back as an image,
+        there. Variables, imports and data from earlier run_python calls in this chat are
+        usually still defined, as in a notebook (the answer says "kernel restarted" when they
+        are not). A chart shown with plt.show() (or a figure left open) comes back as an image,
         and the value of the last line, if it is an expression (a DataFrame, a path), is shown
         as in a notebook. Show each returned image to the user as ![name](url), each table as
         given, and each other file as [name](url), copying the url exactly.
@@ -587,6 +600,12 @@ async def _run(valves: Any, language: str, code: str, identity: dict, emitter) -
         payload["network"] = True
     if packages_list(valves.packages):
         payload["packages"] = packages_list(valves.packages)
+    # (A prepared environment is not mounted in a kernel: with the 'packages' valve the
+    # tools run stateless.)
+    # All tools of a chat go to its kernel (bash as a %%bash cell): a stateless run of the
+    # session would end the kernel, since it changes the kernel's files.
+    if getattr(valves, "stateful", False) and "session" in identity and "packages" not in payload:
+        payload["stateful"] = True
     run_id = "sandrun-" + uuid.uuid4().hex[:12]
     name = "Python" if language == "python" else "Bash"
     # The environment of the 'packages' valve is built on the first run that asks for it.

@@ -313,6 +313,7 @@ int main(int argc, char** argv) {
     while (service.RunsInFlight() > 0 && std::chrono::steady_clock::now() < deadline) {
       std::this_thread::sleep_for(std::chrono::milliseconds(50));
     }
+    service.EndKernels();  // no kernel outlives the daemon: processes, cgroups, directories
     server.Stop();
     std::this_thread::sleep_for(std::chrono::seconds(3));
     std::fprintf(stderr,
@@ -324,6 +325,7 @@ int main(int argc, char** argv) {
   });
   waiter.detach();
   server.Serve([&](const api::HttpRequest& r) { return service.Handle(r); });
+  service.EndKernels();
   SweepRuns(config.runs_dir);
   if (runs_dir_fallback) RemoveFallbackRunsDir(config.runs_dir);
   std::fprintf(stderr, "sandrund: stopped\n");

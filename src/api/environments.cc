@@ -175,7 +175,13 @@ std::optional<HttpResponse> Service::PrepareEnvironment(RunRequest* run, const c
                                                         storage::EnvironmentStore::Lease* lease,
                                                         std::optional<EnvironmentReport>* report) {
   using Outcome = storage::EnvironmentStore::Outcome;
-  if (!environments_) return std::nullopt;
+  if (run->stateful && !run->packages.empty()) {
+    return ErrorResponse(400, "conflicting_fields",
+                         "'packages' does not go with 'stateful' (a kernel does not mount a "
+                         "prepared environment); send one of them",
+                         "packages");
+  }
+  if (!environments_ || run->stateful) return std::nullopt;
   storage::EnvironmentStore::Answer answer;
   if (run->packages.empty()) {
     // The markdown plan: a present environment that covers every install step's packages.

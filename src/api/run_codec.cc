@@ -440,6 +440,9 @@ std::optional<ApiError> DecodeRunRequest(const std::string& body, const std::str
     } else if (name == "continue_on_error") {
       if (!v.IsBool()) return Bad("wrong_type", "'continue_on_error' must be true or false", name);
       out->continue_on_error = v.GetBool();
+    } else if (name == "stateful") {
+      if (!v.IsBool()) return Bad("wrong_type", "'stateful' must be true or false", name);
+      out->stateful = v.GetBool();
     } else if (name == "files") {
       err = DecodeFiles(v, out->limits, &out->files);
     } else if (name == "packages") {
@@ -501,6 +504,12 @@ std::optional<ApiError> DecodeRunRequest(const std::string& body, const std::str
   if (!has_session && !header_session.empty()) out->session = header_session;
   if (out->session.size() > 256)
     return Bad("wrong_type", "'session' must be at most 256 bytes", "session");
+  if (out->stateful && out->session.empty()) {
+    return Bad("missing_session",
+               "'stateful': true needs a 'session' (or X-Sandrun-Session): the kernel that keeps "
+               "the variables is the session's",
+               "stateful");
+  }
   return std::nullopt;
 }
 
@@ -615,6 +624,15 @@ std::string EncodeRunResponse(const RunResponse& r) {
       w.EndObject();
     }
     w.EndArray();
+  }
+  if (r.kernel) {
+    Key(w, "kernel");
+    w.StartObject();
+    Key(w, "status");
+    String(w, r.kernel->status);
+    Key(w, "execution_count");
+    w.Int(r.kernel->execution_count);
+    w.EndObject();
   }
   Key(w, "limits");
   w.StartObject();

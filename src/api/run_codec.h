@@ -47,6 +47,7 @@ struct RunRequest {
   std::string user = "anonymous";
   bool user_named = false;  // `user` or X-Sandrun-User was given (access.h: token binding)
   std::string session;      // "" = fresh workspace
+  bool stateful = false;    // run the Python in the session's live kernel (issue 14 part 4)
   config::Limits limits;    // defaults, lowered or raised (up to the ceilings) by the request
   // Outbound network for this run: the request's "network" under config network
   // "on_request", always under "always"; a request for it under "off" is refused (403).
@@ -77,8 +78,9 @@ constexpr size_t kMaxJsonValues = 10000;
 // conflicting_fields. Errors: invalid_json (with offset; also nesting deeper than
 // kMaxJsonDepth or more than kMaxJsonValues values), unknown_field, wrong_type, missing_field,
 // conflicting_fields, unknown_language, limit_above_ceiling, limit_below_minimum, invalid_code,
-// invalid_path, invalid_base64, too_large, network_forbidden (403), invalid_package (`packages`:
-// more than kMaxPackages entries, or one outside api/requirements.h's grammar).
+// invalid_path, invalid_base64, too_large, network_forbidden (403), missing_session
+// (`stateful` without a session), invalid_package (`packages`: more than kMaxPackages entries,
+// or one outside api/requirements.h's grammar).
 std::optional<ApiError> DecodeRunRequest(const std::string& body, const std::string& header_user,
                                          const std::string& header_session,
                                          const config::Config& config, RunRequest* out);
@@ -132,6 +134,14 @@ struct PlanEntry {
 void MarkBlocksNotRun(const std::vector<CodeStep>& steps, const std::vector<StepResult>& ran,
                       const std::string& run_status, std::vector<PlanEntry>* plan);
 
+// `kernel` of a stateful run's response.
+struct KernelInfo {
+  // "kept" (the session's kernel ran the code), "started" (its first kernel), "restarted"
+  // (a new kernel: the previous one died, was stopped at a limit, ended idle or evicted).
+  std::string status;
+  int execution_count = 0;  // IPython's counter of the cell that ran (the last one)
+};
+
 struct RunResponse {
   std::string id;
   std::string status;  // ok, error, killed, timeout, memory_limit, output_limit, file_limit
@@ -151,6 +161,7 @@ struct RunResponse {
   std::optional<std::vector<PlanEntry>> plan;    // with markdown
   std::vector<Display> displays;                 // rich outputs in order (displays.h)
   std::optional<EnvironmentReport> environment;  // with `packages`, or an install it covered
+  std::optional<KernelInfo> kernel;              // with stateful
 };
 
 std::string EncodeRunResponse(const RunResponse& response);

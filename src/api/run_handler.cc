@@ -69,6 +69,8 @@ class RunDir {
   bool mounted_ = false;
 };
 
+}  // namespace
+
 std::vector<std::string> SandboxEnv(const config::Config& config) {
   std::vector<std::string> env = {
       "HOME=/home/user",
@@ -101,6 +103,8 @@ std::vector<std::string> SandboxEnv(const config::Config& config) {
   for (std::string& pip : PipEnv(config)) env.push_back(std::move(pip));
   return env;
 }
+
+namespace {
 
 std::string StatusOf(const sandbox::SandboxResult& r) {
   using sandbox::RunOutcome;
@@ -393,6 +397,10 @@ HttpResponse Service::HandleRun(const HttpRequest& request, bool trusted) {
   const config::Limits& limits = run.limits;
   const uid_t uid = static_cast<uid_t>(config_.sandbox_uid);
   const gid_t gid = static_cast<gid_t>(config_.sandbox_gid);
+  if (run.stateful) return HandleStatefulRun(request, run, *live, std::move(plan), session, id);
+  // A stateless run changes the session's files under its kernel: the kernel ends.
+  if (session.held())
+    kernels_.End(KernelKey(run), "a stateless run of the session changed its files");
   RunDir dir(config_.runs_dir + "/" + id);
   // Installed packages land in the workspace (~/.local): room for them on top of disk_mb.
   const bool installs = std::any_of(run.steps.begin(), run.steps.end(), IsInstallStep);
@@ -450,20 +458,34 @@ HttpResponse Service::HandleRun(const HttpRequest& request, bool trusted) {
     return ErrorResponse(500, "sandbox_error", "run " + id + ": " + response.stderr_stream.text);
   }
 
+  return ExportAndRespond(request, run, *live, dir.workspace(), dir.outputs(), &before, session,
+                          response);
+}
+
+HttpResponse Service::ExportAndRespond(const HttpRequest& request, const RunRequest& run,
+                                       const config::Config& live, const std::string& workspace,
+                                       const std::string& outputs_dir,
+                                       storage::FileDigests* digests,
+                                       const storage::SessionLock& session, RunResponse& response) {
+  const config::Limits& limits = run.limits;
+  const std::string& id = response.id;
+  storage::FileDigests& before = *digests;
   storage::ExportOptions export_options;
   export_options.max_files = static_cast<int>(limits.max_files);
   // A file as large as RLIMIT_FSIZE was most likely cut short by it: treat as too large.
   export_options.max_file_bytes = (static_cast<uint64_t>(limits.file_size_mb) << 20) - 1;
   // What the program showed; a saved file it showed is exported even when unchanged.
   std::string displays_note;
-  const DisplayManifest manifest = ReadDisplayManifest(dir.outputs(), config_, &displays_note);
+  const DisplayManifest manifest = outputs_dir.empty()
+                                       ? DisplayManifest{}
+                                       : ReadDisplayManifest(outputs_dir, config_, &displays_note);
   if (!displays_note.empty()) AppendLine(response.stderr_stream.text, displays_note);
   for (const auto& shown : WorkspaceFileNames(manifest)) before.erase(shown);
   export_options.unchanged_inputs.assign(before.begin(), before.end());
-  auto walk = storage::WalkWorkspace(dir.workspace(), export_options);
+  auto walk = storage::WalkWorkspace(workspace, export_options);
   uint64_t skipped_unlisted = 0;
-  const storage::Quota quota = {static_cast<uint64_t>(live->user_quota_files),
-                                static_cast<uint64_t>(live->user_quota_mb) << 20};
+  const storage::Quota quota = {static_cast<uint64_t>(live.user_quota_files),
+                                static_cast<uint64_t>(live.user_quota_mb) << 20};
   if (walk.ok()) {
     response.files_skipped = std::move(walk->skipped);
     skipped_unlisted = walk->skipped_unlisted;
@@ -472,20 +494,24 @@ HttpResponse Service::HandleRun(const HttpRequest& request, bool trusted) {
     publish.public_base_url = PublicBaseUrl(request);
     publish.link_secret = config_.link_secret;
     publish.user_dir_key = config_.link_secret + ":user-dir";
-    publish.link_ttl_s = live->link_ttl_s;
+    publish.link_ttl_s = live.link_ttl_s;
     publish.max_age_s = config_.artifact_max_age_s;
     publish.quota = quota;
     // The user's sessions share the quota and are never evicted for a run's files.
     publish.reserved = sessions_.UserUsage(run.user);
     std::map<std::string, std::string> output_paths;
     const storage::ExtraSource outputs =
-        PlanOutputFiles(dir.outputs(), manifest, walk->files, export_options.max_file_bytes,
+        PlanOutputFiles(outputs_dir, manifest, walk->files, export_options.max_file_bytes,
                         &output_paths, &response.files_skipped);
     for (const auto& s : manifest.skipped) response.files_skipped.push_back(s);
-    auto published = storage::Publish(dir.workspace(), walk->files, outputs, run.user, id, publish);
+    auto published = storage::Publish(workspace, walk->files, outputs, run.user, id, publish);
     if (published.ok()) {
       response.files = std::move(published->files);
-      response.displays = AssembleDisplays(manifest, output_paths, response.files);
+      // A stateful run's displays come from its kernel (HandleStatefulRun), not a manifest.
+      if (!outputs_dir.empty()) {
+        response.displays = AssembleDisplays(manifest, output_paths, response.files);
+      }
+      for (const auto& f : response.files) (*digests)[f.path] = f.sha256;
       for (auto& s : published->skipped) response.files_skipped.push_back(std::move(s));
       if (published->over_quota) {
         response.status = "file_limit";
@@ -508,7 +534,7 @@ HttpResponse Service::HandleRun(const HttpRequest& request, bool trusted) {
     AppendLine(response.stderr_stream.text,
                "sandrun: generated files could not be listed: " + walk.error().message);
   }
-  if (session.held()) SaveSession(sessions_, session, dir.workspace(), quota, response);
+  if (session.held()) SaveSession(sessions_, session, workspace, quota, response);
   CapSkipped(skipped_unlisted, response);
   Count(response.status, response.wall_ms);
   Notes().run_status = response.status;

@@ -14,11 +14,15 @@
 #include "api/http.h"
 #include "api/run_codec.h"
 #include "config/config.h"
+#include "kernel/kernel_manager.h"
 #include "sandbox/launcher.h"
 #include "storage/environment_store.h"
 #include "storage/session_store.h"
 
 namespace sandrun::api {
+
+// The sandbox's environment (HOME, PATH, LANG, pip's settings, ...), for runs and kernels.
+std::vector<std::string> SandboxEnv(const config::Config& config);
 
 class Service {
  public:
@@ -57,6 +61,9 @@ class Service {
   // Stop taking runs (SIGTERM): /run answers 503 "stopping" and /healthz 503; runs already
   // admitted go on. Thread-safe.
   void BeginDrain() { draining_ = true; }
+  // Ends every Python kernel of stateful sessions (the daemon stops; before the runs
+  // directory is swept).
+  void EndKernels() { kernels_.EndAll(); }
   // Runs holding a sandbox slot now.
   int64_t RunsInFlight() const { return admission_.active(); }
 
@@ -109,6 +116,23 @@ class Service {
   std::unique_ptr<storage::EnvironmentStore> MakeEnvironmentStore();
   storage::BuildResult BuildEnvironment(const std::string& build_dir,
                                         const std::vector<std::string>& packages) const;
+  // A run with `stateful`: its Python runs in the session's kernel (stateful_run.cc).
+  HttpResponse HandleStatefulRun(const HttpRequest& request, const RunRequest& run,
+                                 const config::Config& live,
+                                 std::optional<std::vector<PlanEntry>> plan,
+                                 const storage::SessionLock& session, const std::string& id);
+  // Exports the files the run wrote in `workspace` (not those `digests` lists unchanged;
+  // the published ones are added to it) and those its display manifest in `outputs_dir`
+  // names (none when empty: a stateful run), saves the session and encodes the response.
+  // `live`: the request's snapshot of the live keys (quotas, link_ttl_s).
+  HttpResponse ExportAndRespond(const HttpRequest& request, const RunRequest& run,
+                                const config::Config& live, const std::string& workspace,
+                                const std::string& outputs_dir, storage::FileDigests* digests,
+                                const storage::SessionLock& session, RunResponse& response);
+  // The key of a run's kernel: its user and session (two users never share one).
+  static std::string KernelKey(const RunRequest& run) {
+    return std::to_string(run.user.size()) + ":" + run.user + "/" + run.session;
+  }
   HttpResponse HandleHealth() const;
   HttpResponse HandleMetrics() const;
   // Locks the run's session, waiting for its previous run if there is a place among the
@@ -134,6 +158,7 @@ class Service {
   WaiterGate session_waiters_;
   WaiterGate environment_waiters_;  // requests waiting for an environment's build
   std::unique_ptr<storage::EnvironmentStore> environments_;  // null without a launcher
+  kernel::KernelManager kernels_;
   mutable std::mutex metrics_mu_;
   std::map<std::string, int64_t> runs_by_status_;
   std::vector<int64_t> duration_buckets_;  // counts per kDurationBucketsMs bound

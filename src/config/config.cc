@@ -137,6 +137,12 @@ const std::vector<Key>& Keys() {
       {"environments_prebuild", &Config::environments_prebuild, "sets", 0,
        "sets of requirements built at start in the background, e.g. [[\"numpy\", "
        "\"pandas>=2\"]]; with \"network\": \"off\" only these are served"},
+      {"kernel_idle_s", &Config::kernel_idle_s, "int", 1,
+       "a stateful session's Python kernel ends after this long without a run (s); also when "
+       "its session expires"},
+      {"max_kernels", &Config::max_kernels, "int", 1,
+       "Python kernels of stateful sessions alive at once; the least recently used is ended "
+       "first"},
   };
   return kKeys;
 }

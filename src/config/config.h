@@ -122,6 +122,10 @@ struct Config {
   // Sets of requirement strings built at start, in the background (with the network even
   // when `network` is "off": the admin's choice).
   std::vector<std::vector<std::string>> environments_prebuild;
+  // Stateful runs (issue 14 part 4): a session's kernel ends after this long without a run;
+  // at most max_kernels live at once (least recently used ended first).
+  int64_t kernel_idle_s = 600;
+  int64_t max_kernels = 4;
   Limits limits;  // defaults
   Limits ceilings{300, 300, 8192, 1024, 64 << 20, 10000, 1024, 8192};
   std::vector<Language> languages;  // default: python, bash

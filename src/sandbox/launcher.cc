@@ -376,6 +376,16 @@ Supervised Supervise(Started& st, const SandboxSpec& spec) {
   return seen;
 }
 
+// "sandbox setup failed at STEP (mount step): strerror" from init's report.
+std::string SetupFailure(const ChildReport& report, const MountPlan& mounts) {
+  std::string step = ChildStepName(report.step);
+  if (report.step == ChildStep::kMountStep && report.detail >= 0 &&
+      static_cast<size_t>(report.detail) < mounts.descriptions.size()) {
+    step += " (" + mounts.descriptions[static_cast<size_t>(report.detail)] + ")";
+  }
+  return "sandbox setup failed at " + step + ": " + std::strerror(report.err);
+}
+
 }  // namespace
 
 Result<SandboxResult> Launcher::Run(const SandboxSpec& spec) const {
@@ -384,7 +394,7 @@ Result<SandboxResult> Launcher::Run(const SandboxSpec& spec) const {
   }
   MountPlan mounts = BuildMountPlan(spec);
   const std::string put_old = spec.root_dir + "/.oldroot";
-  auto started = Start(spec, mounts, put_old, filter_, cgroups_.get(), init_exe_.get());
+  auto started = sandbox::Start(spec, mounts, put_old, filter_, cgroups_.get(), init_exe_.get());
   if (!started.ok()) return started.error();
   Started& st = *started;
   Supervised seen = Supervise(st, spec);
@@ -398,14 +408,7 @@ Result<SandboxResult> Launcher::Run(const SandboxSpec& spec) const {
 
   const ChildReport& report = seen.report;
   if (seen.facts.have_report && report.kind == ChildReport::kSetupFailed) {
-    std::string step = ChildStepName(report.step);
-    if (report.step == ChildStep::kMountStep && report.detail >= 0 &&
-        static_cast<size_t>(report.detail) < mounts.descriptions.size()) {
-      step += " (" + mounts.descriptions[static_cast<size_t>(report.detail)] + ")";
-    }
-    return MakeError("sandbox",
-                     "sandbox setup failed at " + step + ": " + std::strerror(report.err),
-                     report.err);
+    return MakeError("sandbox", SetupFailure(report, mounts), report.err);
   }
 
   SandboxResult result;
@@ -493,6 +496,99 @@ Result<HelperResult> Launcher::RunHelper(const std::vector<std::string>& argv,
     (void)cgroup->Destroy();
   }
   return result;
+}
+
+struct LiveSandbox::State {
+  Started st;
+  MountPlan mounts;
+  uint64_t output_cap = 0;
+  bool reaped = false;
+  ChildReport report{};
+  bool have_report = false;
+  int wait_status = 0;
+};
+
+LiveSandbox::LiveSandbox(std::unique_ptr<State> state) : state_(std::move(state)) {}
+
+LiveSandbox::~LiveSandbox() { Kill(); }
+
+bool LiveSandbox::Exited() const {
+  if (state_->reaped) return true;
+  pollfd p{state_->st.pidfd.get(), POLLIN, 0};
+  return ::poll(&p, 1, 0) > 0;
+}
+
+int LiveSandbox::pidfd() const { return state_->st.pidfd.get(); }
+
+CgroupStats LiveSandbox::Stats() const {
+  return state_->st.cgroup ? state_->st.cgroup->Stats() : CgroupStats{};
+}
+
+std::string LiveSandbox::DrainOutput() {
+  std::string text;
+  for (sys::UniqueFd* fd : {&state_->st.pipes.out.read, &state_->st.pipes.err.read}) {
+    if (fd->valid() && !DrainString(fd->get(), text, state_->output_cap)) fd->Reset();
+  }
+  return text;
+}
+
+namespace {
+
+// Waits for init (blocking) and reads its report, once.
+void ReapInit(LiveSandbox::State& s) {
+  if (s.reaped) return;
+  (void)sys::Reap(s.st.pid);
+  // init wrote its report (if any) before exiting.
+  ssize_t got = ::read(s.st.pipes.report.read.get(), &s.report, sizeof s.report);
+  s.have_report = got == static_cast<ssize_t>(sizeof s.report);
+  s.reaped = true;
+}
+
+}  // namespace
+
+std::string LiveSandbox::ExitDescription() {
+  State& s = *state_;
+  if (!Exited()) return "";
+  ReapInit(s);
+  if (!s.have_report) return "killed";
+  if (s.report.kind == ChildReport::kSetupFailed) return SetupFailure(s.report, s.mounts);
+  const int ws = s.report.wait_status;
+  if (WIFEXITED(ws)) return "exited with code " + std::to_string(WEXITSTATUS(ws));
+  if (WIFSIGNALED(ws)) return "killed by signal " + std::to_string(WTERMSIG(ws));
+  return "ended";
+}
+
+void LiveSandbox::Kill() {
+  State& s = *state_;
+  if (!s.reaped) {
+    sys::KillPidfd(s.st.pidfd.get());
+    ReapInit(s);  // init's death takes every process of its pid namespace with it
+  }
+  s.st.pipes.lifeline.write.Reset();
+  if (s.st.cgroup) {
+    (void)s.st.cgroup->Destroy();
+    s.st.cgroup.reset();
+  }
+}
+
+Result<std::unique_ptr<LiveSandbox>> Launcher::Start(const SandboxSpec& spec) const {
+  if (spec.argv.empty() || spec.argv[0].empty() || spec.argv[0][0] != '/') {
+    return MakeError("sandbox", "argv[0] must be an absolute path inside the sandbox");
+  }
+  auto state = std::make_unique<LiveSandbox::State>();
+  state->mounts = BuildMountPlan(spec);
+  state->output_cap = spec.limits.output_bytes;
+  const std::string put_old = spec.root_dir + "/.oldroot";
+  auto started =
+      sandbox::Start(spec, state->mounts, put_old, filter_, cgroups_.get(), init_exe_.get());
+  if (!started.ok()) return started.error();
+  state->st = std::move(*started);
+  Pipes& p = state->st.pipes;
+  p.in.write.Reset();  // stdin: EOF
+  for (int fd : {p.out.read.get(), p.err.read.get(), p.report.read.get()}) {
+    (void)sys::SetNonBlocking(fd);
+  }
+  return std::make_unique<LiveSandbox>(std::move(state));
 }
 
 }  // namespace sandrun::sandbox

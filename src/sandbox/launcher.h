@@ -43,6 +43,41 @@ struct HelperResult {
   std::string stderr_text;    // at most 64 KiB
 };
 
+// A sandbox started by Launcher::Start and not waited for: a long-lived program (a Jupyter
+// kernel, src/kernel/) with every containment of a run — namespaces, seccomp filter,
+// rlimits, its cgroup — but no wall-clock limit of its own. Owns init's pid and pidfd, the
+// lifeline (a dead daemon still kills it) and the cgroup; the destructor calls Kill().
+// limits.output_bytes bounds what DrainOutput keeps. Not thread-safe (one owner at a time);
+// not safe after fork.
+class LiveSandbox {
+ public:
+  struct State;
+  explicit LiveSandbox(std::unique_ptr<State> state);
+  ~LiveSandbox();
+  LiveSandbox(const LiveSandbox&) = delete;
+  LiveSandbox& operator=(const LiveSandbox&) = delete;
+
+  // True once the sandbox's init has exited (the program ended, was killed, or setup
+  // failed). Does not block.
+  bool Exited() const;
+  // The pidfd of init: readable (POLLIN) when it exits.
+  int pidfd() const;
+  // The cgroup's counters (all -1/0 without cgroups).
+  CgroupStats Stats() const;
+  // What the program wrote on its own stdout and stderr since the last call (the first
+  // limits.output_bytes bytes kept, the rest dropped). Does not block.
+  std::string DrainOutput();
+  // After Exited(): why it ended ("exited with code N", "killed by signal N", "sandbox
+  // setup failed at STEP: strerror"); "" while it runs.
+  std::string ExitDescription();
+  // SIGKILL to init (its pid namespace goes with it), reaps it, removes the cgroup.
+  // Idempotent.
+  void Kill();
+
+ private:
+  std::unique_ptr<State> state_;
+};
+
 class Launcher {
  public:
   // `cgroups` may be null (require_cgroups = false): memory is then capped by RLIMIT_AS and
@@ -64,6 +99,11 @@ class Launcher {
   // it cannot be started. Not safe after fork.
   Result<HelperResult> RunHelper(const std::vector<std::string>& argv, const std::string& cgroup_id,
                                  uint64_t memory_bytes) const;
+
+  // Starts spec.argv in a new sandbox like Run, without waiting for it and without a
+  // wall-clock limit (spec.limits.wall_time_ms is not used): the caller supervises it.
+  // stdin is empty (EOF). Errors as Run's. Not safe after fork.
+  Result<std::unique_ptr<LiveSandbox>> Start(const SandboxSpec& spec) const;
 
   const CgroupManager* cgroups() const { return cgroups_.get(); }
 

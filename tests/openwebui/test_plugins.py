@@ -376,7 +376,8 @@ class ToolAgainstService(unittest.TestCase):
 
     def test_run_python_ok(self):
         text, rec = self.call("run_python", code="print(6 * 7)")
-        self.assertTrue(text.startswith("status: ok (exit code 0, "), text)
+        # Stateful by default: the chat's kernel ran it as its first cell.
+        self.assertTrue(text.startswith("status: ok (kernel started, cell 1, "), text)
         self.assertIn("stdout:\n```text\n42\n```", text)
         self.assertIn("stderr: (empty)", text)
         statuses = rec.statuses()
@@ -396,7 +397,29 @@ class ToolAgainstService(unittest.TestCase):
         listing, _ = self.call("list_files")
         self.assertRegex(listing, r"\b5\tnotes\.txt\b")
         other, _ = self.call("run_bash", chat_id=str(uuid.uuid4()), command="cat notes.txt")
-        self.assertTrue(other.startswith("status: error (exit code 1"), other)
+        # Bash in a stateful chat is a %%bash cell of its kernel; bash's exit code is kept.
+        self.assertTrue(other.startswith("status: error (kernel started, cell 1"), other)
+        self.assertIn("The code failed with exit code 1.", other)
+        self.assertNotIn("CalledProcessError", other)
+
+    def test_variables_carry_over_between_calls_of_a_chat(self):
+        text, _ = self.call("run_python", code="import statistics\ndata = [3, 1, 2]")
+        self.assertTrue(text.startswith("status: ok"), text)
+        text, _ = self.call("run_python", code="statistics.median(data)")
+        self.assertTrue(text.startswith("status: ok (kernel kept, cell 2, "), text)
+        self.assertIn("stdout:\n```text\n2\n```", text)
+        # Another chat has a kernel of its own.
+        other, _ = self.call("run_python", chat_id=str(uuid.uuid4()), code="print(data)")
+        self.assertTrue(other.startswith("status: error"), other)
+        self.assertIn("NameError", other)
+
+    def test_stateful_valve_off_runs_fresh_programs(self):
+        owui.set_valves(self.tools, service_url=STACK.base_url, token=STACK.token, wall_time_s=30,
+                        stateful=False)
+        text, _ = self.call("run_python", code="data = 1")
+        self.assertTrue(text.startswith("status: ok (exit code 0, "), text)
+        text, _ = self.call("run_python", code="print(data)")
+        self.assertTrue(text.startswith("status: error (exit code 1"), text)
 
     def test_pip_then_python(self):
         text, _ = self.call("run_bash", command="pip install requests")
@@ -439,8 +462,8 @@ class ToolAgainstService(unittest.TestCase):
 
     def test_error_gives_stderr(self):
         text, _ = self.call("run_python", code="1 / 0")
-        self.assertTrue(text.startswith("status: error (exit code 1"), text)
-        self.assertIn("The code failed with exit code 1.", text)
+        self.assertTrue(text.startswith("status: error (kernel started, cell 1"), text)
+        self.assertIn("The code raised an error (the traceback is in stderr).", text)
         self.assertIn("ZeroDivisionError", text)
 
     def test_long_output_is_cut_in_the_middle(self):
@@ -650,7 +673,7 @@ class WhatThePluginsSend(unittest.TestCase):
         ((_, headers, sent),) = self.fake.requests
         self.assertNotIn("Authorization", headers)
         self.assertEqual(sent, {"language": "bash", "code": "ls", "user": "user-8",
-                                "session": "chat-43", "network": True})
+                                "session": "chat-43", "network": True, "stateful": True})
 
 
 class AnswersTheServiceRarelyGives(unittest.TestCase):

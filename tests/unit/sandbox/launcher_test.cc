@@ -191,6 +191,39 @@ BOOST_AUTO_TEST_CASE(setup_failure_is_an_error_naming_the_step) {
   BOOST_TEST(r.error().message.find("missing") != std::string::npos);
 }
 
+// Launcher::Start (stateful kernels): the sandbox lives past the call, is contained like a
+// run, reports how it ended, and Kill leaves nothing behind.
+BOOST_AUTO_TEST_CASE(started_sandbox_lives_until_killed_and_leaves_nothing) {
+  Run run("echo started; exec sleep 60");
+  auto live = launcher->Start(run.spec);
+  BOOST_TEST_REQUIRE(live.ok(), (live.ok() ? "" : live.error().message));
+  std::string out;
+  for (int i = 0; i < 500 && out.empty(); ++i) {
+    out += (*live)->DrainOutput();
+    ::usleep(10'000);
+  }
+  BOOST_TEST(out == "started\n");
+  BOOST_TEST(!(*live)->Exited());
+  BOOST_TEST(SandboxProcesses() > 0);
+  (*live)->Kill();
+  BOOST_TEST((*live)->Exited());
+  BOOST_TEST(SandboxProcesses() == 0);
+}
+
+BOOST_AUTO_TEST_CASE(started_sandbox_says_how_it_ended) {
+  Run run("exit 3");
+  auto live = launcher->Start(run.spec);
+  BOOST_TEST_REQUIRE(live.ok());
+  for (int i = 0; i < 500 && !(*live)->Exited(); ++i) ::usleep(10'000);
+  BOOST_TEST((*live)->ExitDescription() == "exited with code 3");
+  Run broken("true");
+  broken.spec.workspace_dir = broken.dir + "/missing";
+  auto failed = launcher->Start(broken.spec);
+  BOOST_TEST_REQUIRE(failed.ok());  // the setup runs in the child: known once it ends
+  for (int i = 0; i < 500 && !(*failed)->Exited(); ++i) ::usleep(10'000);
+  BOOST_TEST((*failed)->ExitDescription().find("mount step") != std::string::npos);
+}
+
 BOOST_AUTO_TEST_SUITE_END()
 
 BOOST_FIXTURE_TEST_SUITE(LauncherCpu, LauncherFixture)

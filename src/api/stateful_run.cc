@@ -1,0 +1,314 @@
+// POST /run with "stateful": true (issue 14 part 4): the run's Python goes to its session's
+// live IPython kernel (src/kernel/), so variables, imports and loaded data stay between
+// runs. Locking, admission, export and the session's save are those of every run
+// (HandleRun, ExportAndRespond); only the steps run differently.
+#include <algorithm>
+#include <cctype>
+#include <chrono>
+
+#include "api/service.h"
+#include "storage/artifact_store.h"
+#include "storage/digest.h"
+#include "storage/export.h"
+#include "storage/workspace_file.h"
+#include "sys/syscalls.h"
+#include "util/text.h"
+
+namespace sandrun::api {
+namespace {
+
+void AppendLine(std::string& text, const std::string& line) {
+  if (!text.empty() && text.back() != '\n') text.push_back('\n');
+  text += line + "\n";
+}
+
+std::string Sha256Hex(const std::string& data) {
+  storage::Sha256 sha;
+  sha.Update(data.data(), data.size());
+  return sha.FinalHex();
+}
+
+std::string StatusName(kernel::ExecuteStatus status) {
+  switch (status) {
+    case kernel::ExecuteStatus::kOk:
+      return "ok";
+    case kernel::ExecuteStatus::kError:
+      return "error";
+    case kernel::ExecuteStatus::kWallTimeout:
+    case kernel::ExecuteStatus::kCpuTimeout:
+      return "timeout";
+    case kernel::ExecuteStatus::kMemoryLimit:
+      return "memory_limit";
+    case kernel::ExecuteStatus::kOutputLimit:
+      return "output_limit";
+    case kernel::ExecuteStatus::kKilled:
+      return "killed";
+  }
+  return "error";
+}
+
+// The stderr line saying which limit stopped the cell and what became of the kernel.
+std::string KernelNote(const kernel::ExecuteResult& r, const config::Limits& limits) {
+  using kernel::ExecuteStatus;
+  std::string what;
+  switch (r.status) {
+    case ExecuteStatus::kWallTimeout:
+      what = "wall-clock time limit of " + std::to_string(limits.wall_time_s) + " s reached";
+      break;
+    case ExecuteStatus::kCpuTimeout:
+      what = "CPU time limit of " + std::to_string(limits.cpu_time_s) + " s reached";
+      break;
+    case ExecuteStatus::kMemoryLimit:
+      what = "memory limit of " + std::to_string(limits.memory_mb) + " MiB reached";
+      break;
+    case ExecuteStatus::kOutputLimit:
+      what = "output limit exceeded (" + std::to_string(limits.output_bytes) + " bytes)";
+      break;
+    case ExecuteStatus::kKilled:
+      what = "the kernel died";
+      break;
+    default:
+      return "";
+  }
+  const std::string fate = r.kernel_lost
+                               ? "the kernel was ended: the next run starts a new one, without "
+                                 "the variables of earlier runs"
+                               : "the cell was interrupted; the kernel keeps its variables";
+  return "sandrun: stopped: " + what + "; " + fate;
+}
+
+// The exit status in IPython's CalledProcessError of a failed %%bash cell ("Command '...'
+// returned non-zero exit status 3."), or -1.
+int BashExitCode(const std::string& evalue) {
+  const std::string marker = "returned non-zero exit status ";
+  const size_t at = evalue.rfind(marker);
+  if (at == std::string::npos) return -1;
+  int code = 0;
+  size_t i = at + marker.size();
+  for (; i < evalue.size() && i < at + marker.size() + 3 &&
+         std::isdigit(static_cast<unsigned char>(evalue[i]));
+       ++i) {
+    code = code * 10 + (evalue[i] - '0');
+  }
+  return i > at + marker.size() ? code : -1;
+}
+
+// Writes the images of `displays` as display-N.png into `dir` (the daemon's own directory,
+// not the workspace) and returns them as files to publish.
+std::vector<storage::FoundFile> WriteImages(const std::vector<kernel::RichOutput>& displays,
+                                            const std::string& dir) {
+  std::vector<storage::FoundFile> files;
+  int n = 0;
+  for (const auto& d : displays) {
+    if (d.kind != "image") continue;
+    const std::string name = "display-" + std::to_string(++n) + ".png";
+    if (!sys::WriteFile(dir + "/" + name, d.bytes, 0644).ok()) continue;
+    files.push_back({name, d.bytes.size(), (d.bytes.size() + 4095) / 4096 * 4096});
+  }
+  return files;
+}
+
+}  // namespace
+
+HttpResponse Service::HandleStatefulRun(const HttpRequest& request, const RunRequest& run,
+                                        const config::Config& live,
+                                        std::optional<std::vector<PlanEntry>> plan,
+                                        const storage::SessionLock& session,
+                                        const std::string& id) {
+  if (launcher_->cgroups() == nullptr) {
+    return ErrorResponse(503, "unavailable",
+                         "stateful runs need cgroups (a kernel's CPU time is bounded per run from "
+                         "its cgroup); this host runs without them",
+                         "stateful");
+  }
+  if (!run.stdin_data.empty()) {
+    return ErrorResponse(400, "conflicting_fields",
+                         "'stdin' goes with a program run; a stateful run's cells have no stdin",
+                         "stdin");
+  }
+  for (const auto& step : run.steps) {
+    const std::string& lang = step.language->name;
+    if (step.save_as.empty() && lang != "python" && lang != "bash") {
+      return ErrorResponse(400, "conflicting_fields",
+                           "'stateful' runs Python (and bash as %%bash cells), not " + lang,
+                           "stateful");
+    }
+  }
+  const config::Limits& limits = run.limits;
+  const uid_t uid = static_cast<uid_t>(config_.sandbox_uid);
+  const gid_t gid = static_cast<gid_t>(config_.sandbox_gid);
+  kernel::KernelSpec spec;
+  spec.env = SandboxEnv(config_);
+  spec.limits.memory_bytes = static_cast<uint64_t>(limits.memory_mb) << 20;
+  spec.limits.processes = limits.processes;
+  spec.limits.file_size_bytes = static_cast<uint64_t>(limits.file_size_mb) << 20;
+  spec.limits.disk_bytes = static_cast<uint64_t>(limits.disk_mb) << 20;
+  spec.host_uid = uid;
+  spec.host_gid = gid;
+
+  std::optional<HttpResponse> refused;
+  storage::FileDigests restored;
+  auto acquired = kernels_.Acquire(KernelKey(run), spec, [&](const std::string& workspace) {
+    if (auto r = RestoreSession(session, workspace, id, limits, &restored)) {
+      refused = std::move(*r);
+      return Status(MakeError("refused", "session restore"));
+    }
+    return OkStatus();
+  });
+  if (refused) return *refused;
+  if (!acquired.ok()) {
+    if (acquired.error().code == "busy") {
+      HttpResponse r = ErrorResponse(503, "busy", acquired.error().message + "; retry shortly");
+      r.headers["Retry-After"] = "5";
+      return r;
+    }
+    return ErrorResponse(500, "sandbox_error", "run " + id + ": " + acquired.error().message);
+  }
+  kernel::Kernel& k = acquired->lease.kernel();
+  storage::FileDigests& digests = k.file_digests();
+  if (acquired->status != "kept") digests = std::move(restored);
+
+  // Input files and saved blocks, as in a stateless run (PlaceFile never follows a link the
+  // kernel's code may have planted).
+  for (const auto& file : run.files) {
+    if (Status s = storage::PlaceFile(k.workspace(), file.path, file.content, uid, gid); !s.ok()) {
+      return ErrorResponse(400, s.error().code, s.error().message, "files");
+    }
+    digests[file.path] = Sha256Hex(file.content);
+  }
+  for (const auto& step : run.steps) {
+    if (step.save_as.empty()) continue;
+    if (Status s = storage::PlaceFile(k.workspace(), step.save_as, step.code, uid, gid); !s.ok()) {
+      return ErrorResponse(400, s.error().code, s.error().message, "markdown");
+    }
+    digests[step.save_as] = Sha256Hex(step.code);
+  }
+
+  RunResponse response;
+  response.id = id;
+  response.status = "ok";
+  response.limits = limits;
+  if (!acquired->note.empty()) {
+    AppendLine(response.stderr_stream.text,
+               "sandrun: a new kernel: " + acquired->note +
+                   "; the variables of earlier runs are gone (the session's files are kept)");
+  }
+  const size_t programs = static_cast<size_t>(std::count_if(
+      run.steps.begin(), run.steps.end(), [](const CodeStep& s) { return s.save_as.empty(); }));
+  const bool multi = run.markdown.has_value() || run.steps.size() > 1;
+  if (multi) response.steps.emplace();
+  std::vector<kernel::RichOutput> rich;
+  const auto start = std::chrono::steady_clock::now();
+  uint64_t output_used = 0;
+  int execution_count = 0;
+  for (size_t i = 0; i < run.steps.size(); ++i) {
+    const CodeStep& step = run.steps[i];
+    if (!step.save_as.empty()) continue;
+    const int64_t wall_left_ms =
+        limits.wall_time_s * 1000 - std::chrono::duration_cast<std::chrono::milliseconds>(
+                                        std::chrono::steady_clock::now() - start)
+                                        .count();
+    const uint64_t output_left = static_cast<uint64_t>(limits.output_bytes) -
+                                 std::min<uint64_t>(output_used, limits.output_bytes);
+    if (wall_left_ms <= 0 || output_left < 1024) {
+      response.status = wall_left_ms <= 0 ? "timeout" : "output_limit";
+      AppendLine(response.stderr_stream.text,
+                 "sandrun: " + step.title + " not run: the run's " +
+                     (wall_left_ms <= 0 ? "wall-clock time" : "output") + " budget is spent");
+      break;
+    }
+    const std::string code = step.language->name == "bash" ? "%%bash\n" + step.code : step.code;
+    kernel::ExecuteResult er =
+        k.Execute(code, {wall_left_ms, limits.cpu_time_s * 1000, output_left});
+    StepResult sr;
+    sr.index = step.block_index >= 0 ? step.block_index : static_cast<int>(i);
+    sr.language = step.language->name;
+    sr.code = step.code;
+    sr.status = StatusName(er.status);
+    sr.stdout_stream = {er.stdout_text, er.truncated};
+    sr.stderr_stream = {er.stderr_text, er.truncated};
+    // A failed %%bash cell raises CalledProcessError: report bash's exit code as a run of
+    // bash does (its own stderr says why), not IPython's traceback of the magic.
+    int bash_exit = -1;
+    if (step.language->name == "bash" && er.ename == "CalledProcessError") {
+      bash_exit = BashExitCode(er.evalue);
+    }
+    if (bash_exit > 0) {
+      sr.exit_code = bash_exit;
+    } else {
+      sr.stderr_stream.text += er.traceback;
+    }
+    sr.wall_ms = er.wall_ms;
+    if (std::string note = KernelNote(er, limits); !note.empty()) {
+      AppendLine(sr.stderr_stream.text, note);
+    }
+    if (er.execution_count > 0) execution_count = er.execution_count;
+    output_used += er.stdout_text.size() + er.stderr_text.size();
+    if (programs > 1) {
+      AppendLine(response.stdout_stream.text, "--- " + step.title + " ---");
+      if (!sr.stderr_stream.text.empty()) {
+        AppendLine(response.stderr_stream.text, "--- " + step.title + " ---");
+      }
+    }
+    response.stdout_stream.text += sr.stdout_stream.text;
+    response.stderr_stream.text += sr.stderr_stream.text;
+    response.stdout_stream.truncated |= er.truncated;
+    response.wall_ms += er.wall_ms;
+    response.cpu_ms += er.cpu_ms;
+    response.max_rss_kb = std::max(response.max_rss_kb, er.max_rss_kb);
+    for (auto& d : er.displays) rich.push_back(std::move(d));
+    const bool failed = sr.status != "ok";
+    if (failed && response.status == "ok") {
+      response.status = sr.status;
+      response.exit_code = sr.exit_code;
+    }
+    if (response.steps) response.steps->push_back(std::move(sr));
+    if (er.kernel_lost) {
+      acquired->lease.SetLostReason("the previous run stopped it (" + StatusName(er.status) + ")");
+      break;
+    }
+    if (failed && !run.continue_on_error) break;
+  }
+  response.kernel = KernelInfo{acquired->status, execution_count};
+  if (plan && response.steps) MarkBlocksNotRun(run.steps, *response.steps, response.status, &*plan);
+  response.plan = std::move(plan);
+
+  // Images: published from a directory of the daemon's, never in the workspace (so not in
+  // the session), under the run's id + "-displays".
+  const std::string images_dir = config_.runs_dir + "/" + id + "-displays";
+  if (sys::MakeDirs(images_dir, 0700).ok()) {
+    auto images = WriteImages(rich, images_dir);
+    storage::PublishOptions publish;
+    publish.artifacts_root = config_.artifacts_dir;
+    publish.public_base_url = PublicBaseUrl(request);
+    publish.link_secret = config_.link_secret;
+    publish.user_dir_key = config_.link_secret + ":user-dir";
+    publish.link_ttl_s = live.link_ttl_s;
+    publish.max_age_s = config_.artifact_max_age_s;
+    publish.quota = {static_cast<uint64_t>(live.user_quota_files),
+                     static_cast<uint64_t>(live.user_quota_mb) << 20};
+    publish.reserved = sessions_.UserUsage(run.user);
+    std::vector<storage::ArtifactFile> published_images;
+    if (!images.empty()) {
+      auto published = storage::Publish(images_dir, images, run.user, id + "-displays", publish);
+      if (published.ok()) published_images = std::move(published->files);
+    }
+    size_t next_image = 0;
+    for (auto& d : rich) {
+      Display out;
+      out.kind = d.kind;
+      out.mime = d.mime;
+      if (d.kind == "image") {
+        if (next_image >= published_images.size()) continue;
+        out.file = published_images[next_image++];
+      } else {
+        out.text = util::SanitizeUtf8(d.text);
+      }
+      response.displays.push_back(std::move(out));
+    }
+    (void)sys::RemoveTree(images_dir);
+  }
+  return ExportAndRespond(request, run, live, k.workspace(), "", &digests, session, response);
+}
+
+}  // namespace sandrun::api

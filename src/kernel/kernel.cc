@@ -1,0 +1,503 @@
+#include "kernel/kernel.h"
+
+#include <fcntl.h>
+#include <poll.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <zmq.h>
+
+#include <chrono>
+#include <ctime>
+#include <optional>
+#include <thread>
+
+#include "kernel/jupyter_messaging.h"
+#include "sys/syscalls.h"
+#include "util/text.h"
+
+namespace sandrun::kernel {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+constexpr char kSocketDirInside[] = "/tmp/.sandrun-kernel";
+constexpr char kSocketDirName[] = ".sandrun-kernel";
+// What a kernel can make the daemon hold (its code may send anything): frames per message,
+// bytes per frame (ZMQ_MAXMSGSIZE: larger drops the connection, and the kernel is lost),
+// messages queued per socket (ZMQ_RCVHWM; a PUB drops past it). Between runs the queues are
+// emptied every second (DrainOutput), during a run continuously.
+constexpr int kMaxFrames = 64;
+constexpr int64_t kMaxFrameBytes = 16 << 20;
+constexpr int kMaxQueuedMessages = 64;
+// ipykernel's sockets: shell, iopub, stdin, control (the heartbeat is not used: the pidfd
+// says whether the kernel lives).
+constexpr const char* kSocketNames[] = {"k-1", "k-2", "k-3", "k-4"};
+
+Error KernelError(const std::string& what) { return MakeError("kernel", what); }
+
+int64_t MsSince(Clock::time_point start) {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - start).count();
+}
+
+std::string IsoNow() {
+  std::time_t t = std::time(nullptr);
+  std::tm tm{};
+  gmtime_r(&t, &tm);
+  char buf[40];
+  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%S.000000Z", &tm);
+  return buf;
+}
+
+Status MakeOwnedDir(const std::string& path, int mode, uid_t uid, gid_t gid) {
+  if (::mkdir(path.c_str(), 0700) != 0) return sys::ErrnoError("kernel", "mkdir " + path);
+  if (::chown(path.c_str(), uid, gid) != 0 || ::chmod(path.c_str(), mode) != 0) {
+    return sys::ErrnoError("kernel", "chown/chmod " + path);
+  }
+  return OkStatus();
+}
+
+std::string Member(const rapidjson::Value& object, const char* name) {
+  auto it = object.FindMember(name);
+  if (it == object.MemberEnd() || !it->value.IsString()) return "";
+  return std::string(it->value.GetString(), it->value.GetStringLength());
+}
+
+int IntMember(const rapidjson::Value& object, const char* name) {
+  auto it = object.FindMember(name);
+  return it != object.MemberEnd() && it->value.IsInt() ? it->value.GetInt() : 0;
+}
+
+// The richest form of a mime bundle that is not plain text: an image, a table, Markdown.
+std::optional<RichOutput> RichForm(const rapidjson::Value& data) {
+  const std::string png = Member(data, "image/png");
+  if (!png.empty()) {
+    auto bytes = DecodeBase64(png);
+    if (!bytes.ok()) return std::nullopt;
+    return RichOutput{"image", "image/png", "", std::move(*bytes)};
+  }
+  const std::string markdown = Member(data, "text/markdown");
+  if (!markdown.empty()) {
+    const bool table = markdown.rfind('|', 0) == 0;
+    return RichOutput{table ? "table" : "text", "text/markdown", markdown, ""};
+  }
+  const std::string html = Member(data, "text/html");
+  if (html.find("<table") != std::string::npos) {
+    return RichOutput{"table", "text/html", html, ""};
+  }
+  return std::nullopt;
+}
+
+}  // namespace
+
+struct Kernel::Sockets {
+  void* shell = nullptr;
+  void* iopub = nullptr;
+  void* control = nullptr;
+  ~Sockets() {
+    for (void* s : {shell, iopub, control}) {
+      if (s != nullptr) zmq_close(s);
+    }
+  }
+};
+
+namespace {
+
+// Receives one multipart message without waiting; false when none is there. Frames past
+// kMaxFrames are read and dropped.
+bool Receive(void* socket, std::vector<std::string>* frames) {
+  frames->clear();
+  for (;;) {
+    zmq_msg_t msg;
+    zmq_msg_init(&msg);
+    if (zmq_msg_recv(&msg, socket, ZMQ_DONTWAIT) < 0) {
+      zmq_msg_close(&msg);
+      return !frames->empty();
+    }
+    if (static_cast<int>(frames->size()) < kMaxFrames) {
+      frames->emplace_back(static_cast<const char*>(zmq_msg_data(&msg)), zmq_msg_size(&msg));
+    }
+    const bool more = zmq_msg_more(&msg) != 0;
+    zmq_msg_close(&msg);
+    if (!more) return true;
+  }
+}
+
+}  // namespace
+
+Kernel::Kernel(std::string dir, std::string id, KernelSpec spec)
+    : dir_(std::move(dir)), id_(std::move(id)), spec_(std::move(spec)) {
+  workspace_ = dir_ + "/fs/ws";
+  tmp_ = dir_ + "/fs/tmp";
+}
+
+Kernel::~Kernel() {
+  Shutdown();
+  socket_dir_.Reset();
+  if (mounted_) (void)sys::Unmount(dir_ + "/fs");
+  (void)sys::RemoveTree(dir_);
+}
+
+Result<std::unique_ptr<Kernel>> Kernel::Create(std::string dir, std::string id, KernelSpec spec) {
+  std::unique_ptr<Kernel> k(new Kernel(std::move(dir), std::move(id), std::move(spec)));
+  const uid_t uid = k->spec_.host_uid;
+  const gid_t gid = k->spec_.host_gid;
+  Status s = sys::MakeDirs(k->dir_ + "/fs", 0755);
+  if (s.ok()) s = sys::MakeDirs(k->dir_ + "/root", 0755);
+  if (s.ok()) s = sys::MountTmpfs(k->dir_ + "/fs", k->spec_.limits.disk_bytes, 0, 0, 0755);
+  k->mounted_ = s.ok();
+  if (s.ok()) s = MakeOwnedDir(k->workspace_, 0755, uid, gid);
+  if (s.ok()) s = MakeOwnedDir(k->tmp_, 01777, uid, gid);
+  const std::string socket_dir = k->tmp_ + "/" + kSocketDirName;
+  if (s.ok()) s = MakeOwnedDir(socket_dir, 0700, uid, gid);
+  if (!s.ok()) return KernelError(s.error().message);
+  k->socket_dir_ =
+      sys::UniqueFd(::open(socket_dir.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+  if (!k->socket_dir_.valid()) return sys::ErrnoError("kernel", "open " + socket_dir);
+  k->key_ = util::RandomHex(32);
+  k->session_id_ = util::RandomHex(16);
+  const std::string connection = socket_dir + "/connection.json";
+  s = sys::WriteFile(connection, ConnectionFileJson(std::string(kSocketDirInside) + "/k", k->key_),
+                     0600);
+  if (s.ok() && ::chown(connection.c_str(), uid, gid) != 0) {
+    s = sys::ErrnoError("kernel", "chown " + connection);
+  }
+  if (!s.ok()) return KernelError(s.error().message);
+  return k;
+}
+
+Status Kernel::Boot(const sandbox::Launcher& launcher, void* zmq_context) {
+  sandbox::SandboxSpec spec;
+  spec.argv = {spec_.python,
+               "-m",
+               "ipykernel_launcher",
+               "-f",
+               std::string(kSocketDirInside) + "/connection.json",
+               "--HistoryManager.enabled=False",
+               "--IPKernelApp.quiet=True"};
+  for (const auto& var : spec_.env) {
+    if (var.rfind("MPLBACKEND=", 0) != 0) spec.env.push_back(var);  // the inline backend
+  }
+  // A fresh profile per kernel: no startup files from the workspace run before we connect.
+  spec.env.push_back("IPYTHONDIR=/tmp/.ipython");
+  spec.workspace_dir = workspace_;
+  spec.tmp_dir = tmp_;
+  spec.root_dir = dir_ + "/root";
+  spec.host_uid = spec_.host_uid;
+  spec.host_gid = spec_.host_gid;
+  spec.run_id = id_;
+  spec.limits = spec_.limits;
+  // RLIMIT_CPU counts the kernel's whole life; each run's CPU time is bounded from the
+  // cgroup instead (Execute).
+  spec.limits.cpu_time_s = int64_t{1} << 30;
+  spec.limits.output_bytes = 64 << 10;  // what DrainOutput keeps: the start-up error
+  auto started = launcher.Start(spec);
+  if (!started.ok()) return KernelError(started.error().message);
+  sandbox_ = std::move(*started);
+
+  // Wait for the four sockets to be bound.
+  const auto deadline = Clock::now() + std::chrono::milliseconds(spec_.start_timeout_ms);
+  std::string early;
+  for (;;) {
+    early += sandbox_->DrainOutput();
+    if (sandbox_->Exited()) {
+      std::string why = sandbox_->ExitDescription();
+      Shutdown();
+      return KernelError("the kernel ended before it was ready (" + why +
+                         "): " + util::SanitizeUtf8(early.substr(0, 4096)));
+    }
+    bool bound = true;
+    for (const char* name : kSocketNames) {
+      struct stat st;
+      bound = bound && ::fstatat(socket_dir_.get(), name, &st, AT_SYMLINK_NOFOLLOW) == 0 &&
+              S_ISSOCK(st.st_mode);
+    }
+    if (bound) break;
+    if (Clock::now() >= deadline) {
+      Shutdown();
+      return KernelError("the kernel did not start within " +
+                         std::to_string(spec_.start_timeout_ms) + " ms");
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  if (Status s = Connect(zmq_context); !s.ok()) {
+    Shutdown();
+    return s;
+  }
+  if (Status s = WaitReady(); !s.ok()) {
+    Shutdown();
+    return s;
+  }
+  return OkStatus();
+}
+
+Status Kernel::Connect(void* zmq_context) {
+  // From now on the directory is root's: the sandbox user can no longer add, remove or
+  // replace an entry in it. Then every entry we connect to must be the user's socket.
+  if (::fchown(socket_dir_.get(), 0, 0) != 0 || ::fchmod(socket_dir_.get(), 0755) != 0) {
+    return sys::ErrnoError("kernel", "chown the socket directory");
+  }
+  for (const char* name : kSocketNames) {
+    struct stat st;
+    if (::fstatat(socket_dir_.get(), name, &st, AT_SYMLINK_NOFOLLOW) != 0 ||
+        !S_ISSOCK(st.st_mode) || st.st_uid != spec_.host_uid) {
+      return KernelError(std::string("the kernel's socket ") + name + " is not its own socket");
+    }
+  }
+  sockets_ = std::make_unique<Sockets>();
+  const std::string base = "ipc:///proc/self/fd/" + std::to_string(socket_dir_.get()) + "/";
+  struct Plan {
+    void** socket;
+    int type;
+    const char* name;
+  };
+  const Plan plans[] = {{&sockets_->shell, ZMQ_DEALER, "k-1"},
+                        {&sockets_->iopub, ZMQ_SUB, "k-2"},
+                        {&sockets_->control, ZMQ_DEALER, "k-4"}};
+  for (const Plan& p : plans) {
+    void* s = zmq_socket(zmq_context, p.type);
+    if (s == nullptr) return KernelError("zmq_socket failed");
+    *p.socket = s;
+    // Reconnection stays on: a connect in the instant between the kernel's bind and listen
+    // is refused, and the retry finds the same socket (the directory is root's now).
+    const int zero = 0;
+    const int64_t max_bytes = kMaxFrameBytes;
+    zmq_setsockopt(s, ZMQ_LINGER, &zero, sizeof zero);
+    zmq_setsockopt(s, ZMQ_MAXMSGSIZE, &max_bytes, sizeof max_bytes);
+    zmq_setsockopt(s, ZMQ_RCVHWM, &kMaxQueuedMessages, sizeof kMaxQueuedMessages);
+    if (p.type == ZMQ_SUB) zmq_setsockopt(s, ZMQ_SUBSCRIBE, "", 0);
+    if (zmq_connect(s, (base + p.name).c_str()) != 0) {
+      return KernelError(std::string("zmq_connect to the kernel's ") + p.name + " failed");
+    }
+  }
+  return OkStatus();
+}
+
+bool Kernel::Send(void* socket, const std::string& msg_type, const std::string& content,
+                  std::string* msg_id) {
+  OutgoingMessage m;
+  m.msg_id = util::RandomHex(16);
+  m.session = session_id_;
+  m.msg_type = msg_type;
+  m.content_json = content;
+  m.date = IsoNow();
+  if (msg_id != nullptr) *msg_id = m.msg_id;
+  const auto frames = EncodeMessage(m, key_);
+  for (size_t i = 0; i < frames.size(); ++i) {
+    const int flags = (i + 1 < frames.size() ? ZMQ_SNDMORE : 0) | ZMQ_DONTWAIT;
+    if (zmq_send(socket, frames[i].data(), frames[i].size(), flags) < 0) return false;
+  }
+  return true;
+}
+
+// kernel_info_request on shell until both its reply and an iopub message for it arrive:
+// then iopub is subscribed and no output of the first cell is lost.
+Status Kernel::WaitReady() {
+  const auto deadline = Clock::now() + std::chrono::milliseconds(spec_.start_timeout_ms);
+  std::string id;
+  bool replied = false, published = false;
+  auto sent = Clock::now();
+  if (!Send(sockets_->shell, "kernel_info_request", "{}", &id)) {
+    return KernelError("cannot send kernel_info_request");
+  }
+  std::vector<std::string> frames;
+  while (!(replied && published)) {
+    if (Clock::now() >= deadline) return KernelError("the kernel did not answer kernel_info");
+    if (sandbox_->Exited()) {
+      return KernelError("the kernel ended while starting (" + sandbox_->ExitDescription() + ")");
+    }
+    if (MsSince(sent) > 500) {  // iopub joined too late for that one: ask again
+      replied = published = false;
+      sent = Clock::now();
+      if (!Send(sockets_->shell, "kernel_info_request", "{}", &id)) {
+        return KernelError("cannot send kernel_info_request");
+      }
+    }
+    zmq_pollitem_t items[] = {{sockets_->shell, 0, ZMQ_POLLIN, 0},
+                              {sockets_->iopub, 0, ZMQ_POLLIN, 0}};
+    zmq_poll(items, 2, 50);
+    while (Receive(sockets_->shell, &frames)) {
+      auto m = DecodeMessage(frames, key_);
+      if (m.ok() && m->parent_msg_id == id && m->msg_type == "kernel_info_reply") replied = true;
+    }
+    while (Receive(sockets_->iopub, &frames)) {
+      auto m = DecodeMessage(frames, key_);
+      if (m.ok() && m->parent_msg_id == id) published = true;
+    }
+    DrainOutput();
+  }
+  return OkStatus();
+}
+
+ExecuteResult Kernel::Execute(const std::string& code, const ExecuteLimits& limits) {
+  ExecuteResult r;
+  const auto start = Clock::now();
+  if (!alive()) {
+    r.status = ExecuteStatus::kKilled;
+    r.kernel_lost = true;
+    return r;
+  }
+  const sandbox::CgroupStats before = sandbox_->Stats();
+  std::string id;
+  if (!Send(sockets_->shell, "execute_request", ExecuteRequestContent(code), &id)) {
+    r.status = ExecuteStatus::kKilled;
+    r.stderr_text = "sandrun: the kernel does not take requests\n";
+    Shutdown();
+    r.kernel_lost = true;
+    return r;
+  }
+  const auto deadline = start + std::chrono::milliseconds(limits.wall_ms);
+  bool replied = false, idle = false, died = false;
+  bool timed_out = false, cpu_out = false, flooded = false;
+  Clock::time_point kill_at{};
+  uint64_t output = 0;
+  auto add_output = [&](std::string& to, const std::string& text) {
+    if (output >= limits.output_bytes) {
+      r.truncated = true;
+      return;
+    }
+    const size_t room = static_cast<size_t>(limits.output_bytes - output);
+    if (text.size() > room) r.truncated = true;
+    const std::string kept = text.substr(0, room);
+    output += kept.size();
+    to += kept;
+  };
+  auto interrupt = [&] {
+    if (r.interrupted) return;
+    r.interrupted = true;
+    (void)Send(sockets_->control, "interrupt_request", "{}", nullptr);
+    kill_at = Clock::now() + std::chrono::milliseconds(kInterruptGraceMs);
+  };
+  std::vector<std::string> frames;
+  auto next_cpu_check = start;
+  while (!(replied && idle)) {
+    zmq_pollitem_t items[] = {{sockets_->shell, 0, ZMQ_POLLIN, 0},
+                              {sockets_->iopub, 0, ZMQ_POLLIN, 0},
+                              {nullptr, sandbox_->pidfd(), ZMQ_POLLIN, 0}};
+    zmq_poll(items, 3, 100);
+    while (Receive(sockets_->iopub, &frames)) {
+      auto m = DecodeMessage(frames, key_);
+      if (!m.ok() || m->parent_msg_id != id) continue;
+      const rapidjson::Value& c = m->content;
+      if (m->msg_type == "stream") {
+        add_output(Member(c, "name") == "stderr" ? r.stderr_text : r.stdout_text,
+                   Member(c, "text"));
+      } else if (m->msg_type == "execute_result" || m->msg_type == "display_data") {
+        auto data = c.FindMember("data");
+        if (data == c.MemberEnd() || !data->value.IsObject()) continue;
+        std::optional<RichOutput> rich = RichForm(data->value);
+        // A notebook shows the plain form of a result; every client sees it in stdout.
+        if (m->msg_type == "execute_result" || !rich) {
+          std::string plain = Member(data->value, "text/plain");
+          if (!plain.empty()) plain.push_back('\n');
+          add_output(r.stdout_text, plain);
+        }
+        if (rich) {
+          const uint64_t size = rich->bytes.size() + rich->text.size();
+          if (output + size > limits.output_bytes) {
+            r.truncated = true;
+          } else {
+            output += size;
+            r.displays.push_back(std::move(*rich));
+          }
+        }
+      } else if (m->msg_type == "error") {
+        std::string trace;
+        auto tb = c.FindMember("traceback");
+        if (tb != c.MemberEnd() && tb->value.IsArray()) {
+          for (const auto& line : tb->value.GetArray()) {
+            if (line.IsString())
+              trace += std::string(line.GetString(), line.GetStringLength()) + "\n";
+          }
+        }
+        r.ename = Member(c, "ename");
+        r.evalue = Member(c, "evalue");
+        if (trace.empty()) trace = r.ename + ": " + r.evalue + "\n";
+        add_output(r.traceback, StripAnsi(trace));
+        if (r.status == ExecuteStatus::kOk) r.status = ExecuteStatus::kError;
+      } else if (m->msg_type == "status" && Member(c, "execution_state") == "idle") {
+        idle = true;
+      }
+    }
+    while (Receive(sockets_->shell, &frames)) {
+      auto m = DecodeMessage(frames, key_);
+      if (!m.ok() || m->parent_msg_id != id || m->msg_type != "execute_reply") continue;
+      replied = true;
+      r.execution_count = IntMember(m->content, "execution_count");
+      if (Member(m->content, "status") != "ok" && r.status == ExecuteStatus::kOk) {
+        r.status = ExecuteStatus::kError;
+      }
+    }
+    DrainOutput();
+    if (sandbox_->Exited()) {
+      died = true;
+      break;
+    }
+    const auto now = Clock::now();
+    if (!flooded && output >= limits.output_bytes && r.truncated) {
+      flooded = true;
+      interrupt();
+    }
+    if (!timed_out && now >= deadline) {
+      timed_out = true;
+      interrupt();
+    }
+    if (!cpu_out && now >= next_cpu_check) {
+      next_cpu_check = now + std::chrono::milliseconds(100);
+      const int64_t used = sandbox_->Stats().cpu_usage_ms - before.cpu_usage_ms;
+      if (before.cpu_usage_ms >= 0 && used > limits.cpu_ms) {
+        cpu_out = true;
+        interrupt();
+      }
+    }
+    if (r.interrupted && now >= kill_at) {  // the interrupt did not end the cell
+      died = true;
+      break;
+    }
+  }
+  const sandbox::CgroupStats after = sandbox_->Stats();
+  r.wall_ms = MsSince(start);
+  if (after.cpu_usage_ms >= 0 && before.cpu_usage_ms >= 0) {
+    r.cpu_ms = after.cpu_usage_ms - before.cpu_usage_ms;
+  }
+  r.max_rss_kb = after.peak_memory_kb;
+  if (died) {
+    Shutdown();
+    r.kernel_lost = true;
+  }
+  if (after.oom_kills > before.oom_kills) {
+    r.status = ExecuteStatus::kMemoryLimit;
+  } else if (flooded) {
+    r.status = ExecuteStatus::kOutputLimit;
+  } else if (timed_out) {
+    r.status = ExecuteStatus::kWallTimeout;
+  } else if (cpu_out) {
+    r.status = ExecuteStatus::kCpuTimeout;
+  } else if (died) {
+    r.status = ExecuteStatus::kKilled;
+  }
+  return r;
+}
+
+bool Kernel::alive() const {
+  return sandbox_ != nullptr && sockets_ != nullptr && !sandbox_->Exited();
+}
+
+void Kernel::DrainOutput() {
+  if (sandbox_) (void)sandbox_->DrainOutput();
+}
+
+void Kernel::DropMessages() {
+  if (!sockets_) return;
+  std::vector<std::string> frames;
+  for (void* s : {sockets_->shell, sockets_->iopub, sockets_->control}) {
+    for (int i = 0; i < 4 * kMaxQueuedMessages && Receive(s, &frames); ++i) {
+    }
+  }
+}
+
+void Kernel::Shutdown() {
+  sockets_.reset();
+  if (sandbox_) sandbox_->Kill();
+  sandbox_.reset();
+}
+
+}  // namespace sandrun::kernel

@@ -1,0 +1,143 @@
+// One live IPython kernel (Debian python3-ipykernel) in a sandbox of its own
+// (Launcher::Start: namespaces, seccomp, rlimits, a cgroup with the memory limit, no
+// network), spoken to with the Jupyter messaging protocol (jupyter_messaging.h) over ipc
+// sockets with libzmq. The kernel has a directory of its own on the host, one tmpfs of
+// limits.disk_bytes like a run's (RunDir in run_handler.cc): its workspace and /tmp persist
+// while it lives.
+//
+// The ipc sockets: ipykernel binds them in /tmp/.sandrun-kernel/ (k-1 shell, k-2 iopub,
+// k-3 stdin, k-4 control, k-5 heartbeat), a directory the daemon made and holds open.
+// Once they are bound the daemon makes the directory root's (0755), checks that each is a
+// socket of the sandbox user, and connects through /proc/self/fd/<dir>: the sandboxed
+// code can no longer add, remove or replace an entry there, so no path it can change is
+// ever resolved by the daemon (libzmq's reconnects included: they find the same sockets).
+//
+// Not thread-safe: one run uses a kernel at a time (KernelManager leases). Not safe after
+// fork.
+#pragma once
+
+#include <sys/types.h>
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "sandbox/launcher.h"
+#include "sandbox/spec.h"
+#include "sys/unique_fd.h"
+#include "util/result.h"
+
+namespace sandrun::kernel {
+
+struct KernelSpec {
+  std::vector<std::string> env;  // the sandbox's environment (MPLBACKEND is set by the kernel)
+  // memory_bytes, processes, file_size_bytes, disk_bytes, open_files bound the kernel for
+  // its whole life; wall and CPU time are per run (ExecuteLimits).
+  sandbox::SandboxLimits limits;
+  uid_t host_uid = 64000;
+  gid_t host_gid = 64000;
+  std::string python = "/usr/bin/python3";
+  int64_t start_timeout_ms = 30'000;  // until the kernel answers kernel_info
+};
+
+// Bounds of one execute_request.
+struct ExecuteLimits {
+  int64_t wall_ms = 10'000;         // then interrupt, and kill after kInterruptGraceMs
+  int64_t cpu_ms = 10'000;          // CPU time of the kernel's cgroup during the run: likewise
+  uint64_t output_bytes = 1 << 20;  // stdout + stderr + display bytes: likewise
+};
+
+inline constexpr int64_t kInterruptGraceMs = 2000;
+
+enum class ExecuteStatus {
+  kOk,
+  kError,        // the code raised (ename/evalue/traceback in stderr)
+  kWallTimeout,  // interrupted (or killed) at the wall-clock limit
+  kCpuTimeout,   // interrupted (or killed) at the CPU limit
+  kMemoryLimit,  // the OOM killer acted in the kernel's cgroup during the run
+  kOutputLimit,  // interrupted (or killed) past output_bytes
+  kKilled,       // the kernel died otherwise
+};
+
+// A rich output (display_data / execute_result), in the order shown.
+struct RichOutput {
+  std::string kind;   // "image" (bytes), "table" or "text" (text)
+  std::string mime;   // image/png, text/markdown, text/html
+  std::string text;   // table, text
+  std::string bytes;  // image: the decoded file
+};
+
+struct ExecuteResult {
+  ExecuteStatus status = ExecuteStatus::kOk;
+  std::string stdout_text;  // stream "stdout", then text/plain of execute_result in order
+  std::string stderr_text;  // stream "stderr"
+  // The cell raised: its exception's name and value, and the traceback (ANSI codes
+  // stripped); status kError.
+  std::string ename, evalue, traceback;
+  bool truncated = false;  // output past output_bytes was dropped
+  std::vector<RichOutput> displays;
+  int execution_count = 0;
+  bool interrupted = false;  // an interrupt_request was sent
+  bool kernel_lost = false;  // the kernel is gone (killed by us or died): start a new one
+  int64_t wall_ms = 0;
+  int64_t cpu_ms = 0;
+  int64_t max_rss_kb = 0;  // peak memory of the kernel's cgroup since it started
+};
+
+class Kernel {
+ public:
+  // Makes `dir` (must not exist): a tmpfs of spec.limits.disk_bytes holding the workspace
+  // (ws/), /tmp (tmp/) and the socket directory, and root/. `id` names the cgroup.
+  // Errors: code "kernel", naming the step.
+  static Result<std::unique_ptr<Kernel>> Create(std::string dir, std::string id, KernelSpec spec);
+  ~Kernel();  // Stop()
+  Kernel(const Kernel&) = delete;
+  Kernel& operator=(const Kernel&) = delete;
+
+  const std::string& workspace() const { return workspace_; }
+  const KernelSpec& spec() const { return spec_; }
+
+  // Starts the kernel in its sandbox and connects, waiting until it answers
+  // kernel_info_request (at most spec.start_timeout_ms). `zmq_context` is a libzmq
+  // context. Errors: code "kernel", with what the kernel printed when it ended early.
+  Status Boot(const sandbox::Launcher& launcher, void* zmq_context);
+
+  // Runs `code` as one cell. Never fails: what went wrong is in the result.
+  ExecuteResult Execute(const std::string& code, const ExecuteLimits& limits);
+
+  // The sandbox still runs (Boot succeeded and no run lost it).
+  bool alive() const;
+  // Reads and drops what the kernel wrote on its own stdout/stderr, so it never blocks.
+  void DrainOutput();
+  // Between runs: drops the messages the kernel sent (output of code left running in the
+  // background), so the daemon never queues more than a second of them.
+  void DropMessages();
+  // Ends the sandbox and closes the sockets; the directory stays until the destructor.
+  void Shutdown();
+
+  // The caller's record of the workspace's files (path -> sha256) as of the last run: the
+  // files a run does not change are not exported again.
+  std::map<std::string, std::string>& file_digests() { return file_digests_; }
+
+ private:
+  Kernel(std::string dir, std::string id, KernelSpec spec);
+  struct Sockets;
+  Status Connect(void* zmq_context);
+  Status WaitReady();
+  bool Send(void* socket, const std::string& msg_type, const std::string& content,
+            std::string* msg_id);
+
+  std::string dir_, id_, workspace_, tmp_;
+  KernelSpec spec_;
+  bool mounted_ = false;
+  sys::UniqueFd socket_dir_;  // tmp/.sandrun-kernel, opened before the sandbox starts
+  std::string key_;
+  std::string session_id_;
+  std::unique_ptr<sandbox::LiveSandbox> sandbox_;
+  std::unique_ptr<Sockets> sockets_;
+  std::map<std::string, std::string> file_digests_;
+};
+
+}  // namespace sandrun::kernel

@@ -1,0 +1,245 @@
+#include "kernel/kernel_manager.h"
+
+#include <pthread.h>
+#include <signal.h>
+#include <zmq.h>
+
+#include <chrono>
+#include <vector>
+
+#include "kernel/kernel_policy.h"
+#include "util/text.h"
+
+namespace sandrun::kernel {
+namespace {
+
+constexpr size_t kMaxRemembered = 10000;
+
+bool SameLimits(const KernelSpec& a, const KernelSpec& b) {
+  return a.limits.memory_bytes == b.limits.memory_bytes &&
+         a.limits.processes == b.limits.processes &&
+         a.limits.file_size_bytes == b.limits.file_size_bytes &&
+         a.limits.disk_bytes == b.limits.disk_bytes && a.limits.open_files == b.limits.open_files;
+}
+
+}  // namespace
+
+struct KernelManager::Entry {
+  std::string key;
+  std::unique_ptr<Kernel> kernel;  // null while it boots
+  bool leased = false;
+  int64_t last_used_ms = 0;
+  std::string lost_reason = "the kernel died";
+};
+
+KernelManager::Lease::Lease(KernelManager* manager, std::shared_ptr<Entry> entry)
+    : manager_(manager), entry_(std::move(entry)) {}
+
+KernelManager::Lease::Lease(Lease&& other) noexcept
+    : manager_(other.manager_), entry_(std::move(other.entry_)) {}
+
+KernelManager::Lease& KernelManager::Lease::operator=(Lease&& other) noexcept {
+  if (this != &other) {
+    Release();
+    manager_ = other.manager_;
+    entry_ = std::move(other.entry_);
+  }
+  return *this;
+}
+
+KernelManager::Lease::~Lease() { Release(); }
+
+Kernel& KernelManager::Lease::kernel() const { return *entry_->kernel; }
+
+void KernelManager::Lease::SetLostReason(std::string why) {
+  std::lock_guard<std::mutex> lock(manager_->mu_);
+  entry_->lost_reason = std::move(why);
+}
+
+void KernelManager::Lease::Release() {
+  if (!entry_) return;
+  std::unique_ptr<Kernel> gone;
+  {
+    std::lock_guard<std::mutex> lock(manager_->mu_);
+    entry_->leased = false;
+    entry_->last_used_ms = manager_->NowMs();
+    if (!entry_->kernel->alive() || manager_->stopping_) {
+      auto it = manager_->live_.find(entry_->key);
+      if (it != manager_->live_.end() && it->second == entry_) manager_->live_.erase(it);
+      if (!manager_->stopping_) manager_->Remember(entry_->key, entry_->lost_reason);
+      gone = std::move(entry_->kernel);
+    }
+  }
+  entry_.reset();
+  // `gone` (if any) is ended here, outside the lock.
+}
+
+KernelManager::KernelManager(const sandbox::Launcher* launcher, ManagerOptions options)
+    : launcher_(launcher), options_(std::move(options)), zmq_context_(zmq_ctx_new()) {
+  // The reaper takes no signal: the daemon's stop signals are for its sigwait thread.
+  sigset_t all, old;
+  sigfillset(&all);
+  pthread_sigmask(SIG_BLOCK, &all, &old);
+  reaper_ = std::thread([this] { Reaper(); });
+  pthread_sigmask(SIG_SETMASK, &old, nullptr);
+}
+
+KernelManager::~KernelManager() {
+  EndAll();
+  if (reaper_.joinable()) reaper_.join();
+  zmq_ctx_term(zmq_context_);
+}
+
+int64_t KernelManager::NowMs() const {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(
+             std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
+void KernelManager::Remember(const std::string& key, const std::string& why) {
+  if (ended_.size() >= kMaxRemembered) ended_.erase(ended_.begin());
+  ended_[key] = why;
+}
+
+Result<KernelManager::Acquired> KernelManager::Acquire(
+    const std::string& key, const KernelSpec& spec,
+    const std::function<Status(const std::string& workspace)>& populate) {
+  Acquired out;
+  out.status = "started";
+  std::vector<std::unique_ptr<Kernel>> gone;  // ended outside the lock
+  auto entry = std::make_shared<Entry>();
+  entry->key = key;
+  entry->leased = true;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (stopping_) return MakeError("busy", "sandrun is stopping");
+    auto it = live_.find(key);
+    if (it != live_.end()) {
+      Entry& e = *it->second;
+      if (e.leased || !e.kernel) return MakeError("busy", "the session's kernel is in use");
+      if (e.kernel->alive() && SameLimits(e.kernel->spec(), spec)) {
+        e.leased = true;
+        out.lease = Lease(this, it->second);
+        out.status = "kept";
+        return out;
+      }
+      out.status = "restarted";
+      out.note = e.kernel->alive()
+                     ? "this run asks for other limits (memory_mb, processes, file_size_mb, "
+                       "disk_mb) than the kernel was started with"
+                     : "the kernel died between runs";
+      gone.push_back(std::move(e.kernel));
+      live_.erase(it);
+    } else if (auto why = ended_.find(key); why != ended_.end()) {
+      out.status = "restarted";
+      out.note = why->second;
+      ended_.erase(why);
+    }
+    std::vector<KernelSlot> slots;
+    for (const auto& [k, e] : live_) slots.push_back({k, e->last_used_ms, e->leased});
+    Room room = MakeRoom(slots, options_.max_kernels);
+    if (!room.enough) {
+      return MakeError("busy", "all " + std::to_string(options_.max_kernels) +
+                                   " kernels (max_kernels) are running cells now");
+    }
+    for (const auto& k : room.evict) {
+      auto victim = live_.find(k);
+      gone.push_back(std::move(victim->second->kernel));
+      live_.erase(victim);
+      Remember(k, "the kernel was ended to make room for another session's (max_kernels " +
+                      std::to_string(options_.max_kernels) + ")");
+    }
+    live_[key] = entry;  // counts against max_kernels while it boots
+  }
+  gone.clear();
+
+  auto fail = [&](Error e) -> Error {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = live_.find(key);
+    if (it != live_.end() && it->second == entry) live_.erase(it);
+    return e;
+  };
+  auto made = Kernel::Create(options_.runs_dir + "/k-" + util::RandomHex(8),
+                             "k-" + util::RandomHex(8), spec);
+  if (!made.ok()) return fail(made.error());
+  std::unique_ptr<Kernel> kernel = std::move(*made);
+  if (Status s = populate(kernel->workspace()); !s.ok()) return fail(s.error());
+  if (Status s = kernel->Boot(*launcher_, zmq_context_); !s.ok()) return fail(s.error());
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    entry->kernel = std::move(kernel);
+  }
+  out.lease = Lease(this, entry);
+  return out;
+}
+
+void KernelManager::End(const std::string& key, const std::string& why) {
+  std::unique_ptr<Kernel> gone;
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = live_.find(key);
+  if (it == live_.end() || it->second->leased || !it->second->kernel) return;
+  gone = std::move(it->second->kernel);
+  live_.erase(it);
+  Remember(key, why);
+}
+
+int KernelManager::EndIdle() {
+  std::vector<std::unique_ptr<Kernel>> gone;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    std::vector<KernelSlot> slots;
+    for (const auto& [k, e] : live_) {
+      if (!e->leased && e->kernel) {
+        e->kernel->DrainOutput();
+        e->kernel->DropMessages();
+        if (!e->kernel->alive()) e->last_used_ms = 0;  // dead between runs: end it now
+      }
+      slots.push_back({k, e->last_used_ms, e->leased || !e->kernel});
+    }
+    for (const auto& k : IdleKernels(slots, NowMs(), options_.idle_s * 1000)) {
+      auto it = live_.find(k);
+      const bool died = !it->second->kernel->alive();
+      gone.push_back(std::move(it->second->kernel));
+      live_.erase(it);
+      Remember(k, died ? "the kernel died between runs"
+                       : "the kernel was ended after kernel_idle_s (" +
+                             std::to_string(options_.idle_s) + " s) without a run");
+    }
+  }
+  return static_cast<int>(gone.size());
+}
+
+void KernelManager::EndAll() {
+  std::vector<std::unique_ptr<Kernel>> gone;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stopping_ = true;
+    for (auto it = live_.begin(); it != live_.end();) {
+      if (!it->second->leased && it->second->kernel) {
+        gone.push_back(std::move(it->second->kernel));
+        it = live_.erase(it);
+      } else {
+        ++it;  // ended when its run releases it
+      }
+    }
+  }
+  wake_.notify_all();
+}
+
+int64_t KernelManager::live() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return static_cast<int64_t>(live_.size());
+}
+
+void KernelManager::Reaper() {
+  std::unique_lock<std::mutex> lock(mu_);
+  while (!stopping_) {
+    wake_.wait_for(lock, std::chrono::seconds(1));
+    if (stopping_) break;
+    lock.unlock();
+    (void)EndIdle();
+    lock.lock();
+  }
+}
+
+}  // namespace sandrun::kernel

@@ -1,0 +1,100 @@
+// The live kernels of stateful runs (issue 14 part 4), one per user + session, at most
+// max_kernels at once (the least recently used ended first), each ended after idle_s
+// without a run (a thread of its own checks every second or so) and all when the manager
+// is destroyed or EndAll() is called. A run leases its session's kernel: while leased a
+// kernel is never ended by the policy. Thread-safe.
+#pragma once
+
+#include <condition_variable>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+
+#include "kernel/kernel.h"
+#include "sandbox/launcher.h"
+#include "util/result.h"
+
+namespace sandrun::kernel {
+
+struct ManagerOptions {
+  std::string runs_dir;  // kernels' directories are made here as "k-<hex>"
+  int64_t idle_s = 600;
+  int64_t max_kernels = 4;
+};
+
+class KernelManager {
+ public:
+  struct Entry;
+
+  // Exclusive use of one kernel while a run holds it; releasing marks the kernel used now,
+  // and ends it if the run lost it.
+  class Lease {
+   public:
+    Lease() = default;
+    Lease(KernelManager* manager, std::shared_ptr<Entry> entry);
+    Lease(Lease&& other) noexcept;
+    Lease& operator=(Lease&& other) noexcept;
+    ~Lease();
+    Kernel& kernel() const;
+    // Why the kernel ended, for its session's next run (when this run lost it).
+    void SetLostReason(std::string why);
+    bool held() const { return entry_ != nullptr; }
+
+   private:
+    void Release();
+    KernelManager* manager_ = nullptr;
+    std::shared_ptr<Entry> entry_;
+  };
+
+  // What Acquire found.
+  struct Acquired {
+    Lease lease;
+    std::string status;  // "kept", "started" (first kernel of this key) or "restarted"
+    std::string note;    // why the previous kernel ended, with restarted (else "")
+  };
+
+  KernelManager(const sandbox::Launcher* launcher, ManagerOptions options);
+  ~KernelManager();  // EndAll()
+  KernelManager(const KernelManager&) = delete;
+  KernelManager& operator=(const KernelManager&) = delete;
+
+  // The live kernel of `key` if it was started with `spec`'s limits; else a new one: the
+  // least recently used kernels are ended to make room, its directory is made, `populate`
+  // fills its workspace (the session's files; an error Status is returned as is), then it
+  // boots. A live kernel with other limits is ended and replaced (note says so).
+  // Errors: "busy" when max_kernels are all leased now; "kernel" when it cannot start;
+  // whatever `populate` returned. Waits for the kernel to boot (seconds).
+  Result<Acquired> Acquire(const std::string& key, const KernelSpec& spec,
+                           const std::function<Status(const std::string& workspace)>& populate);
+
+  // Ends the kernel of `key` if one lives and is not leased (a stateless run changed its
+  // session's files); its next run says restarted with `why`.
+  void End(const std::string& key, const std::string& why);
+
+  // Ends every kernel idle past idle_s (the reaper calls it). Returns how many.
+  int EndIdle();
+  // Ends every kernel, leased or not (the daemon stops). Idempotent.
+  void EndAll();
+  int64_t live() const;
+
+ private:
+  void Reaper();
+  void Remember(const std::string& key, const std::string& why);  // under mu_
+  int64_t NowMs() const;
+
+  const sandbox::Launcher* launcher_;
+  ManagerOptions options_;
+  void* zmq_context_ = nullptr;
+  mutable std::mutex mu_;
+  std::condition_variable wake_;
+  bool stopping_ = false;
+  std::map<std::string, std::shared_ptr<Entry>> live_;
+  std::map<std::string, std::string> ended_;  // key -> why its kernel ended (bounded)
+  std::thread reaper_;
+};
+
+}  // namespace sandrun::kernel

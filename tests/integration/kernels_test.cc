@@ -1,0 +1,271 @@
+// Stateful Python (issue 14 part 4): runs with "stateful": true go to their session's live
+// IPython kernel. Through the real nginx and daemon, with a stack of their own
+// (CMakeLists.txt: kernel_idle_s 6, max_kernels 2, so idle expiry and eviction are quick).
+#include <signal.h>
+#include <unistd.h>
+
+#include <boost/test/unit_test.hpp>
+#include <chrono>
+#include <map>
+#include <thread>
+
+#include "helpers.h"
+#include "host_state.h"
+#include "stack.h"
+
+namespace sandrun::integration {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+std::string Escape(const std::string& s) {
+  std::string out;
+  for (char c : s) {
+    if (c == '"' || c == '\\') {
+      out += '\\';
+      out += c;
+    } else if (c == '\n') {
+      out += "\\n";
+    } else {
+      out += c;
+    }
+  }
+  return out;
+}
+
+// A stateful Python run of `user`'s `session`.
+std::string Stateful(const std::string& user, const std::string& session, const std::string& code,
+                     const std::map<std::string, int64_t>& limits = {}) {
+  std::string body = R"({"language": "python", "stateful": true, "user": ")" + user +
+                     R"(", "session": ")" + session + R"(", "code": ")" + Escape(code) + "\"";
+  if (!limits.empty()) {
+    body += R"(, "limits": {)";
+    bool first = true;
+    for (const auto& [k, v] : limits) {
+      body += (first ? "\"" : ", \"") + k + "\": " + std::to_string(v);
+      first = false;
+    }
+    body += "}";
+  }
+  return body + "}";
+}
+
+std::string KernelStatus(const rapidjson::Document& r) {
+  if (!r.HasMember("kernel") || !r["kernel"].IsObject()) return "(no kernel)";
+  return Str(r["kernel"], "status");
+}
+
+int64_t ExecutionCount(const rapidjson::Document& r) {
+  if (!r.HasMember("kernel") || !r["kernel"].IsObject()) return -1;
+  return Int(r["kernel"], "execution_count");
+}
+
+double SecondsSince(Clock::time_point t) {
+  return std::chrono::duration<double>(Clock::now() - t).count();
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_SUITE(Kernels)
+
+BOOST_AUTO_TEST_CASE(variables_and_imports_survive_between_runs) {
+  auto first = PostRun(Stateful("alice", "vars", "import math\nx = 41\nprint('set')"));
+  BOOST_TEST(Str(first, "status") == "ok", Str(first, "stderr"));
+  BOOST_TEST(Str(first, "stdout") == "set\n");
+  BOOST_TEST(KernelStatus(first) == "started");
+  BOOST_TEST(ExecutionCount(first) == 1);
+  auto second = PostRun(Stateful("alice", "vars", "print(x + 1, math.pi > 3)"));
+  BOOST_TEST(Str(second, "status") == "ok", Str(second, "stderr"));
+  BOOST_TEST(Str(second, "stdout") == "42 True\n");
+  BOOST_TEST(KernelStatus(second) == "kept");
+  BOOST_TEST(ExecutionCount(second) == 2);
+  // A notebook's trailing expression is shown, and an exception is an error with its
+  // traceback (no ANSI colour codes).
+  auto shown = PostRun(Stateful("alice", "vars", "x * 2"));
+  BOOST_TEST(Str(shown, "stdout") == "82\n");
+  auto failed = PostRun(Stateful("alice", "vars", "1 / 0"));
+  BOOST_TEST(Str(failed, "status") == "error");
+  BOOST_TEST(Str(failed, "stderr").find("ZeroDivisionError") != std::string::npos);
+  BOOST_TEST(Str(failed, "stderr").find('\x1b') == std::string::npos);
+}
+
+BOOST_AUTO_TEST_CASE(stateful_without_session_is_refused) {
+  HttpResponse r = Post("/run", R"({"language": "python", "code": "1", "stateful": true})");
+  BOOST_TEST(r.status == 400, r.body);
+  ServiceError e = ParseServiceError(r.body);
+  BOOST_TEST(e.code == "missing_session");
+  BOOST_TEST(e.field == "stateful");
+  HttpResponse bad = Post("/run", R"({"language": "python", "code": "1", "stateful": "yes"})");
+  BOOST_TEST(bad.status == 400, bad.body);
+  BOOST_TEST(ParseServiceError(bad.body).field == "stateful");
+  HttpResponse in =
+      Post("/run", Stateful("alice", "vars", "input()").insert(1, R"("stdin": "x", )"));
+  BOOST_TEST(in.status == 400, in.body);
+  BOOST_TEST(ParseServiceError(in.body).field == "stdin");
+}
+
+BOOST_AUTO_TEST_CASE(two_users_sessions_never_share_a_kernel) {
+  auto a = PostRun(Stateful("alice", "shared", "secret = 'alice-only'"));
+  BOOST_TEST(Str(a, "status") == "ok", Str(a, "stderr"));
+  auto b = PostRun(Stateful("bob", "shared", "print(globals().get('secret'))"));
+  BOOST_TEST(Str(b, "status") == "ok", Str(b, "stderr"));
+  BOOST_TEST(Str(b, "stdout") == "None\n");
+  BOOST_TEST(KernelStatus(b) == "started");
+  auto a2 = PostRun(Stateful("alice", "shared", "print(secret)"));
+  BOOST_TEST(Str(a2, "stdout") == "alice-only\n");
+}
+
+BOOST_AUTO_TEST_CASE(files_written_are_exported_once_and_kept_in_the_session) {
+  auto w = PostRun(Stateful("alice", "files", "open('out.txt', 'w').write('hello')"));
+  BOOST_TEST(Str(w, "status") == "ok", Str(w, "stderr"));
+  BOOST_TEST_REQUIRE(w["files"].Size() == 1u);
+  BOOST_TEST(Str(w["files"][0], "path") == "out.txt");
+  HttpResponse got = GetUrl(Str(w["files"][0], "url"));
+  BOOST_TEST(got.status == 200);
+  BOOST_TEST(got.body == "hello");
+  // Unchanged: not exported again; still in the kernel's workspace.
+  auto again = PostRun(Stateful("alice", "files", "print(open('out.txt').read())"));
+  BOOST_TEST(Str(again, "stdout") == "hello\n");
+  BOOST_TEST(again["files"].Size() == 0u);
+  // The session's files are saved: a stateless run of the session sees them.
+  auto stateless = PostRun(
+      R"({"language": "bash", "code": "cat out.txt", "user": "alice", "session": "files"})");
+  BOOST_TEST(Str(stateless, "stdout") == "hello");
+}
+
+BOOST_AUTO_TEST_CASE(figures_and_tables_are_displays) {
+  const std::string code =
+      "import matplotlib.pyplot as plt\nimport pandas as pd\n"
+      "plt.plot([1, 2, 3])\nplt.show()\n"
+      "pd.DataFrame({'city': ['Oslo', 'Rome'], 'n': [1, 2]})";
+  auto r = PostRun(Stateful("alice", "plots", code));
+  BOOST_TEST(Str(r, "status") == "ok", Str(r, "stderr"));
+  BOOST_TEST_REQUIRE(r["displays"].IsArray());
+  BOOST_TEST_REQUIRE(r["displays"].Size() == 2u);
+  const auto& image = r["displays"][0];
+  BOOST_TEST(Str(image, "kind") == "image");
+  BOOST_TEST(Str(image, "mime") == "image/png");
+  HttpResponse png = GetUrl(Str(image["file"], "url"));
+  BOOST_TEST(png.status == 200);
+  BOOST_TEST(png.body.substr(1, 3) == "PNG");
+  const auto& table = r["displays"][1];
+  BOOST_TEST(Str(table, "kind") == "table");
+  BOOST_TEST(Str(table, "text").find("Oslo") != std::string::npos);
+  // The plain form is in stdout, as a notebook shows it; the image is not in the workspace.
+  BOOST_TEST(Str(r, "stdout").find("Oslo") != std::string::npos);
+  BOOST_TEST(r["files"].Size() == 0u);
+}
+
+BOOST_AUTO_TEST_CASE(timeout_interrupts_the_cell_and_the_kernel_stays_usable) {
+  auto set = PostRun(Stateful("alice", "slow", "y = 5", {{"wall_time_s", 3}}));
+  BOOST_TEST(Str(set, "status") == "ok", Str(set, "stderr"));
+  const auto t = Clock::now();
+  auto slow =
+      PostRun(Stateful("alice", "slow", "import time\ntime.sleep(60)", {{"wall_time_s", 3}}));
+  const double took = SecondsSince(t);
+  BOOST_TEST(Str(slow, "status") == "timeout");
+  BOOST_TEST(Str(slow, "stderr").find("KeyboardInterrupt") != std::string::npos,
+             Str(slow, "stderr"));
+  BOOST_TEST(Str(slow, "stderr").find("keeps its variables") != std::string::npos);
+  BOOST_TEST(took < 10, "the cell was stopped near its wall limit");
+  auto after = PostRun(Stateful("alice", "slow", "print(y)", {{"wall_time_s", 3}}));
+  BOOST_TEST(Str(after, "stdout") == "5\n", Str(after, "stderr"));
+  BOOST_TEST(KernelStatus(after) == "kept");
+  // A cell that ignores the interrupt: the kernel is killed 2 s later, the next run gets a
+  // new one and says why.
+  auto deaf = PostRun(Stateful("alice", "slow",
+                               "import signal\nsignal.signal(signal.SIGINT, signal.SIG_IGN)\n"
+                               "while True:\n    pass",
+                               {{"wall_time_s", 3}}));
+  BOOST_TEST(Str(deaf, "status") == "timeout");
+  BOOST_TEST(Str(deaf, "stderr").find("the kernel was ended") != std::string::npos,
+             Str(deaf, "stderr"));
+  auto fresh = PostRun(Stateful("alice", "slow", "print('y' in globals())", {{"wall_time_s", 3}}));
+  BOOST_TEST(Str(fresh, "stdout") == "False\n", Str(fresh, "stderr"));
+  BOOST_TEST(KernelStatus(fresh) == "restarted");
+}
+
+BOOST_AUTO_TEST_CASE(a_kernel_killed_by_its_memory_limit_restarts_and_says_so) {
+  const std::map<std::string, int64_t> limits = {{"memory_mb", 256}};
+  auto set = PostRun(Stateful("alice", "oom", "z = 1", limits));
+  BOOST_TEST(Str(set, "status") == "ok", Str(set, "stderr"));
+  auto hog = PostRun(
+      Stateful("alice", "oom", "b = []\nwhile True:\n    b.append(bytearray(16 << 20))", limits));
+  BOOST_TEST(Str(hog, "status") == "memory_limit", Str(hog, "stderr"));
+  auto next = PostRun(Stateful("alice", "oom", "print('z' in globals())", limits));
+  BOOST_TEST(Str(next, "stdout") == "False\n", Str(next, "stderr"));
+  BOOST_TEST(KernelStatus(next) == "restarted");
+  BOOST_TEST(Str(next, "stderr").find("memory_limit") != std::string::npos, Str(next, "stderr"));
+}
+
+BOOST_AUTO_TEST_CASE(an_idle_kernel_ends_after_kernel_idle_s) {
+  auto set = PostRun(Stateful("alice", "idle", "w = 1"));
+  BOOST_TEST(Str(set, "status") == "ok", Str(set, "stderr"));
+  std::this_thread::sleep_for(std::chrono::seconds(9));  // kernel_idle_s 6, checked each second
+  auto next = PostRun(Stateful("alice", "idle", "print('w' in globals())"));
+  BOOST_TEST(Str(next, "stdout") == "False\n");
+  BOOST_TEST(KernelStatus(next) == "restarted");
+  BOOST_TEST(Str(next, "stderr").find("kernel_idle_s") != std::string::npos, Str(next, "stderr"));
+}
+
+BOOST_AUTO_TEST_CASE(max_kernels_ends_the_least_recently_used) {
+  for (const char* s : {"lru-1", "lru-2", "lru-3"}) {  // max_kernels 2: lru-1 goes
+    auto r = PostRun(Stateful("carol", s, "v = 1"));
+    BOOST_TEST(Str(r, "status") == "ok", Str(r, "stderr"));
+  }
+  auto back = PostRun(Stateful("carol", "lru-1", "print('v' in globals())"));
+  BOOST_TEST(Str(back, "stdout") == "False\n");
+  BOOST_TEST(KernelStatus(back) == "restarted");
+  BOOST_TEST(Str(back, "stderr").find("max_kernels") != std::string::npos, Str(back, "stderr"));
+  auto kept = PostRun(Stateful("carol", "lru-3", "print(v)"));
+  BOOST_TEST(KernelStatus(kept) == "kept");
+}
+
+// Kernel start, then the per-run latency of a stateful print(1) next to a cold stateless
+// run, through nginx (reported; the ratio is what to compare across machines).
+BOOST_AUTO_TEST_CASE(latency_of_a_kept_kernel_next_to_a_cold_run) {
+  const auto t0 = Clock::now();
+  auto start = PostRun(Stateful("dave", "latency", "print(1)"));
+  const double start_s = SecondsSince(t0);
+  BOOST_TEST(Str(start, "stdout") == "1\n", Str(start, "stderr"));
+  constexpr int kRuns = 5;
+  double kept_s = 0, cold_s = 0;
+  for (int i = 0; i < kRuns; ++i) {
+    auto t = Clock::now();
+    auto kept = PostRun(Stateful("dave", "latency", "print(1)"));
+    kept_s += SecondsSince(t);
+    BOOST_TEST(Str(kept, "stdout") == "1\n");
+    t = Clock::now();
+    auto cold = PostRun(RunRequest("python", "print(1)"));
+    cold_s += SecondsSince(t);
+    BOOST_TEST(Str(cold, "stdout") == "1\n");
+  }
+  BOOST_TEST_MESSAGE("kernel start (first stateful run): "
+                     << start_s * 1000 << " ms; stateful print(1): " << kept_s * 1000 / kRuns
+                     << " ms per run; cold stateless print(1): " << cold_s * 1000 / kRuns
+                     << " ms per run; ratio cold/stateful " << cold_s / kept_s);
+}
+
+// Last: the daemon stops (SIGTERM) with live kernels; nothing of them is left on the host.
+BOOST_AUTO_TEST_CASE(no_kernel_process_or_cgroup_outlives_the_daemon) {
+  auto r = PostRun(Stateful("erin", "left", "q = 1"));
+  BOOST_TEST(Str(r, "status") == "ok", Str(r, "stderr"));
+  BOOST_TEST_REQUIRE(SandboxProcessCount() > 0, "the idle kernel lives between runs");
+  BOOST_TEST(LeftoverRunCgroups() > 0);
+  const pid_t daemon = Stack::Get().DaemonPid();
+  BOOST_TEST_REQUIRE(daemon > 0);
+  kill(daemon, SIGTERM);
+  const auto t = Clock::now();
+  while (ProcessAlive(daemon) && SecondsSince(t) < 30) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  BOOST_TEST(!ProcessAlive(daemon));
+  BOOST_TEST(SandboxProcessCount() == 0);
+  BOOST_TEST(LeftoverRunCgroups() == 0);
+  BOOST_TEST(RunMountCount() == 0);
+  Stack::Get().Restart();
+}
+
+BOOST_AUTO_TEST_SUITE_END()
+
+}  // namespace sandrun::integration

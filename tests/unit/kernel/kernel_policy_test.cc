@@ -1,0 +1,42 @@
+// The idle and least-recently-used policy of live kernels (kernel/kernel_policy.h).
+#include "kernel/kernel_policy.h"
+
+#include <boost/test/unit_test.hpp>
+
+namespace kernel = sandrun::kernel;
+using Keys = std::vector<std::string>;
+
+BOOST_AUTO_TEST_SUITE(KernelPolicy)
+
+BOOST_AUTO_TEST_CASE(ends_kernels_idle_past_the_limit_but_never_one_in_use) {
+  std::vector<kernel::KernelSlot> slots = {
+      {"old", 1000, false}, {"busy", 0, true}, {"recent", 9500, false}};
+  BOOST_TEST(kernel::IdleKernels(slots, 10'000, 5000) == Keys{"old"});
+  BOOST_TEST(kernel::IdleKernels(slots, 10'000, 500) == (Keys{"old", "recent"}));
+  BOOST_TEST(kernel::IdleKernels(slots, 10'000, 100'000).empty());
+}
+
+BOOST_AUTO_TEST_CASE(evicts_least_recently_used_first) {
+  std::vector<kernel::KernelSlot> slots = {{"b", 200, false}, {"a", 100, false}, {"c", 300, false}};
+  auto room = kernel::MakeRoom(slots, 3);
+  BOOST_TEST(room.enough);
+  BOOST_TEST(room.evict == Keys{"a"});
+  room = kernel::MakeRoom(slots, 2);
+  BOOST_TEST(room.evict == (Keys{"a", "b"}));
+  room = kernel::MakeRoom(slots, 4);
+  BOOST_TEST(room.enough);
+  BOOST_TEST(room.evict.empty());
+}
+
+BOOST_AUTO_TEST_CASE(never_evicts_a_kernel_in_use_and_says_when_there_is_no_room) {
+  std::vector<kernel::KernelSlot> slots = {{"a", 100, true}, {"b", 200, false}};
+  auto room = kernel::MakeRoom(slots, 2);
+  BOOST_TEST(room.enough);
+  BOOST_TEST(room.evict == Keys{"b"});
+  slots[1].in_use = true;
+  room = kernel::MakeRoom(slots, 2);
+  BOOST_TEST(!room.enough);
+  BOOST_TEST(room.evict.empty());
+}
+
+BOOST_AUTO_TEST_SUITE_END()
