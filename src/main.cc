@@ -23,6 +23,7 @@
 #include "storage/janitor.h"
 #include "storage/session_restore.h"
 #include "sys/syscalls.h"
+#include "util/memory.h"
 #include "version.h"
 
 namespace {
@@ -162,6 +163,8 @@ int main(int argc, char** argv) {
   if (argc >= 2 && std::strcmp(argv[1], "restore-session") == 0) {
     return storage::RestoreSessionMain(std::vector<std::string>(argv + 2, argv + argc));
   }
+  // Before any thread: two malloc arenas for all worker threads (util/memory.h).
+  util::TuneMalloc(2);
   std::string config_path;
   bool check = false;
   for (int i = 1; i < argc; ++i) {

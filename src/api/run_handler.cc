@@ -21,6 +21,7 @@
 #include "storage/session_restore.h"
 #include "storage/workspace_file.h"
 #include "sys/syscalls.h"
+#include "util/phases.h"
 #include "util/text.h"
 
 namespace sandrun::api {
@@ -361,6 +362,7 @@ HttpResponse Service::HandleRun(const HttpRequest& request, bool trusted) {
   }
   if (auto err = ApplyTokenBinding(caller, &run)) return Refusal(*err);
   Notes().user = run.user;
+  util::StampPhase("decoded");
   std::optional<std::vector<PlanEntry>> plan;
   if (run.markdown) {
     if (auto err = PlanMarkdown(*run.markdown, run.block, &run.steps, &plan)) {
@@ -392,6 +394,7 @@ HttpResponse Service::HandleRun(const HttpRequest& request, bool trusted) {
   }
   // Waited in the queue or for the session while the daemon began to stop.
   if (draining_) return StoppingResponse();
+  util::StampPhase("admitted");
 
   const std::string id = util::RandomHex(16);
   const config::Limits& limits = run.limits;
@@ -408,6 +411,7 @@ HttpResponse Service::HandleRun(const HttpRequest& request, bool trusted) {
   if (Status s = dir.Create(static_cast<uint64_t>(disk_mb) << 20, uid, gid); !s.ok()) {
     return ErrorResponse(500, "sandbox_error", "run " + id + ": " + s.error().message);
   }
+  util::StampPhase("run_dir");
 
   // matplotlib's font cache, built at start-up (font_cache.cc), in the run's MPLCONFIGDIR.
   if (!font_cache_name_.empty()) {
@@ -447,6 +451,7 @@ HttpResponse Service::HandleRun(const HttpRequest& request, bool trusted) {
     return ErrorResponse(500, "sandbox_error", "run " + id + ": " + s.error().message);
   }
 
+  util::StampPhase("files_placed");
   RunResponse response = RunSteps(run, id, dir.workspace(), dir.tmp(), dir.root(), dir.outputs());
   if (plan && response.steps) {
     MarkBlocksNotRun(run.steps, *response.steps, response.status, &*plan);
@@ -483,6 +488,7 @@ HttpResponse Service::ExportAndRespond(const HttpRequest& request, const RunRequ
   for (const auto& shown : WorkspaceFileNames(manifest)) before.erase(shown);
   export_options.unchanged_inputs.assign(before.begin(), before.end());
   auto walk = storage::WalkWorkspace(workspace, export_options);
+  util::StampPhase("export_walked");
   uint64_t skipped_unlisted = 0;
   const storage::Quota quota = {static_cast<uint64_t>(live.user_quota_files),
                                 static_cast<uint64_t>(live.user_quota_mb) << 20};
@@ -505,6 +511,7 @@ HttpResponse Service::ExportAndRespond(const HttpRequest& request, const RunRequ
                         &output_paths, &response.files_skipped);
     for (const auto& s : manifest.skipped) response.files_skipped.push_back(s);
     auto published = storage::Publish(workspace, walk->files, outputs, run.user, id, publish);
+    util::StampPhase("published");
     if (published.ok()) {
       response.files = std::move(published->files);
       // A stateful run's displays come from its kernel (HandleStatefulRun), not a manifest.
@@ -541,6 +548,7 @@ HttpResponse Service::ExportAndRespond(const HttpRequest& request, const RunRequ
   Notes().run_ms = response.wall_ms;
   HttpResponse http;
   http.body = EncodeRunResponse(response);
+  util::StampPhase("encoded");  // then ~RunDir: the run's tmpfs unmounted, its directory removed
   return http;
 }
 

@@ -108,7 +108,9 @@ int SweepDir(const std::string& base) {
 // ---- v1 --------------------------------------------------------------------------------
 class RunCgroupV1 : public RunCgroup {
  public:
-  explicit RunCgroupV1(std::vector<std::string> dirs) : dirs_(std::move(dirs)) {}
+  // `homes[i]` is the daemon's own cgroup in the hierarchy of `dirs[i]`.
+  RunCgroupV1(std::vector<std::string> dirs, std::vector<std::string> homes)
+      : dirs_(std::move(dirs)), homes_(std::move(homes)) {}
   ~RunCgroupV1() override { (void)Destroy(); }
   Status AddProcess(pid_t pid) override {
     for (const auto& dir : dirs_) {
@@ -116,6 +118,26 @@ class RunCgroupV1 : public RunCgroup {
       if (!s.ok()) return s;
     }
     return OkStatus();
+  }
+  // "0" in `tasks` is the writing thread itself (cgroup_procs_write_start: a single thread
+  // that is current needs no threadgroup lock, hence no RCU grace period).
+  Status EnterCallingThread() override {
+    for (size_t i = 0; i < dirs_.size(); ++i) {
+      Status s = Write(dirs_[i] + "/tasks", "0");
+      if (!s.ok()) {
+        for (size_t j = 0; j < i; ++j) (void)Write(homes_[j] + "/tasks", "0");
+        return s;
+      }
+    }
+    return OkStatus();
+  }
+  Status LeaveCallingThread() override {
+    Status result = OkStatus();
+    for (const auto& home : homes_) {
+      Status s = Write(home + "/tasks", "0");
+      if (!s.ok()) result = s;
+    }
+    return result;
   }
   CgroupStats Stats() const override {
     CgroupStats stats;
@@ -142,11 +164,13 @@ class RunCgroupV1 : public RunCgroup {
 
  private:
   std::vector<std::string> dirs_;
+  std::vector<std::string> homes_;
 };
 
 class CgroupManagerV1 : public CgroupManager {
  public:
-  explicit CgroupManagerV1(std::vector<std::string> bases) : bases_(std::move(bases)) {}
+  CgroupManagerV1(std::vector<std::string> bases, std::vector<std::string> homes)
+      : bases_(std::move(bases)), homes_(std::move(homes)) {}
   // Removes the daemon's own directories when no run is left in them (a clean stop).
   ~CgroupManagerV1() override {
     for (const auto& base : bases_) ::rmdir(base.c_str());
@@ -169,7 +193,7 @@ class CgroupManagerV1 : public CgroupManager {
       }
       dirs.push_back(dir);
     }
-    auto cg = std::make_unique<RunCgroupV1>(dirs);
+    auto cg = std::make_unique<RunCgroupV1>(dirs, homes_);
     const std::string& mem = dirs[0];
     Status s = Write(mem + "/memory.limit_in_bytes", std::to_string(memory_bytes));
     // memsw exists only with swap accounting; equal limits mean "no swap".
@@ -190,6 +214,7 @@ class CgroupManagerV1 : public CgroupManager {
 
  private:
   std::vector<std::string> bases_;  // memory, pids, [cpuacct]
+  std::vector<std::string> homes_;  // the daemon's own cgroup in each, bases_'s parents
 };
 
 // ---- v2 --------------------------------------------------------------------------------
@@ -200,6 +225,10 @@ class RunCgroupV2 : public RunCgroup {
   Status AddProcess(pid_t pid) override {
     return Write(dir_ + "/cgroup.procs", std::to_string(pid));
   }
+  Status EnterCallingThread() override {
+    return MakeError("cgroup", "cgroup v2: a thread cannot enter a run's domain cgroup alone");
+  }
+  Status LeaveCallingThread() override { return OkStatus(); }
   CgroupStats Stats() const override {
     CgroupStats stats;
     stats.oom_kills = std::max<int64_t>(0, ReadKeyed(dir_ + "/memory.events", "oom_kill"));
@@ -271,7 +300,7 @@ Result<std::unique_ptr<CgroupManager>> DetectV2(const std::string& name) {
 }
 
 Result<std::unique_ptr<CgroupManager>> DetectV1(const std::string& name) {
-  std::vector<std::string> bases;
+  std::vector<std::string> bases, homes;
   for (const char* controller : {"memory", "pids", "cpuacct"}) {
     std::string mount = std::string(kCgroupRoot) + "/" + controller;
     struct stat st;
@@ -281,13 +310,15 @@ Result<std::unique_ptr<CgroupManager>> DetectV1(const std::string& name) {
                        std::string("cgroup v1: no ") + controller + " hierarchy at " + mount);
     }
     std::string self = SelfPath(controller);
-    std::string base = mount + (self == "/" ? "" : self) + "/" + name;
+    std::string home = mount + (self == "/" ? "" : self);
+    std::string base = home + "/" + name;
     if (::mkdir(base.c_str(), 0755) != 0 && errno != EEXIST) {
       return sys::ErrnoError("cgroup", "cgroup v1: mkdir " + base);
     }
     bases.push_back(base);
+    homes.push_back(home);
   }
-  return std::unique_ptr<CgroupManager>(std::make_unique<CgroupManagerV1>(bases));
+  return std::unique_ptr<CgroupManager>(std::make_unique<CgroupManagerV1>(bases, homes));
 }
 
 }  // namespace

@@ -16,6 +16,7 @@
 #include "sandbox/mounts.h"
 #include "sandbox/network.h"
 #include "sys/syscalls.h"
+#include "util/phases.h"
 #include "util/text.h"
 
 namespace sandrun::sandbox {
@@ -225,10 +226,12 @@ Result<Started> Start(const SandboxSpec& spec, const MountPlan& mounts, const st
                                 EncodeInitPlan(MakeInitPlan(spec, filter.program(), cgroups)));
   if (!plan_fd.ok()) return MakeError("sandbox", plan_fd.error().message);
   st.plan_fd = std::move(*plan_fd);
+  util::StampPhase("pipes_plan");
   if (cgroups) {
     auto created = cgroups->Create(spec.run_id, spec.limits.memory_bytes, spec.limits.processes);
     if (!created.ok()) return MakeError("sandbox", "cgroup: " + created.error().message);
     st.cgroup = std::move(*created);
+    util::StampPhase("cgroup_made");
   }
 
   ChildPlan plan{};
@@ -248,9 +251,18 @@ Result<Started> Start(const SandboxSpec& spec, const MountPlan& mounts, const st
   plan.hostname = "sandbox";
 
   int pidfd_raw = -1;
+  // Clone from inside the run's cgroup when the host allows it (v1): the child starts there
+  // and no process migration waits on the request path (cgroup.h EnterCallingThread).
+  const bool placed = st.cgroup && st.cgroup->EnterCallingThread().ok();
+  if (placed) util::StampPhase("thread_in_cgroup");
   st.start = Clock::now();
   auto pid = CloneChild(plan, spec.host_uid, &pidfd_raw);
+  // This worker thread must not stay in a run's cgroup (it would count against the run and
+  // keep the cgroup busy); its own cgroup exists while the daemon runs, so this cannot fail
+  // short of a broken host, on which the daemon must not go on.
+  if (placed && !st.cgroup->LeaveCallingThread().ok()) std::abort();
   if (!pid.ok()) return pid.error();
+  util::StampPhase("cloned");
   st.pid = *pid;
   st.pidfd = sys::UniqueFd(pidfd_raw);
   // Close the child's ends now so EOF means "every process of the run is gone". The
@@ -271,8 +283,10 @@ Result<Started> Start(const SandboxSpec& spec, const MountPlan& mounts, const st
   if (Status s = WriteIdMaps(st.pid, spec.host_uid, spec.host_gid); !s.ok()) {
     return abort_child(s.error());
   }
-  if (st.cgroup) {
+  util::StampPhase("id_maps");
+  if (st.cgroup && !placed) {
     if (Status s = st.cgroup->AddProcess(st.pid); !s.ok()) return abort_child(s.error());
+    util::StampPhase("cgroup_placed");
   }
   // The network and its firewall before the sync byte: the program starts with both.
   if (spec.network.enabled) {
@@ -284,6 +298,7 @@ Result<Started> Start(const SandboxSpec& spec, const MountPlan& mounts, const st
     return abort_child(sys::ErrnoError("sandbox", "write sync pipe"));
   }
   p.sync.write.Reset();
+  util::StampPhase("sync_sent");
   return st;
 }
 
@@ -344,7 +359,10 @@ Supervised Supervise(Started& st, const SandboxSpec& spec) {
         p.in.write.Reset();
       }
     }
-    if (i_pid >= 0 && fds[i_pid].revents) exited = true;
+    if (i_pid >= 0 && fds[i_pid].revents) {
+      exited = true;
+      util::StampPhase("exited");
+    }
     if (!exited && !f.flooded && out.total_bytes() + err.total_bytes() > cap) {
       f.flooded = true;
       sys::KillPidfd(st.pidfd.get());
@@ -392,6 +410,7 @@ Result<SandboxResult> Launcher::Run(const SandboxSpec& spec) const {
   if (spec.argv.empty() || spec.argv[0].empty() || spec.argv[0][0] != '/') {
     return MakeError("sandbox", "argv[0] must be an absolute path inside the sandbox");
   }
+  util::StampPhase("launch");
   MountPlan mounts = BuildMountPlan(spec);
   const std::string put_old = spec.root_dir + "/.oldroot";
   auto started = sandbox::Start(spec, mounts, put_old, filter_, cgroups_.get(), init_exe_.get());
@@ -400,10 +419,12 @@ Result<SandboxResult> Launcher::Run(const SandboxSpec& spec) const {
   Supervised seen = Supervise(st, spec);
   auto reaped = sys::Reap(st.pid);
   const auto end = Clock::now();
+  util::StampPhase("reaped");
   CgroupStats stats;
   if (st.cgroup) {
     stats = st.cgroup->Stats();
     (void)st.cgroup->Destroy();
+    util::StampPhase("cgroup_removed");
   }
 
   const ChildReport& report = seen.report;

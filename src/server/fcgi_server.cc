@@ -19,6 +19,8 @@
 
 #include "sys/syscalls.h"
 #include "util/json_log.h"
+#include "util/memory.h"
+#include "util/phases.h"
 #include "util/text.h"
 
 namespace sandrun::server {
@@ -142,6 +144,9 @@ void Log(const api::HttpRequest& request, const api::HttpResponse& response, int
   if (!log.run_status.empty()) line.Add("run_status", log.run_status);
   if (log.queue_ms >= 0) line.Add("queue_ms", log.queue_ms);
   if (log.run_ms >= 0) line.Add("run_ms", log.run_ms);
+  size_t phase_count = 0;
+  const util::PhaseStamp* phases = util::Phases(&phase_count);
+  if (phase_count > 0) line.Add("phases_us", phases, phase_count);
   if (status >= 400) {
     auto [code, message] = ErrorOf(response.body);
     if (!code.empty()) line.Add("error", code);
@@ -201,20 +206,30 @@ void FcgiServer::Worker(const Handler& handler) {
       continue;
     }
     auto start = std::chrono::steady_clock::now();
+    util::ResetPhases();
     bool too_large = false;
     api::HttpRequest request = ReadRequest(req, options_.max_body_bytes, &too_large);
     request.request_id = RequestId(req);
+    util::StampPhase("read");
     api::HttpResponse response =
         too_large ? api::ErrorResponse(413, "body_too_large",
                                        "request body is larger than the configured maximum of " +
                                            std::to_string(options_.max_body_bytes) + " bytes")
                   : handler(request);
+    util::StampPhase("handled");
     WriteResponse(req, response, request.request_id);
     FCGX_Finish_r(&req);
+    util::StampPhase("sent");
     Log(request, response,
         std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() -
                                                               start)
             .count());
+    // A large request or response leaves its pages in this thread's malloc arena: give them
+    // back now that the response is sent (util/memory.h), not when the next one comes.
+    const size_t moved = request.body.size() + response.body.size();
+    request = {};
+    response = {};
+    util::AfterLargeRequest(moved);
   }
   FCGX_Free(&req, 1);
 }

@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <ctime>
 #include <mutex>
+#include <string_view>
 
 #include "util/text.h"
 
@@ -54,6 +55,21 @@ LogLine& LogLine::Add(const char* key, const std::vector<std::string>& values) {
     writer_.String(clean.data(), static_cast<rapidjson::SizeType>(clean.size()));
   }
   writer_.EndArray();
+  return *this;
+}
+
+LogLine& LogLine::Add(const char* key, const PhaseStamp* stamps, size_t count) {
+  writer_.Key(key);
+  writer_.StartObject();
+  for (size_t i = 0; i < count; ++i) {
+    int seen = 1;
+    for (size_t j = 0; j < i; ++j) seen += std::string_view(stamps[j].name) == stamps[i].name;
+    std::string name = stamps[i].name;
+    if (seen > 1) name += "#" + std::to_string(seen);
+    writer_.Key(name.data(), static_cast<rapidjson::SizeType>(name.size()));
+    writer_.Int64(stamps[i].us);
+  }
+  writer_.EndObject();
   return *this;
 }
 

@@ -12,6 +12,8 @@
 #include <string>
 #include <vector>
 
+#include "util/phases.h"
+
 namespace sandrun::util {
 
 class LogLine {
@@ -21,6 +23,8 @@ class LogLine {
   LogLine& Add(const char* key, const char* value) { return Add(key, std::string(value)); }
   LogLine& Add(const char* key, int64_t value);
   LogLine& Add(const char* key, const std::vector<std::string>& values);
+  // {"name": us, ...} in stamp order; a name stamped again gets a "#2", "#3" suffix.
+  LogLine& Add(const char* key, const PhaseStamp* stamps, size_t count);
   // Writes the line to stderr in one piece; lines of concurrent threads never interleave.
   void Write();
 

@@ -26,6 +26,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import urllib.parse
 
@@ -52,6 +53,7 @@ BWRAP = [
     "--symlink", "usr/lib", "/lib", "--symlink", "usr/lib64", "/lib64",
     "--ro-bind-try", "/etc/alternatives", "/etc/alternatives",
     "--ro-bind-try", "/etc/ld.so.cache", "/etc/ld.so.cache",
+    "--ro-bind-try", "/etc/matplotlibrc", "/etc/matplotlibrc",
     "--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp",
     "--tmpfs", "/home/user", "--chdir", "/home/user",
     "--clearenv", "--setenv", "PATH", "/usr/bin:/bin", "--setenv", "HOME", "/home/user",
@@ -91,6 +93,8 @@ class Case:
         self.runner = runner
         self.describe = describe
         self.samples = []
+        self.warmup = 0  # rounds discarded first; set by main()
+        self.max_samples = 0  # measured rounds; set by main()
         self.unavailable = None  # reason, when this case cannot run here
         self.short_reason = None  # its one-line form for the table
 
@@ -183,11 +187,13 @@ class SandrunClient:
 class SandrunCase(Case):
     """POST /run; the row's samples are end-to-end ms, `daemon` collects usage.wall_ms."""
 
-    def __init__(self, group, client, language, code, expected):
+    def __init__(self, group, client, language, code, expected, files=()):
         super().__init__(group, "sandrun, HTTP end-to-end",
                          f"POST /run {json.dumps({'language': language, 'code': code})}")
         self.client = client
         self.body = json.dumps({"language": language, "code": code}).encode()
+        self.files = tuple(files)  # names the run must have published
+        self.log_offsets = []  # the daemon log's size before each measured request
         self.expected = expected.decode()
         self.daemon = Case(group, "sandrun, daemon `usage.wall_ms`",
                            "the same requests: the daemon's own wall time (clone to reap)")
@@ -204,6 +210,10 @@ class SandrunCase(Case):
             raise BenchError(f"{self.describe}: status {doc.get('status')!r}, stdout "
                              f"{doc.get('stdout')!r} (expected {self.expected!r}), stderr "
                              f"{str(doc.get('stderr'))[-2000:]!r}")
+        published = {f.get("path") for f in doc.get("files") or [] if isinstance(f, dict)}
+        for name in self.files:
+            if name not in published:
+                raise BenchError(f"{self.describe}: {name} not among the files {sorted(published)}")
         wall = (doc.get("usage") or {}).get("wall_ms")
         if not isinstance(wall, (int, float)):
             raise BenchError(f"{self.describe}: no usage.wall_ms in {data[:500]!r}")
@@ -274,40 +284,200 @@ def machine_facts():
     return facts
 
 
+PLOT_CODE = """import matplotlib
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt
+fig, ax = plt.subplots()
+ax.plot([1, 2, 3, 4], [1, 4, 9, 16])
+fig.savefig("plot.png")
+print("saved")
+"""
+NUMPY_CODE = """import numpy as np
+a = np.ones(20 * 1024 * 1024 // 8)
+print(int(a.sum()))
+"""
+PROFILED = ("python3 `print(1)`", "bash `true`")  # the programs of the phase profile
+SOAK_BYTES = 1 << 20  # output of one soak run
+SOAK_CODE = f"import sys\n_ = sys.stdout.write('x' * {SOAK_BYTES})\n"  # '_ =': no trailing value shown
+
+
+def daemon_rss_kb(pid):
+    """VmRSS of `pid` in KiB, or None."""
+    try:
+        with open(f"/proc/{pid}/status") as f:
+            for line in f:
+                if line.startswith("VmRSS:"):
+                    return int(line.split()[1])
+    except (OSError, ValueError):
+        pass
+    return None
+
+
+def find_daemon(state_dir):
+    """The pid of the sandrund whose command line names a file in `state_dir`, or None."""
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/cmdline", "rb") as f:
+                argv = f.read().split(b"\0")
+        except OSError:
+            continue
+        if argv and os.path.basename(argv[0]) == b"sandrund" and any(
+                a.startswith(state_dir.encode() + b"/") for a in argv):
+            return int(entry)
+    return None
+
+
+def read_phases(log_path, offset):
+    """The phases_us objects of the POST /run lines of the daemon's log after `offset`."""
+    out = []
+    try:
+        with open(log_path, "rb") as f:
+            f.seek(offset)
+            for raw in f:
+                try:
+                    doc = json.loads(raw)
+                except ValueError:
+                    continue  # not a JSON line (an earlier daemon's text)
+                if (isinstance(doc, dict) and doc.get("event") == "request"
+                        and doc.get("path") == "/run" and doc.get("status") == 200
+                        and isinstance(doc.get("phases_us"), dict)):
+                    out.append(doc["phases_us"])
+    except OSError as e:
+        raise BenchError(f"cannot read the daemon's log {log_path}: {e}")
+    return out
+
+
+def log_size(log_path):
+    try:
+        return os.path.getsize(log_path)
+    except OSError:
+        return 0
+
+
+def phase_table(label, stamps):
+    """Markdown rows: each phase's median duration since the previous stamp (ms)."""
+    order = []
+    for s in stamps:
+        for name in s:
+            if name not in order:
+                order.append(name)
+    rows = []
+    prev_name = None
+    for name in order:
+        deltas = []
+        for s in stamps:
+            if name not in s:
+                continue
+            # The latest stamp before this one in this request.
+            before = [v for k, v in s.items() if v <= s[name] and k != name]
+            base = max(before) if before else 0
+            deltas.append((s[name] - base) / 1000.0)
+        if deltas:
+            rows.append(f"| {label} | {prev_name or 'start'} → {name} | "
+                        f"{statistics.median(deltas):.2f} | {percentile(deltas, 90):.2f} | "
+                        f"{len(deltas)} |")
+        prev_name = name
+    return rows
+
+
+def run_parallel(make_job, clients, count):
+    """Runs `count` jobs on `clients` threads (each calls make_job(i) for a callable run by that
+    thread). Returns (elapsed s, latencies ms, first error or None)."""
+    lock = threading.Lock()
+    state = {"next": 0, "error": None}
+    latencies = []
+
+    def worker():
+        job = make_job()
+        while True:
+            with lock:
+                if state["next"] >= count or state["error"] is not None:
+                    return
+                state["next"] += 1
+            try:
+                ms = job()
+            except Exception as e:  # noqa: BLE001 -- reported by the main thread
+                err = e if isinstance(e, BenchError) else BenchError(f"{type(e).__name__}: {e}")
+                with lock:
+                    state["error"] = state["error"] or err
+                return
+            with lock:
+                latencies.append(ms)
+
+    threads = [threading.Thread(target=worker) for _ in range(clients)]
+    t0 = time.perf_counter()
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    return time.perf_counter() - t0, latencies, state["error"]
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--url", required=True, help="sandrun base URL (nginx), e.g. http://127.0.0.1:8080")
     ap.add_argument("--runs", type=int, default=30, help="measured rounds (default 30)")
     ap.add_argument("--warmup", type=int, default=3, help="discarded rounds first (default 3)")
+    ap.add_argument("--heavy-runs", type=int, default=8,
+                    help="measured rounds of the plot and numpy programs (default 8)")
+    ap.add_argument("--load-requests", type=int, default=48,
+                    help="requests per client count and runner in each throughput round "
+                         "(default 48)")
+    ap.add_argument("--load-rounds", type=int, default=3,
+                    help="throughput rounds, runners alternating (default 3)")
+    ap.add_argument("--soak-runs", type=int, default=500,
+                    help="runs with 1 MiB of output from 8 clients (default 500; 0: no soak)")
+    ap.add_argument("--daemon-pid", type=int, default=0, help="sandrund's pid, for its RSS")
+    ap.add_argument("--daemon-state", default="", help="find sandrund by its state directory")
+    ap.add_argument("--daemon-log", default="", help="sandrund's log, for the phase profile")
+    ap.add_argument("--profile", action="store_true",
+                    help="only the phase profile of sequential runs (needs --daemon-log)")
     ap.add_argument("--runsc-flags", default=DEFAULT_RUNSC_FLAGS,
                     help=f"global runsc flags before `do` (default {DEFAULT_RUNSC_FLAGS!r})")
     ap.add_argument("--max-seconds", type=float, default=300,
                     help="fail if measuring takes longer than this (default 300)")
     args = ap.parse_args()
-    if args.runs < 1 or args.warmup < 0:
-        raise BenchError("--runs must be >= 1 and --warmup >= 0")
+    if args.runs < 1 or args.warmup < 0 or args.heavy_runs < 1:
+        raise BenchError("--runs and --heavy-runs must be >= 1 and --warmup >= 0")
+    if args.load_requests < 8 or args.load_rounds < 1 or args.soak_runs < 0:
+        raise BenchError("--load-requests must be >= 8, --load-rounds >= 1, --soak-runs >= 0")
+    if args.profile and not args.daemon_log:
+        raise BenchError("--profile needs --daemon-log (the daemon's JSON log lines)")
 
     client = SandrunClient(args.url)
     status, _, data, _ = client.request("GET", "/healthz")
     if status != 200:
         raise BenchError(f"GET {args.url}/healthz: HTTP {status}: {data[:500]!r}")
+    daemon_pid = args.daemon_pid or (find_daemon(args.daemon_state) if args.daemon_state else 0)
 
     workdir = tempfile.mkdtemp(prefix="sandrun-bench-")
     atexit.register(shutil.rmtree, workdir, ignore_errors=True)
     runsc_base = ["runsc", *shlex.split(args.runsc_flags), "do", "--cwd", "/tmp"]
 
     programs = [
-        # group label, local argv tail, sandrun language, code, expected stdout
-        ("python3 `print(1)`", [PYTHON, "-c", "print(1)"], "python", "print(1)", b"1\n"),
-        ("bash `echo 1`", [BASH, "-c", "echo 1"], "bash", "echo 1", b"1\n"),
-        ("bash `true`", [BASH, "-c", "true"], "bash", "true", b""),
+        # group label, local argv tail, sandrun language, code, expected stdout, heavy, files
+        ("python3 `print(1)`", [PYTHON, "-c", "print(1)"], "python", "print(1)", b"1\n",
+         False, ()),
+        ("bash `echo 1`", [BASH, "-c", "echo 1"], "bash", "echo 1", b"1\n", False, ()),
+        ("bash `true`", [BASH, "-c", "true"], "bash", "true", b"", False, ()),
+        ("python3 matplotlib plot to PNG", [PYTHON, "-c", PLOT_CODE], "python", PLOT_CODE,
+         b"saved\n", True, ("plot.png",)),
+        ("python3 numpy 20 MB array", [PYTHON, "-c", NUMPY_CODE], "python", NUMPY_CODE,
+         b"2621440\n", True, ()),
     ]
+    if args.profile:
+        programs = programs[:3]
     groups = []
-    for label, argv, language, code, expected in programs:
+    for label, argv, language, code, expected, heavy, files in programs:
         bare = ProcessCase(label, "bare", argv, expected, workdir)
         bwrap = ProcessCase(label, "bwrap", BWRAP + argv, expected, workdir)
         runsc = ProcessCase(label, "gVisor `runsc do`", runsc_base + argv, expected, workdir)
-        sandrun = SandrunCase(label, client, language, code, expected)
+        sandrun = SandrunCase(label, client, language, code, expected, files)
+        for case in (bare, bwrap, runsc, sandrun):
+            case.warmup = 1 if heavy else args.warmup
+            case.max_samples = args.heavy_runs if heavy else args.runs
         groups.append((label, bare, bwrap, runsc, sandrun))
 
     # Probe every case once; bare and sandrun must work, bwrap/gVisor may be "n/a".
@@ -315,7 +485,8 @@ def main():
     runnable = []
     failed_runners = {}
     for label, bare, bwrap, runsc, sandrun in groups:
-        for case in (bare, bwrap, runsc, sandrun):
+        cases = (bare, sandrun) if args.profile else (bare, bwrap, runsc, sandrun)
+        for case in cases:
             if case.runner in failed_runners:
                 case.unavailable, case.short_reason = failed_runners[case.runner]
                 continue
@@ -331,29 +502,57 @@ def main():
 
     load_before = load_average()
     started = time.monotonic()
-    total = args.warmup + args.runs
+
+    def check_time(what):
+        spent = time.monotonic() - started
+        if spent > args.max_seconds:
+            raise BenchError(f"measuring took over {args.max_seconds:.0f} s ({what}); try fewer "
+                             "--runs, --heavy-runs, --load-requests or --soak-runs")
+        return spent
+
+    # 1. Latency of one run, all runners interleaved round by round.
+    total = max(c.warmup + c.max_samples for c in runnable)
     for r in range(total):
         for case in runnable:
+            if r >= case.warmup + case.max_samples:
+                continue
+            offset = log_size(args.daemon_log) if args.daemon_log else 0
             elapsed = case.run_once()
-            if r >= args.warmup:
+            if r >= case.warmup:
                 case.samples.append(elapsed)
                 if isinstance(case, SandrunCase):
                     case.daemon.samples.append(case._last_wall)
-        spent = time.monotonic() - started
-        if spent > args.max_seconds:
-            raise BenchError(f"measuring took over {args.max_seconds:.0f} s (round {r + 1} of "
-                             f"{total}); try fewer --runs")
-        log(f"round {r + 1}/{total}{' (warm-up)' if r < args.warmup else ''} done, {spent:.0f} s")
+                    case.log_offsets.append(offset)
+        spent = check_time(f"round {r + 1} of {total}")
+        log(f"round {r + 1}/{total} done, {spent:.0f} s")
+
+    # The phase profile: each sandrun request's own log line (the request is sequential, so
+    # the first /run line after the offset taken before it is its own).
+    profile_rows = []
+    if args.daemon_log:
+        time.sleep(0.2)  # the daemon logs after the response is sent
+        for label, bare, bwrap, runsc, sandrun in groups:
+            if label not in PROFILED:
+                continue
+            stamps = []
+            for offset in sandrun.log_offsets:
+                lines = read_phases(args.daemon_log, offset)
+                if lines:
+                    stamps.append(lines[0])
+            if stamps:
+                profile_rows += phase_table(label, stamps)
 
     facts = machine_facts()
     out = []
-    out.append(f"Measured {facts['date']} with `scripts/bench --runs {args.runs}` "
-               f"({args.warmup} warm-up rounds discarded; cases interleaved round by round), "
+    command = "scripts/bench" + ("" if args.runs == 30 else f" --runs {args.runs}")
+    out.append(f"Measured {facts['date']} with `{command}` "
+               f"({args.warmup} warm-up rounds discarded, {args.runs} measured; the plot and numpy: "
+               f"1 warm-up, {args.heavy_runs} measured; cases interleaved round by round), "
                f"sandrun at commit `{facts['commit']}`.")
     out.append("")
     out.append(f"Machine: {facts['nproc']} CPUs ({facts['cpu']}), kernel `{facts['kernel']}`, "
                f"Debian {facts['debian']}; load average (1/5/15 min) {load_before} before, "
-               f"{facts['load']} after. "
+               f"{facts['load']} after the latency rounds. "
                f"{facts['python']}, {facts['bash']}, {facts['bwrap']}, {facts['runsc']}.")
     out.append("")
     out.append("| program | runner | median ms | p90 ms | median − bare ms | vs bare | vs bwrap |")
@@ -362,6 +561,8 @@ def main():
         bare_med = statistics.median(bare.samples)
         bwrap_med = statistics.median(bwrap.samples) if bwrap.samples else None
         for case in (bare, bwrap, runsc, sandrun, sandrun.daemon):
+            if args.profile and case in (bwrap, runsc):
+                continue
             if case.unavailable is not None:
                 reason = case.short_reason
                 out.append(f"| {label} | {case.runner} | n/a: {md_cell(reason)} | | | | |")
@@ -375,6 +576,123 @@ def main():
             delta = f"{med - bare_med:+.1f}" if case is not bare else "–"
             out.append(f"| {label} | {case.runner} | {fmt_ms(med)} | {fmt_ms(p90)} | {delta} | "
                        f"{vs_bare} | {vs_bwrap} |")
+    if profile_rows:
+        out.append("")
+        out.append("Phase profile of the sandrun runs above, from the daemon's own CLOCK_MONOTONIC "
+                   "stamps (`phases_us` in its JSON log line per request; `read` is the FastCGI "
+                   "request read, `sent` the response written; median and p90 of each step):")
+        out.append("")
+        out.append("| program | step | median ms | p90 ms | runs |")
+        out.append("|---|---|--:|--:|--:|")
+        out += profile_rows
+    if args.profile:
+        print("\n".join(out))
+        return
+
+    # 2. Throughput of print(1) at 1, 4 and 8 clients: bare spawns and sandrun alternate,
+    # round by round; each block is --load-requests requests per client count.
+    py_bare, py_sandrun = groups[0][1], groups[0][4]
+    throughput = {}  # (runner, clients) -> [requests/s per round]
+    latencies8 = {"bare": [], "sandrun": []}
+    for rnd in range(args.load_rounds):
+        for clients in (1, 4, 8):
+            count = args.load_requests if clients > 1 else max(8, args.load_requests // 2)
+            for runner in ("bare", "sandrun"):
+                if runner == "bare":
+                    def make_job():
+                        return py_bare.run_once
+                else:
+                    def make_job():
+                        case = SandrunCase(py_sandrun.group, SandrunClient(args.url), "python",
+                                           "print(1)", b"1\n")
+                        return case.run_once
+                elapsed, lat, err = run_parallel(make_job, clients, count)
+                if err is not None:
+                    raise err
+                throughput.setdefault((runner, clients), []).append(count / elapsed)
+                if clients == 8:
+                    latencies8[runner] += lat
+            spent = check_time(f"throughput round {rnd + 1}")
+            log(f"throughput round {rnd + 1}/{args.load_rounds}, {clients} clients, {spent:.0f} s")
+
+    out.append("")
+    out.append(f"Throughput of python3 `print(1)` with N concurrent clients (bare: N threads "
+               f"spawning `{PYTHON} -c 'print(1)'`; sandrun: N keep-alive connections posting "
+               f"/run), {args.load_requests} requests per block, {args.load_rounds} rounds with "
+               f"the runners alternating; median of the rounds:")
+    out.append("")
+    out.append("| clients | bare runs/s | sandrun runs/s | sandrun vs bare |")
+    out.append("|--:|--:|--:|--:|")
+    for clients in (1, 4, 8):
+        b = statistics.median(throughput[("bare", clients)])
+        s = statistics.median(throughput[("sandrun", clients)])
+        out.append(f"| {clients} | {b:.1f} | {s:.1f} | {s / b:.2f}× |")
+    out.append("")
+    out.append("Latency at 8 clients (every request of the 8-client blocks):")
+    out.append("")
+    out.append("| runner | p50 ms | p90 ms | p99 ms | requests |")
+    out.append("|---|--:|--:|--:|--:|")
+    for runner in ("bare", "sandrun"):
+        lat = latencies8[runner]
+        out.append(f"| {runner} | {fmt_ms(percentile(lat, 50))} | {fmt_ms(percentile(lat, 90))} "
+                   f"| {fmt_ms(percentile(lat, 99))} | {len(lat)} |")
+
+    # 3. Soak: the daemon's RSS before and after many runs with 1 MiB of output.
+    if args.soak_runs > 0:
+        expected = "x" * SOAK_BYTES
+        soak_body = json.dumps({"language": "python", "code": SOAK_CODE,
+                                "limits": {"output_bytes": 4 * SOAK_BYTES}}).encode()
+
+        def make_soak_job():
+            c = SandrunClient(args.url)
+
+            def job():
+                status, _, data, elapsed = c.request("POST", "/run", soak_body)
+                doc = json.loads(data) if status == 200 else None
+                if not isinstance(doc, dict) or doc.get("stdout") != expected:
+                    got = (doc or {}).get("stdout")
+                    raise BenchError(f"soak run: HTTP {status}, status "
+                                     f"{(doc or {}).get('status')!r}, stdout of "
+                                     f"{len(got) if isinstance(got, str) else 'no'} characters "
+                                     f"(expected {SOAK_BYTES} x): {data[-300:]!r}")
+                return elapsed
+            return job
+
+        rss_before = daemon_rss_kb(daemon_pid) if daemon_pid else None
+        peak = [rss_before or 0]
+        stop = threading.Event()
+
+        def sample():
+            while not stop.wait(0.1):
+                v = daemon_rss_kb(daemon_pid) if daemon_pid else None
+                if v:
+                    peak[0] = max(peak[0], v)
+
+        sampler = threading.Thread(target=sample)
+        sampler.start()
+        try:
+            elapsed, _, err = run_parallel(make_soak_job, 8, args.soak_runs)
+        finally:
+            stop.set()
+            sampler.join()
+        if err is not None:
+            raise err
+        rss_after = daemon_rss_kb(daemon_pid) if daemon_pid else None
+        time.sleep(5)
+        rss_idle = daemon_rss_kb(daemon_pid) if daemon_pid else None
+        check_time("soak")
+
+        def mb(kb):
+            return f"{kb / 1024:.1f}" if kb else "n/a"
+
+        out.append("")
+        out.append(f"Daemon memory: {args.soak_runs} runs printing 1 MiB each from 8 clients "
+                   f"({elapsed:.0f} s); sandrund's VmRSS (pid {daemon_pid or 'unknown'}):")
+        out.append("")
+        out.append("| before MB | peak during MB | right after MB | after 5 s idle MB |")
+        out.append("|--:|--:|--:|--:|")
+        out.append(f"| {mb(rss_before)} | {mb(peak[0])} | {mb(rss_after)} | {mb(rss_idle)} |")
+
     out.append("")
     out.append("Commands (the program appended):")
     out.append("")

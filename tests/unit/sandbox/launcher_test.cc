@@ -12,6 +12,7 @@
 
 #include <boost/test/unit_test.hpp>
 #include <fstream>
+#include <optional>
 #include <thread>
 
 #include "sys/syscalls.h"
@@ -151,6 +152,50 @@ BOOST_AUTO_TEST_CASE(memory_limit_is_detected_from_the_cgroup) {
   auto r = launcher->Run(run.spec);
   BOOST_TEST_REQUIRE(r.ok());
   BOOST_TEST(sandbox::OutcomeName(r->outcome) == std::string("memory_limit"));
+}
+
+// The run's first process is cloned by a thread that entered the run's cgroup for the clone
+// (cgroup.h EnterCallingThread; v1): while the program runs, its processes are in the run's
+// own memory and pids cgroups, and the thread that ran it is back in its own cgroups after.
+BOOST_AUTO_TEST_CASE(run_starts_in_its_own_cgroup_and_the_thread_returns) {
+  Run run("sleep 1; echo done");
+  std::string before, after;
+  std::optional<Result<sandbox::SandboxResult>> r;
+  auto own_cgroups = [](const char* fallback) {
+    auto text = sys::ReadFile("/proc/thread-self/cgroup");
+    return text.ok() ? *text : std::string(fallback);
+  };
+  std::thread worker([&] {
+    before = own_cgroups("?");
+    r = launcher->Run(run.spec);
+    after = own_cgroups("!");
+  });
+  if (launcher->cgroups()->version() == "v1") {
+    // This process's own cgroup in each hierarchy, from /proc/self/cgroup ("N:memory:/path").
+    auto self = sys::ReadFile("/proc/self/cgroup");
+    BOOST_TEST_REQUIRE(self.ok());
+    for (const std::string controller : {"memory", "pids"}) {
+      const size_t at = self->find(":" + controller + ":");
+      BOOST_TEST_REQUIRE(at != std::string::npos);
+      const size_t from = at + controller.size() + 2;
+      std::string path = self->substr(from, self->find('\n', from) - from);
+      if (path == "/") path.clear();
+      const std::string procs = "/sys/fs/cgroup/" + controller + path + "/sandrun-launcher-test/" +
+                                run.spec.run_id + "/cgroup.procs";
+      bool seen = false;
+      for (int i = 0; i < 400 && !seen; ++i) {  // the run lasts a second
+        auto text = sys::ReadFile(procs);
+        seen = text.ok() && !text->empty();
+        if (!seen) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+      }
+      BOOST_TEST(seen, "no process in " << procs);
+    }
+  }
+  worker.join();
+  BOOST_TEST_REQUIRE(r.has_value());
+  BOOST_TEST_REQUIRE(r->ok(), (r->ok() ? "" : r->error().message));
+  BOOST_TEST((*r)->stdout_text == "done\n");
+  BOOST_TEST(after == before);
 }
 
 BOOST_AUTO_TEST_CASE(process_limit_stops_a_fork_loop) {
