@@ -171,6 +171,11 @@ def failure_sentence(reply: Reply, base_url: str) -> str:
             "valve points at sandrun's nginx."
         )
     if s == 400:
+        if code == "invalid_package":
+            return (
+                f"sandrun refused an entry of the plugin's 'packages' valve: {message}. "
+                "Correct it in the valves (names with optional versions, comma-separated)."
+            )
         if code == "not_supported":
             return f"This sandrun server does not support that request yet: {message}."
         if code == "no_runnable_code":
@@ -184,6 +189,11 @@ def failure_sentence(reply: Reply, base_url: str) -> str:
     if s == 401:
         return "sandrun refused the bearer token: put a valid token in the plugin's 'token' valve."
     if s == 403:
+        if code == "network_forbidden" and error.get("field") == "packages":
+            return (
+                "This sandrun server cannot prepare the packages of the plugin's 'packages' "
+                f"valve: {message}."
+            )
         if code == "network_forbidden":
             return (
                 "This sandrun server does not allow network access: turn the plugin's "
@@ -208,6 +218,12 @@ def failure_sentence(reply: Reply, base_url: str) -> str:
     if s == 502:
         return "nginx in front of sandrun cannot reach the sandrun daemon: is sandrund running?"
     if s == 503:
+        if code == "environment_building":
+            wait = reply.headers.get("retry-after", "a few")
+            return (
+                "sandrun is still installing the packages of the plugin's 'packages' valve: "
+                f"try again in {wait} s."
+            )
         if code == "busy":
             wait = reply.headers.get("retry-after", "a few")
             return f"sandrun is busy: all its sandboxes are in use. Try again in {wait} s."
@@ -367,6 +383,11 @@ def displayed_urls(result: dict) -> set:
     }
 
 
+def packages_list(valve: str) -> list:
+    """The `packages` valve (comma-separated requirements) as the request's list."""
+    return [p.strip() for p in valve.split(",") if p.strip()]
+
+
 def limits_payload(wall_time_s: int, memory_mb: int) -> dict:
     """The `limits` object: one time valve sets both the wall-clock and the CPU limit, since a
     user means the one they notice; 0 leaves a limit at the server's default."""
@@ -490,6 +511,12 @@ class Action:
         network: bool = Field(
             default=False, description="Ask for outbound network access (the server may refuse)"
         )
+        packages: str = Field(
+            default="",
+            description="Python packages every run can import, comma-separated (e.g. "
+            "\"yfinance, pandas>=2\"): the server installs them once into a prepared "
+            "environment and reuses it",
+        )
         show_plan: bool = Field(
             default=False, description="Also list every code block found and why it ran or not"
         )
@@ -533,12 +560,19 @@ class Action:
             payload["limits"] = limits
         if valves.network:
             payload["network"] = True
+        if packages_list(valves.packages):
+            payload["packages"] = packages_list(valves.packages)
 
         # One code_execution entry per executed block. Which blocks run is known only from the
         # answer, so a first entry shows the run going on and becomes the first block's entry.
         first_id = f"sandrun-{message_id}-0"
         # The install runs first and usually takes longest: say so while it goes on.
-        starting = "Installing packages…" if _installs(text) else "Running the code in sandrun…"
+        # (or builds the environment of the 'packages' valve, the first time)
+        starting = (
+            "Installing packages…"
+            if _installs(text) or packages_list(valves.packages)
+            else "Running the code in sandrun…"
+        )
         await emit(__event_emitter__, status_event(starting, False))
         await emit(
             __event_emitter__,

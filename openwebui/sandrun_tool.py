@@ -170,6 +170,11 @@ def failure_sentence(reply: Reply, base_url: str) -> str:
             "valve points at sandrun's nginx."
         )
     if s == 400:
+        if code == "invalid_package":
+            return (
+                f"sandrun refused an entry of the plugin's 'packages' valve: {message}. "
+                "Correct it in the valves (names with optional versions, comma-separated)."
+            )
         if code == "not_supported":
             return f"This sandrun server does not support that request yet: {message}."
         if code == "no_runnable_code":
@@ -183,6 +188,11 @@ def failure_sentence(reply: Reply, base_url: str) -> str:
     if s == 401:
         return "sandrun refused the bearer token: put a valid token in the plugin's 'token' valve."
     if s == 403:
+        if code == "network_forbidden" and error.get("field") == "packages":
+            return (
+                "This sandrun server cannot prepare the packages of the plugin's 'packages' "
+                f"valve: {message}."
+            )
         if code == "network_forbidden":
             return (
                 "This sandrun server does not allow network access: turn the plugin's "
@@ -207,6 +217,12 @@ def failure_sentence(reply: Reply, base_url: str) -> str:
     if s == 502:
         return "nginx in front of sandrun cannot reach the sandrun daemon: is sandrund running?"
     if s == 503:
+        if code == "environment_building":
+            wait = reply.headers.get("retry-after", "a few")
+            return (
+                "sandrun is still installing the packages of the plugin's 'packages' valve: "
+                f"try again in {wait} s."
+            )
         if code == "busy":
             wait = reply.headers.get("retry-after", "a few")
             return f"sandrun is busy: all its sandboxes are in use. Try again in {wait} s."
@@ -366,6 +382,11 @@ def displayed_urls(result: dict) -> set:
     }
 
 
+def packages_list(valve: str) -> list:
+    """The `packages` valve (comma-separated requirements) as the request's list."""
+    return [p.strip() for p in valve.split(",") if p.strip()]
+
+
 def limits_payload(wall_time_s: int, memory_mb: int) -> dict:
     """The `limits` object: one time valve sets both the wall-clock and the CPU limit, since a
     user means the one they notice; 0 leaves a limit at the server's default."""
@@ -489,6 +510,12 @@ class Tools:
         network: bool = Field(
             default=False, description="Ask for outbound network access (the server may refuse)"
         )
+        packages: str = Field(
+            default="",
+            description="Python packages every run can import, comma-separated (e.g. "
+            "\"yfinance, pandas>=2\"): the server installs them once into a prepared "
+            "environment and reuses it",
+        )
         stateful: bool = Field(
             default=True,
             description="Run the chat's code in one live Python interpreter (a Jupyter kernel) "
@@ -576,13 +603,19 @@ async def _run(valves: Any, language: str, code: str, identity: dict, emitter) -
         payload["limits"] = limits
     if valves.network:
         payload["network"] = True
+    if packages_list(valves.packages):
+        payload["packages"] = packages_list(valves.packages)
+    # (A prepared environment is not mounted in a kernel: with the 'packages' valve the
+    # tools run stateless.)
     # All tools of a chat go to its kernel (bash as a %%bash cell): a stateless run of the
     # session would end the kernel, since it changes the kernel's files.
-    if getattr(valves, "stateful", False) and "session" in identity:
+    if getattr(valves, "stateful", False) and "session" in identity and "packages" not in payload:
         payload["stateful"] = True
     run_id = "sandrun-" + uuid.uuid4().hex[:12]
     name = "Python" if language == "python" else "Bash"
-    await emit(emitter, status_event(f"Running {name} in sandrun…", False))
+    # The environment of the 'packages' valve is built on the first run that asks for it.
+    starting = "Installing packages…" if "packages" in payload else f"Running {name} in sandrun…"
+    await emit(emitter, status_event(starting, False))
     await emit(emitter, code_execution_event(run_id, name, language, code, None))
     try:
         reply = await call_sandrun(

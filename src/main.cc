@@ -259,6 +259,9 @@ int main(int argc, char** argv) {
   sigaddset(&stop, SIGINT);
   sigaddset(&stop, SIGHUP);
   pthread_sigmask(SIG_BLOCK, &stop, nullptr);
+  // environments_prebuild: built in the background while the daemon serves (on threads that
+  // inherit the signal mask).
+  service.PrebuildEnvironments();
 
   // Started after the signal mask, which its thread inherits. Its first sweep runs here,
   // before any request, and also clears what a crash left half-published or half-deleted.
@@ -271,6 +274,10 @@ int main(int argc, char** argv) {
         // Idle sessions go with the same sweep (DESIGN.md §6).
         if (int removed = service.SweepIdleSessions(); removed > 0) {
           std::fprintf(stderr, "sandrund: janitor: removed %d idle sessions\n", removed);
+        }
+        // And prepared environments past environments_max_mb, least recently used first.
+        if (int removed = service.SweepEnvironments(); removed > 0) {
+          std::fprintf(stderr, "sandrund: janitor: removed %d prepared environments\n", removed);
         }
       });
   janitor.Start();

@@ -147,6 +147,17 @@ constexpr char kSpec[] = R"json({
             "description": "With `markdown`: every code block found and whether it ran.",
             "items": {"$ref": "#/components/schemas/PlanEntry"}
           },
+          "environment": {
+            "type": "object",
+            "description": "The prepared environment of the run's packages (request field `packages`, set by the server's admin or a plugin valve), or one that held every package of the message's pip install lines.",
+            "required": ["id", "packages", "status", "build_ms"],
+            "properties": {
+              "id": {"type": "string"},
+              "packages": {"type": "array", "items": {"type": "string"}},
+              "status": {"type": "string", "enum": ["built", "cached", "failed"], "description": "failed: nothing ran; pip's output is in stderr."},
+              "build_ms": {"type": "integer"}
+            }
+          },
           "usage": {
             "type": "object",
             "required": ["wall_ms", "cpu_ms", "max_rss_kb"],
@@ -238,7 +249,7 @@ constexpr char kSpec[] = R"json({
             "type": "object",
             "required": ["code", "message"],
             "properties": {
-              "code": {"type": "string", "description": "e.g. invalid_json, unknown_field, conflicting_fields, limit_above_ceiling, unauthorized, user_forbidden, origin_forbidden, network_forbidden, session_busy, unsupported_media_type, busy."},
+              "code": {"type": "string", "description": "e.g. invalid_json, unknown_field, conflicting_fields, limit_above_ceiling, unauthorized, user_forbidden, origin_forbidden, network_forbidden, invalid_package, session_busy, unsupported_media_type, busy, environment_building."},
               "message": {"type": "string", "description": "What went wrong, in a sentence."},
               "field": {"type": "string", "description": "The request field at fault, when there is one."}
             }

@@ -12,6 +12,7 @@
 #include <cctype>
 #include <set>
 
+#include "api/requirements.h"
 #include "util/text.h"
 
 namespace sandrun::api {
@@ -348,6 +349,36 @@ void File(Writer& w, const storage::ArtifactFile& f) {
   w.EndObject();
 }
 
+// `packages`: an array of at most kMaxPackages requirement strings (api/requirements.h).
+std::optional<ApiError> DecodePackages(const Value& v, std::vector<std::string>* out) {
+  if (!v.IsArray()) return Bad("wrong_type", "'packages' must be an array of strings", "packages");
+  if (v.Size() > kMaxPackages) {
+    return Bad("invalid_package",
+               "'packages' has " + std::to_string(v.Size()) + " entries; at most " +
+                   std::to_string(kMaxPackages) + " are allowed",
+               "packages");
+  }
+  std::vector<Requirement> parsed;
+  for (const auto& item : v.GetArray()) {
+    if (!item.IsString()) {
+      return Bad("wrong_type", "'packages' must be an array of strings", "packages");
+    }
+    const std::string text(item.GetString(), item.GetStringLength());
+    Requirement r;
+    if (std::string why = ParseRequirement(text, &r); !why.empty()) {
+      std::string shown = util::SanitizeUtf8(text.substr(0, 80));
+      for (char& c : shown) {
+        if (static_cast<unsigned char>(c) < 0x20) c = '?';
+      }
+      return Bad("invalid_package",
+                 "package '" + shown + (text.size() > 80 ? "...'" : "'") + " " + why, "packages");
+    }
+    parsed.push_back(std::move(r));
+  }
+  *out = NormalizeSet(parsed);
+  return std::nullopt;
+}
+
 }  // namespace
 
 std::optional<ApiError> DecodeRunRequest(const std::string& body, const std::string& header_user,
@@ -414,6 +445,8 @@ std::optional<ApiError> DecodeRunRequest(const std::string& body, const std::str
       out->stateful = v.GetBool();
     } else if (name == "files") {
       err = DecodeFiles(v, out->limits, &out->files);
+    } else if (name == "packages") {
+      err = DecodePackages(v, &out->packages);
     } else if (name == "network") {
       if (!v.IsBool()) return Bad("wrong_type", "'network' must be true or false", "network");
       if (v.GetBool() && config.network == "off") {
@@ -559,6 +592,21 @@ std::string EncodeRunResponse(const RunResponse& r) {
       w.EndObject();
     }
     w.EndArray();
+  }
+  if (r.environment) {
+    Key(w, "environment");
+    w.StartObject();
+    Key(w, "id");
+    String(w, r.environment->id);
+    Key(w, "packages");
+    w.StartArray();
+    for (const auto& p : r.environment->packages) String(w, p);
+    w.EndArray();
+    Key(w, "status");
+    String(w, r.environment->status);
+    Key(w, "build_ms");
+    w.Int64(r.environment->build_ms);
+    w.EndObject();
   }
   if (r.plan) {
     Key(w, "plan");

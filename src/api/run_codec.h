@@ -52,6 +52,14 @@ struct RunRequest {
   // Outbound network for this run: the request's "network" under config network
   // "on_request", always under "always"; a request for it under "off" is refused (403).
   bool network = false;
+  // `packages` (issue 9 part 4): canonical requirement texts, sorted (api/requirements.h);
+  // empty = none asked.
+  std::vector<std::string> packages;
+  // Set by the run handler when a prepared environment goes with the run (environments.cc):
+  // its host directory, mounted read-only on the import path, and its packages' names.
+  std::string environment_dir;
+  std::string environment_id;
+  std::vector<std::string> environment_names;
 };
 
 // Bounds on `files` (DESIGN.md §8: hostile names never escape; sizes capped).
@@ -71,7 +79,8 @@ constexpr size_t kMaxJsonValues = 10000;
 // kMaxJsonDepth or more than kMaxJsonValues values), unknown_field, wrong_type, missing_field,
 // conflicting_fields, unknown_language, limit_above_ceiling, limit_below_minimum, invalid_code,
 // invalid_path, invalid_base64, too_large, network_forbidden (403), missing_session
-// (`stateful` without a session).
+// (`stateful` without a session), invalid_package (`packages`: more than kMaxPackages entries,
+// or one outside api/requirements.h's grammar).
 std::optional<ApiError> DecodeRunRequest(const std::string& body, const std::string& header_user,
                                          const std::string& header_session,
                                          const config::Config& config, RunRequest* out);
@@ -99,6 +108,14 @@ struct StepResult {
   StreamResult stderr_stream;
   int64_t wall_ms = 0;
   std::string budget;  // "install" (install_wall_time_s) or "program" (the run's limits)
+};
+
+// The prepared environment of a run (`environment` in the response).
+struct EnvironmentReport {
+  std::string id;
+  std::vector<std::string> packages;  // canonical requirement texts
+  std::string status;                 // built, cached or failed
+  int64_t build_ms = 0;               // how long its build took (when it was built)
 };
 
 // One block of a markdown message in the run plan (DESIGN.md §5).
@@ -143,6 +160,7 @@ struct RunResponse {
   std::optional<std::vector<StepResult>> steps;  // `snippets` in JSON: with snippets/markdown
   std::optional<std::vector<PlanEntry>> plan;    // with markdown
   std::vector<Display> displays;                 // rich outputs in order (displays.h)
+  std::optional<EnvironmentReport> environment;  // with `packages`, or an install it covered
   std::optional<KernelInfo> kernel;              // with stateful
   // With a session only: true when the client said the session had runs before
   // (X-Sandrun-Session-Seen: 1) but this node had none of it, so the run started afresh

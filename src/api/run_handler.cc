@@ -9,6 +9,7 @@
 #include <chrono>
 
 #include "api/access.h"
+#include "api/environments.h"
 #include "api/packages.h"
 #include "api/run_codec.h"
 #include "api/run_displays.h"
@@ -373,6 +374,13 @@ HttpResponse Service::HandleRun(const HttpRequest& request, bool trusted) {
       return ErrorResponse(err->status, err->code, err->message, err->field);
     }
   }
+  // The prepared environment (`packages`), before the session and a sandbox slot: its build
+  // may take long and holds neither.
+  storage::EnvironmentStore::Lease environment_lease;
+  std::optional<EnvironmentReport> environment;
+  if (auto answer = PrepareEnvironment(&run, *live, &environment_lease, &environment)) {
+    return *answer;
+  }
   // The session first: a run waiting for its session's previous run must not hold a
   // sandbox slot meanwhile (others would get 503 while nothing runs).
   storage::SessionLock session;
@@ -456,6 +464,7 @@ HttpResponse Service::HandleRun(const HttpRequest& request, bool trusted) {
   response.plan = std::move(plan);
   if (session.held())
     response.session_restarted = SessionRestarted(session_seen, session.created());
+  response.environment = std::move(environment);
   if (response.status == "sandbox_error") {
     Count("sandbox_error", 0);
     return ErrorResponse(500, "sandbox_error", "run " + id + ": " + response.stderr_stream.text);
@@ -582,6 +591,15 @@ RunResponse Service::RunSteps(const RunRequest& run, const std::string& id,
     if (!step.save_as.empty()) continue;  // written before the run (HandleRun)
     if (stopped) break;
     const bool install = IsInstallStep(step);
+    // An install step whose packages the run's prepared environment holds is not run.
+    if (auto satisfied =
+            install ? SatisfiedByEnvironment(
+                          run, step, step.block_index >= 0 ? step.block_index : static_cast<int>(i))
+                    : std::nullopt) {
+      response.stdout_stream.text += satisfied->stdout_stream.text;
+      if (response.steps) response.steps->push_back(std::move(*satisfied));
+      continue;
+    }
     const int64_t wall_left_ms =
         install ? config_.install_wall_time_s * 1000 : limits.wall_time_s * 1000 - program_ms;
     const uint64_t output_left = static_cast<uint64_t>(limits.output_bytes) -
@@ -608,6 +626,8 @@ RunResponse Service::RunSteps(const RunRequest& run, const std::string& id,
     spec.env = SandboxEnv(config_);
     for (auto& line : NotebookEnv(config_)) spec.env.push_back(std::move(line));
     spec.outputs_dir = outputs;
+    spec.environment_dir = run.environment_dir;
+    if (!run.environment_dir.empty()) AddEnvironmentToPath(&spec.env);
     spec.workspace_dir = workspace;
     spec.readonly_workspace_dirs = {".sandrun"};
     spec.tmp_dir = tmp;

@@ -51,10 +51,13 @@ Service::Service(const config::Config& config, const sandbox::Launcher* launcher
       admission_(config.max_concurrent_runs, config.max_queue,
                  std::chrono::seconds(config.queue_wait_s)),
       session_waiters_(config.session_max_waiters, config.session_max_waiters_total),
+      environment_waiters_(config.session_max_waiters_total, config.session_max_waiters_total),
       // A kernel never outlives its session's expiry.
       kernels_(launcher, {config.runs_dir, std::min(config.kernel_idle_s, config.session_idle_s),
                           config.max_kernels}),
-      duration_buckets_(std::size(kDurationBucketsMs), 0) {}
+      duration_buckets_(std::size(kDurationBucketsMs), 0) {
+  if (launcher_ != nullptr) environments_ = MakeEnvironmentStore();
+}
 
 std::string Service::SelfTest() {
   if (launcher_ == nullptr) return health_error_;

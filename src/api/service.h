@@ -16,6 +16,7 @@
 #include "config/config.h"
 #include "kernel/kernel_manager.h"
 #include "sandbox/launcher.h"
+#include "storage/environment_store.h"
 #include "storage/session_store.h"
 
 namespace sandrun::api {
@@ -47,6 +48,12 @@ class Service {
     artifact_files_ = files;
     artifact_bytes_ = bytes;
   }
+
+  // Prepared environments (environments.cc): starts building each set of
+  // environments_prebuild in the background (returns at once; call after SelfTest), and, from
+  // the janitor, evicts least-recently-used ones past environments_max_mb (returns how many).
+  void PrebuildEnvironments();
+  int SweepEnvironments();
 
   // Limits weaker than designed on this host (no cgroups), listed by /healthz.
   void SetWeakerLimits(std::vector<std::string> lines) { weaker_limits_ = std::move(lines); }
@@ -96,6 +103,19 @@ class Service {
                                              const std::string& workspace, const std::string& id,
                                              const config::Limits& limits,
                                              storage::FileDigests* digests) const;
+  // The prepared environment of `run` (environments.cc): with `packages`, found, built or
+  // waited for (up to environment_wait_s); without, one that covers every package of the
+  // markdown's install steps, if present. Fills run->environment_dir/_names, `lease` and
+  // `report`. The refusal (403 network_forbidden, 503 environment_building) or the response
+  // of a failed build (200, status error) otherwise.
+  std::optional<HttpResponse> PrepareEnvironment(RunRequest* run, const config::Config& live,
+                                                 storage::EnvironmentStore::Lease* lease,
+                                                 std::optional<EnvironmentReport>* report);
+  // Builds `packages` into <build_dir>/ws/site in a sandbox with the network (Builder of
+  // storage/environment_store.h).
+  std::unique_ptr<storage::EnvironmentStore> MakeEnvironmentStore();
+  storage::BuildResult BuildEnvironment(const std::string& build_dir,
+                                        const std::vector<std::string>& packages) const;
   // A run with `stateful`: its Python runs in the session's kernel (stateful_run.cc).
   HttpResponse HandleStatefulRun(const HttpRequest& request, const RunRequest& run,
                                  const config::Config& live,
@@ -140,6 +160,8 @@ class Service {
   std::atomic<uint64_t> artifact_bytes_{0};
   mutable Admission admission_;
   WaiterGate session_waiters_;
+  WaiterGate environment_waiters_;  // requests waiting for an environment's build
+  std::unique_ptr<storage::EnvironmentStore> environments_;  // null without a launcher
   kernel::KernelManager kernels_;
   mutable std::mutex metrics_mu_;
   std::map<std::string, int64_t> runs_by_status_;

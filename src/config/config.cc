@@ -21,8 +21,11 @@ namespace {
 
 // "list" keys take a JSON array of strings, or one string of items separated by spaces or
 // commas (which is also what their SANDRUN_<KEY> env override holds).
+// "sets" keys (environments_prebuild) take a JSON array of arrays of strings, or one string
+// of sets separated by ';', each of items separated by spaces or commas.
 using Member = std::variant<std::string Config::*, int64_t Config::*, bool Config::*,
-                            std::vector<std::string> Config::*>;
+                            std::vector<std::string> Config::*,
+                            std::vector<std::vector<std::string>> Config::*>;
 
 struct Key {
   const char* name;
@@ -120,6 +123,20 @@ const std::vector<Key>& Keys() {
        "wall_time_s (s)"},
       {"install_disk_mb", &Config::install_disk_mb, "int", 1,
        "workspace + /tmp size of a run with an install step, instead of its disk_mb (MiB)"},
+      {"environments_dir", &Config::environments_dir, "string", 0,
+       "where prepared environments (request \"packages\") are kept (default "
+       "<state_dir>/environments)"},
+      {"environments_max_mb", &Config::environments_max_mb, "int", 1,
+       "size of the prepared environments together; past it the janitor deletes the least "
+       "recently used ones that no run is using (MiB)"},
+      {"environment_build_wall_time_s", &Config::environment_build_wall_time_s, "int", 1,
+       "wall time of building one prepared environment (pip, with the network) (s)"},
+      {"environment_wait_s", &Config::environment_wait_s, "int", 0,
+       "longest wait of a request for its environment's build before 503 environment_building "
+       "(s)"},
+      {"environments_prebuild", &Config::environments_prebuild, "sets", 0,
+       "sets of requirements built at start in the background, e.g. [[\"numpy\", "
+       "\"pandas>=2\"]]; with \"network\": \"off\" only these are served"},
       {"kernel_idle_s", &Config::kernel_idle_s, "int", 1,
        "a stateful session's Python kernel ends after this long without a run (s); also when "
        "its session expires"},
@@ -149,6 +166,22 @@ Status SetFromJson(Config& config, const Key& key, const rapidjson::Value& v) {
   } else if (auto* b = std::get_if<bool Config::*>(&key.member)) {
     if (!v.IsBool()) return KeyError(key.name, "expected true or false");
     config.*(*b) = v.GetBool();
+  } else if (auto* sets =
+                 std::get_if<std::vector<std::vector<std::string>> Config::*>(&key.member)) {
+    if (v.IsString())
+      return SetFromEnv(config, key, std::string(v.GetString(), v.GetStringLength()));
+    const char* expected = "expected an array of arrays of strings";
+    if (!v.IsArray()) return KeyError(key.name, expected);
+    (config.*(*sets)).clear();
+    for (const auto& set : v.GetArray()) {
+      if (!set.IsArray()) return KeyError(key.name, expected);
+      std::vector<std::string> items;
+      for (const auto& item : set.GetArray()) {
+        if (!item.IsString()) return KeyError(key.name, expected);
+        items.emplace_back(item.GetString(), item.GetStringLength());
+      }
+      (config.*(*sets)).push_back(std::move(items));
+    }
   } else if (auto* l = std::get_if<std::vector<std::string> Config::*>(&key.member)) {
     if (v.IsString())
       return SetFromEnv(config, key, std::string(v.GetString(), v.GetStringLength()));
@@ -167,6 +200,13 @@ std::vector<std::string> SplitList(const std::string& text);
 Status SetFromEnv(Config& config, const Key& key, const std::string& text) {
   if (auto* l = std::get_if<std::vector<std::string> Config::*>(&key.member)) {
     config.*(*l) = SplitList(text);
+  } else if (auto* sets =
+                 std::get_if<std::vector<std::vector<std::string>> Config::*>(&key.member)) {
+    (config.*(*sets)).clear();
+    std::stringstream in(text);
+    for (std::string set; std::getline(in, set, ';');) {
+      if (auto items = SplitList(set); !items.empty()) (config.*(*sets)).push_back(items);
+    }
   } else if (auto* s = std::get_if<std::string Config::*>(&key.member)) {
     config.*(*s) = text;
   } else if (auto* i = std::get_if<int64_t Config::*>(&key.member)) {
@@ -432,6 +472,7 @@ Status Finish(Config& c) {
   if (c.artifacts_dir.empty()) c.artifacts_dir = c.state_dir + "/artifacts";
   c.runs_dir_configured = !c.runs_dir.empty();
   if (c.runs_dir.empty()) c.runs_dir = c.state_dir + "/runs";
+  if (c.environments_dir.empty()) c.environments_dir = c.state_dir + "/environments";
   if (c.link_secret_file.empty()) c.link_secret_file = c.state_dir + "/link_secret.conf";
   if (c.max_concurrent_runs == 0) {
     c.max_concurrent_runs = std::max(1u, std::thread::hardware_concurrency());
@@ -530,7 +571,8 @@ Result<std::vector<Token>> ParseTokens(const std::vector<std::string>& words,
 }
 
 int64_t WorkerThreads(const Config& config) {
-  return config.max_concurrent_runs + config.max_queue + config.session_max_waiters_total + 4;
+  // Requests waiting for an environment's build are bounded like session waiters (as many).
+  return config.max_concurrent_runs + config.max_queue + 2 * config.session_max_waiters_total + 4;
 }
 
 const std::vector<LimitKey>& LimitKeys() {
@@ -647,6 +689,8 @@ std::string HelpText() {
     out << "  " << key.name << " (" << key.type << "): " << key.help << "\n";
   }
   out << "  (list keys: a JSON array of strings, or one string separated by spaces or commas)\n";
+  out << "  (sets keys: a JSON array of arrays of strings, or one string of sets separated by "
+         "';')\n";
   Config defaults;
   out << "  limits (object): defaults of a run; ceilings (object): the most a request may ask\n";
   for (const auto& lk : LimitKeys()) {

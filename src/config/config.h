@@ -114,6 +114,14 @@ struct Config {
   std::vector<std::string> pip_trusted_hosts;     // PIP_TRUSTED_HOST inside
   int64_t install_wall_time_s = 300;              // wall time of an install step (its own budget)
   int64_t install_disk_mb = 2048;  // workspace + /tmp of a run with an install step (MiB)
+  // Prepared environments (issue 9 part 4; README "Packages and network").
+  std::string environments_dir;                  // default <state_dir>/environments
+  int64_t environments_max_mb = 4096;            // the janitor evicts least-recently-used past it
+  int64_t environment_build_wall_time_s = 1800;  // wall time of one environment's build
+  int64_t environment_wait_s = 60;               // a request waits this long for a build, then 503
+  // Sets of requirement strings built at start, in the background (with the network even
+  // when `network` is "off": the admin's choice).
+  std::vector<std::vector<std::string>> environments_prebuild;
   // Stateful runs (issue 14 part 4): a session's kernel ends after this long without a run;
   // at most max_kernels live at once (least recently used ended first).
   int64_t kernel_idle_s = 600;
@@ -130,7 +138,8 @@ struct Config {
 // Where `sandrund check` reads its config when no --config is given.
 inline constexpr char kDefaultConfigPath[] = "/etc/sandrun/sandrun.jsonc";
 
-// FastCGI worker threads: one per sandbox slot, per queue place and per session waiter, and 4
+// FastCGI worker threads: one per sandbox slot, per queue place, per session waiter and per
+// environment waiter (as many as session waiters, api/environments.cc), and 4
 // more that only quick requests (/healthz, refusals) can take, so that none of the slow waits
 // can starve them.
 int64_t WorkerThreads(const Config& config);

@@ -140,10 +140,14 @@ MountPlan BuildMountPlan(const SandboxSpec& spec) {
     b.Bind(spec.workspace_dir + "/" + dir, "/home/user/" + dir, MS_RDONLY | kSafe);
     b.Bind(spec.workspace_dir + "/" + dir, "/mnt/data/" + dir, MS_RDONLY | kSafe);
   }
+  if (!spec.outputs_dir.empty() || !spec.environment_dir.empty()) b.Mkdir("/run/sandrun");
   if (!spec.outputs_dir.empty()) {
-    b.Mkdir("/run/sandrun");
     b.Mkdir(kOutputsInside);
     b.Bind(spec.outputs_dir, kOutputsInside, kSafe | MS_NOEXEC);
+  }
+  if (!spec.environment_dir.empty()) {
+    b.Mkdir(kEnvironmentInside);
+    b.Bind(spec.environment_dir, kEnvironmentInside, kSafe | MS_RDONLY);
   }
 
   // A minimal /dev: host device nodes bound onto empty files (mknod is not allowed in a

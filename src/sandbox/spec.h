@@ -12,6 +12,8 @@ namespace sandrun::sandbox {
 
 // Where SandboxSpec::outputs_dir is inside the sandbox.
 inline constexpr char kOutputsInside[] = "/run/sandrun/outputs";
+// Where SandboxSpec::environment_dir is inside the sandbox (read-only).
+inline constexpr char kEnvironmentInside[] = "/run/sandrun/env";
 
 struct SandboxLimits {
   int64_t wall_time_ms = 10'000;           // whole sandbox killed after this
@@ -47,6 +49,9 @@ struct SandboxSpec {
   // Host directory mounted writable at kOutputsInside (/run/sandrun/outputs): the run's
   // outputs area, outside the workspace, where shown figures land (issue 14); "" = none.
   std::string outputs_dir;
+  // Host directory bound read-only at kEnvironmentInside: a prepared environment's packages
+  // (issue 9 part 4), put on the import path by the caller's env; "" = none.
+  std::string environment_dir;
   // Host directory mounted at /tmp (shared by the steps of one run); "" = a fresh tmpfs of
   // limits.disk_bytes.
   std::string tmp_dir;

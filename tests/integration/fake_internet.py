@@ -13,6 +13,11 @@ Before touching the host it checks that no host address and no route other than 
 one already covers any of them; otherwise it refuses (exit 2) and says which.
 Namespaces of earlier runs whose test process is gone (NAME is sandrun-it-net-<pid>) are
 removed first.
+
+Two suites can each have one at once: FAKE_INTERNET_OCTET (default 77) is the third octet of
+the veth's 198.18.N.0/24 (host side .1, index .2), and FAKE_INTERNET_INDEX_ONLY=1 leaves out
+the refused listeners (whose addresses are fixed). The index also holds sandrun-bulk, a wheel
+of about 700 KB (integration.Environments' eviction).
 """
 import base64
 import hashlib
@@ -26,8 +31,9 @@ import time
 import urllib.request
 import zipfile
 
-HOST_SIDE = "198.18.77.1"  # the host's end of the veth (a host address: refused)
-INDEX = "198.18.77.2"  # the package index (allowed by network_allow_cidrs)
+OCTET = int(os.environ.get("FAKE_INTERNET_OCTET", "77"))
+HOST_SIDE = "198.18.%d.1" % OCTET  # the host's end of the veth (a host address: refused)
+INDEX = "198.18.%d.2" % OCTET  # the package index (allowed by network_allow_cidrs)
 # Addresses a run must never reach although they answer: one per kind of refused range.
 REFUSED_IN_NS = {
     "rfc1918_10": "10.213.77.2",
@@ -36,8 +42,10 @@ REFUSED_IN_NS = {
     "cgnat": "100.77.213.2",
     "link_local_metadata": "169.254.169.254",
     "documentation": "203.0.113.77",
-    "benchmarking_not_allowed": "198.18.77.3",
+    "benchmarking_not_allowed": "198.18.%d.3" % OCTET,
 }
+if os.environ.get("FAKE_INTERNET_INDEX_ONLY") == "1":
+    REFUSED_IN_NS = {}
 HOST_PORT = 8081
 PACKAGE = "sandrun-fixture"
 MODULE = "sandrun_fixture"
@@ -57,24 +65,25 @@ def pidfile(directory, what):
     return os.path.join(directory, what + ".pid")
 
 
-def build_wheel(directory):
+def build_wheel(directory, package=PACKAGE, module=MODULE, extra=None):
     """A wheel is a zip: the module, METADATA, WHEEL and a RECORD with hashes."""
-    simple = os.path.join(directory, "index", "simple", PACKAGE)
+    simple = os.path.join(directory, "index", "simple", package)
     os.makedirs(simple, exist_ok=True)
-    dist = MODULE + "-1.0.dist-info"
+    dist = module + "-1.0.dist-info"
     files = {
-        MODULE + "/__init__.py": 'VALUE = "%s"\n' % VALUE,
-        dist + "/METADATA": "Metadata-Version: 2.1\nName: %s\nVersion: 1.0\n" % PACKAGE,
+        module + "/__init__.py": 'VALUE = "%s"\n' % VALUE,
+        dist + "/METADATA": "Metadata-Version: 2.1\nName: %s\nVersion: 1.0\n" % package,
         dist + "/WHEEL": "Wheel-Version: 1.0\nGenerator: sandrun-test\nRoot-Is-Purelib: true\n"
         "Tag: py3-none-any\n",
     }
+    files.update(extra or {})
     record = []
     for path, text in files.items():
         digest = base64.urlsafe_b64encode(hashlib.sha256(text.encode()).digest()).rstrip(b"=")
         record.append("%s,sha256=%s,%d" % (path, digest.decode(), len(text.encode())))
     record.append(dist + "/RECORD,,")
     files[dist + "/RECORD"] = "\n".join(record) + "\n"
-    wheel = os.path.join(simple, MODULE + "-1.0-py3-none-any.whl")
+    wheel = os.path.join(simple, module + "-1.0-py3-none-any.whl")
     with zipfile.ZipFile(wheel, "w") as z:
         for path, text in files.items():
             z.writestr(path, text)
@@ -125,6 +134,9 @@ def up(name, directory):
         print("fake_internet: refusing to touch the host: " + ", ".join(problems), file=sys.stderr)
         sys.exit(2)
     build_wheel(directory)
+    # Incompressible bytes as text (hex), stored in the zip: about 700 KB installed.
+    build_wheel(directory, "sandrun-bulk", "sandrun_bulk",
+                {"sandrun_bulk/blob.txt": os.urandom(350 * 1024).hex()})
     sh("ip", "netns", "add", n["ns"])
     sh("ip", "link", "add", n["host_if"], "type", "veth", "peer", "name", n["ns_if"])
     sh("ip", "link", "set", n["ns_if"], "netns", n["ns"])
@@ -137,7 +149,7 @@ def up(name, directory):
     sh(*ns, "ip", "link", "set", n["ns_if"], "up")
     sh(*ns, "ip", "link", "set", "lo", "up")
     for addr in REFUSED_IN_NS.values():
-        if not addr.startswith("198.18.77."):
+        if not addr.startswith("198.18.%d." % OCTET):
             sh("ip", "route", "add", addr + "/32", "dev", n["host_if"])
     # Routes checked before any traffic: every address goes into the veth, nowhere else.
     for addr in addrs[1:]:
@@ -170,7 +182,7 @@ def up(name, directory):
     print(json.dumps({"ns": n["ns"], "host_if": n["host_if"], "index": INDEX,
                       "host_side": HOST_SIDE, "host_port": HOST_PORT,
                       "refused": REFUSED_IN_NS, "package": PACKAGE, "module": MODULE,
-                      "value": VALUE, "dir": directory}))
+                      "value": VALUE, "dir": directory, "bulk_package": "sandrun-bulk"}))
 
 
 def down(name, directory=None):

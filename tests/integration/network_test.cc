@@ -20,6 +20,7 @@
 #include <future>
 #include <thread>
 
+#include "fake_internet.h"
 #include "helpers.h"
 #include "stack.h"
 
@@ -34,63 +35,6 @@ std::string Q(const std::string& text) {
   rapidjson::Writer<rapidjson::StringBuffer> w(buf);
   w.String(text.c_str(), static_cast<rapidjson::SizeType>(text.size()));
   return buf.GetString();
-}
-
-// Output of a shell command (stdout), and its exit status.
-std::string Shell(const std::string& command, int* status = nullptr) {
-  std::string out;
-  if (FILE* p = ::popen(command.c_str(), "r")) {
-    char buf[4096];
-    size_t n;
-    while ((n = ::fread(buf, 1, sizeof buf, p)) > 0) out.append(buf, n);
-    const int rc = ::pclose(p);
-    if (status != nullptr) *status = rc;
-  }
-  return out;
-}
-
-// The fake internet of the Network suite, up for the whole suite.
-struct FakeInternet {
-  std::string name = "sandrun-it-net-" + std::to_string(::getpid());
-  std::string dir;
-  std::string script = std::string(SANDRUN_SOURCE_DIR) + "/tests/integration/fake_internet.py";
-  rapidjson::Document topology;
-  static FakeInternet* current;
-
-  FakeInternet() {
-    char tmpl[] = "/tmp/sandrun-fake-internet-XXXXXX";
-    dir = ::mkdtemp(tmpl);
-    int status = 0;
-    const std::string json = Shell("python3 " + script + " up " + name + " " + dir, &status);
-    topology.Parse(json.c_str());
-    if (status != 0 || topology.HasParseError() || !topology.IsObject()) {
-      Down();
-      BOOST_FAIL("fake_internet.py up failed (" << status << "): " << json);
-    }
-    current = this;
-  }
-  ~FakeInternet() {
-    Down();
-    current = nullptr;
-  }
-  void Down() {
-    (void)Shell("python3 " + script + " down " + name + " " + dir);
-    (void)Shell("rm -rf " + dir);
-  }
-  std::string S(const char* key) const { return topology[key].GetString(); }
-  std::vector<std::pair<std::string, std::string>> Refused() const {
-    std::vector<std::pair<std::string, std::string>> out;
-    for (auto it = topology["refused"].MemberBegin(); it != topology["refused"].MemberEnd(); ++it) {
-      out.emplace_back(it->name.GetString(), it->value.GetString());
-    }
-    return out;
-  }
-};
-FakeInternet* FakeInternet::current = nullptr;
-
-const FakeInternet& Net() {
-  BOOST_TEST_REQUIRE(FakeInternet::current != nullptr);
-  return *FakeInternet::current;
 }
 
 std::string InstallThenImport(const FakeInternet& net) {

@@ -111,7 +111,8 @@ class PluginFiles(unittest.TestCase):
         for path, cls in ((ACTION_FILE, "Action"), (TOOL_FILE, "Tools")):
             instance, _, _ = owui.load_plugin(path, cls)
             schema = instance.Valves.schema()
-            for name in ("service_url", "token", "wall_time_s", "memory_mb", "network"):
+            for name in ("service_url", "token", "wall_time_s", "memory_mb", "network",
+                         "packages"):
                 self.assertIn(name, schema["properties"], f"{path}: valve {name}")
                 self.assertTrue(schema["properties"][name].get("description"), name)
         action, _, _ = owui.load_plugin(ACTION_FILE, "Action")
@@ -307,6 +308,25 @@ class ActionAgainstService(unittest.TestCase):
         self.assertEqual(final, "This sandrun server does not allow network access: turn the "
                                 "plugin's 'network' valve off.")
 
+    def test_packages_valve_is_sent_and_its_refusals_explained(self):
+        # The suite's server has the network off and nothing prebuilt: a valid set is refused
+        # (403 network_forbidden, field packages), a bad entry is named (400 invalid_package).
+        owui.set_valves(self.action, service_url=STACK.base_url, token=STACK.token,
+                        packages="--index-url=http://x/simple")
+        final = self.assert_status_sequence(self.click("```python\nprint(1)\n```\n"))
+        self.assertTrue(final.startswith("sandrun refused an entry of the plugin's 'packages' "
+                                         "valve: package '--index-url=http://x/simple' is a "
+                                         "pip option"), final)
+        owui.set_valves(self.action, service_url=STACK.base_url, token=STACK.token,
+                        packages=" numpy , sandrun-not-prebuilt ,")
+        rec = self.click("```python\nprint(1)\n```\n")
+        final = self.assert_status_sequence(rec)
+        self.assertTrue(final.startswith("This sandrun server cannot prepare the packages of the "
+                                         "plugin's 'packages' valve:"), final)
+        self.assertIn("numpy, sandrun-not-prebuilt", final)
+        self.assertIn("environments_prebuild", final)
+        self.assertEqual(rec.statuses()[0]["description"], "Installing packages…")
+
     def test_limit_above_the_ceiling(self):
         owui.set_valves(self.action, service_url=STACK.base_url, token=STACK.token,
                         wall_time_s=100000)
@@ -346,6 +366,13 @@ class ToolAgainstService(unittest.TestCase):
                                        chat_id or self.chat_id, rec))
         self.assertIsInstance(text, str)
         return text, rec
+
+    def test_packages_valve(self):
+        owui.set_valves(self.tools, service_url=STACK.base_url, token=STACK.token,
+                        packages="numpy,sandrun-not-prebuilt")
+        text, rec = self.call("run_python", code="print(1)")
+        self.assertIn("cannot prepare the packages of the plugin's 'packages' valve", text)
+        self.assertEqual(rec.statuses()[0]["description"], "Installing packages…")
 
     def test_run_python_ok(self):
         text, rec = self.call("run_python", code="print(6 * 7)")

@@ -234,7 +234,7 @@ BOOST_AUTO_TEST_CASE(session_waiters_default_to_a_quarter_of_the_workers) {
   BOOST_TEST_REQUIRE(c.ok(), (c.ok() ? "" : c.error().message));
   BOOST_TEST(c->session_max_waiters == 2);
   BOOST_TEST(c->session_max_waiters_total == 5);  // (2 + 16 + 4) / 4
-  BOOST_TEST(sandrun::config::WorkerThreads(*c) == 2 + 16 + 5 + 4);
+  BOOST_TEST(sandrun::config::WorkerThreads(*c) == 2 + 16 + 2 * 5 + 4);
 }
 
 BOOST_AUTO_TEST_CASE(allowed_origins_are_origins) {

@@ -1,0 +1,265 @@
+// Prepared environments (issue 9 part 4): the request's `packages` mapped onto the store
+// (storage/environment_store.h), the build in a sandbox with the network, and the bounded
+// wait of the requests that ask for a set while it builds.
+#include "api/environments.h"
+
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <climits>
+#include <cstdlib>
+#include <set>
+
+#include "api/packages.h"
+#include "api/requirements.h"
+#include "api/service.h"
+#include "sandbox/spec.h"
+#include "util/text.h"
+
+namespace sandrun::api {
+namespace {
+
+// "python3.11": what /usr/bin/python3 is; part of every environment's id.
+std::string PythonTag() {
+  char buf[PATH_MAX];
+  if (::realpath("/usr/bin/python3", buf) == nullptr) return "python3";
+  const std::string path(buf);
+  return path.substr(path.rfind('/') + 1);
+}
+
+std::string Joined(const std::vector<std::string>& items) {
+  std::string out;
+  for (const auto& item : items) out += (out.empty() ? "" : ", ") + item;
+  return out;
+}
+
+HttpResponse Building(const std::string& message, int64_t retry_after_s) {
+  HttpResponse r = ErrorResponse(503, "environment_building", message, "packages");
+  r.headers["Retry-After"] = std::to_string(std::max<int64_t>(1, retry_after_s));
+  return r;
+}
+
+}  // namespace
+
+void AddEnvironmentToPath(std::vector<std::string>* env) {
+  for (std::string& line : *env) {
+    if (line.rfind("PYTHONPATH=", 0) == 0) line += std::string(":") + sandbox::kEnvironmentInside;
+  }
+}
+
+std::vector<std::string> InstallStepNames(const std::string& code) {
+  std::vector<std::string> names;
+  for (const auto& name : RequestedPackages(code)) names.push_back(NormalizePackageName(name));
+  return names;
+}
+
+std::optional<StepResult> SatisfiedByEnvironment(const RunRequest& run, const CodeStep& step,
+                                                 int index) {
+  if (run.environment_names.empty() || step.language == nullptr) return std::nullopt;
+  const std::vector<std::string> names = InstallStepNames(step.code);
+  if (names.empty()) return std::nullopt;
+  for (const auto& name : names) {
+    if (!std::binary_search(run.environment_names.begin(), run.environment_names.end(), name)) {
+      return std::nullopt;
+    }
+  }
+  StepResult sr;
+  sr.index = index;
+  sr.language = step.language->name;
+  sr.code = step.code;
+  sr.status = "ok";
+  sr.exit_code = 0;
+  sr.stdout_stream.text = "sandrun: not installed again: " + Joined(names) +
+                          " come from the prepared environment " + run.environment_id + "\n";
+  sr.budget = "environment";
+  return sr;
+}
+
+std::unique_ptr<storage::EnvironmentStore> Service::MakeEnvironmentStore() {
+  storage::EnvironmentStore::Options options;
+  options.root = config_.environments_dir;
+  options.python = PythonTag();
+  return std::make_unique<storage::EnvironmentStore>(
+      options, [this](const std::string& dir, const std::vector<std::string>& packages) {
+        return BuildEnvironment(dir, packages);
+      });
+}
+
+storage::BuildResult Service::BuildEnvironment(const std::string& build_dir,
+                                               const std::vector<std::string>& packages) const {
+  storage::BuildResult out;
+  const uid_t uid = static_cast<uid_t>(config_.sandbox_uid);
+  const gid_t gid = static_cast<gid_t>(config_.sandbox_gid);
+  const std::string ws = build_dir + "/ws", root = build_dir + "/root";
+  if (::mkdir(ws.c_str(), 0700) != 0 || ::chown(ws.c_str(), uid, gid) != 0 ||
+      ::chmod(ws.c_str(), 0755) != 0 || ::mkdir(root.c_str(), 0755) != 0) {
+    out.output = "sandrun: cannot prepare the build directory " + build_dir;
+    return out;
+  }
+  sandbox::SandboxSpec spec;
+  // Every requirement was checked against api/requirements.h's grammar (no option, path or
+  // URL); "--" ends pip's options all the same.
+  spec.argv = {"/usr/bin/python3", "-m", "pip", "install", "--target", "/home/user/site",
+               "--no-cache-dir",   "--"};
+  for (const auto& p : packages) spec.argv.push_back(p);
+  spec.env = {"HOME=/home/user",
+              "USER=user",
+              "LANG=C.UTF-8",
+              "LC_ALL=C.UTF-8",
+              "PATH=/usr/local/bin:/usr/bin:/bin",
+              "TMPDIR=/tmp",
+              "PYTHONUNBUFFERED=1",
+              "PIP_BREAK_SYSTEM_PACKAGES=1",
+              "PIP_DISABLE_PIP_VERSION_CHECK=1",
+              "PIP_NO_INPUT=1",
+              "PIP_PROGRESS_BAR=off",
+              "PIP_TIMEOUT=15"};
+  for (std::string& line : PipEnv(config_)) spec.env.push_back(std::move(line));
+  spec.workspace_dir = ws;
+  spec.root_dir = root;
+  spec.host_uid = uid;
+  spec.host_gid = gid;
+  spec.run_id =
+      "env-" + build_dir.substr(build_dir.size() - std::min<size_t>(12, build_dir.size()));
+  spec.limits.wall_time_ms = config_.environment_build_wall_time_s * 1000;
+  spec.limits.cpu_time_s = config_.environment_build_wall_time_s;
+  spec.limits.memory_bytes = static_cast<uint64_t>(config_.ceilings.memory_mb) << 20;
+  spec.limits.processes = config_.ceilings.processes;
+  spec.limits.output_bytes = 1 << 20;
+  spec.limits.file_size_bytes = static_cast<uint64_t>(config_.install_disk_mb) << 20;
+  spec.limits.disk_bytes = static_cast<uint64_t>(config_.install_disk_mb) << 20;
+  // A package's build step is untrusted code: it runs like a run, with the run's network.
+  spec.network.enabled = true;
+  spec.network.allow_cidrs = config_.network_allow_cidrs;
+  auto result = launcher_->Run(spec);
+  if (!result.ok()) {
+    out.output = "sandrun: the build sandbox could not start: " + result.error().message;
+    return out;
+  }
+  out.output = result->stdout_text + result->stderr_text;
+  if (result->outcome == sandbox::RunOutcome::kWallTimeout) {
+    out.output += "\nsandrun: stopped: the build's wall-clock time of " +
+                  std::to_string(config_.environment_build_wall_time_s) +
+                  " s (environment_build_wall_time_s) reached";
+  }
+  out.ok = result->outcome == sandbox::RunOutcome::kExited && result->exit_code == 0;
+  return out;
+}
+
+void Service::PrebuildEnvironments() {
+  if (!environments_) return;
+  for (const auto& set : config_.environments_prebuild) {
+    std::vector<Requirement> parsed;
+    for (const auto& text : set) {
+      Requirement r;
+      if (std::string why = ParseRequirement(text, &r); !why.empty()) {
+        std::fprintf(stderr, "sandrund: environments_prebuild: '%s' %s; set skipped\n",
+                     util::SanitizeUtf8(text).c_str(), why.c_str());
+        parsed.clear();
+        break;
+      }
+      parsed.push_back(std::move(r));
+    }
+    if (!parsed.empty()) environments_->Prebuild(NormalizeSet(parsed));
+  }
+}
+
+int Service::SweepEnvironments() {
+  if (!environments_) return 0;
+  return static_cast<int>(
+      environments_->Evict(static_cast<uint64_t>(config_.environments_max_mb) << 20).size());
+}
+
+std::optional<HttpResponse> Service::PrepareEnvironment(RunRequest* run, const config::Config& live,
+                                                        storage::EnvironmentStore::Lease* lease,
+                                                        std::optional<EnvironmentReport>* report) {
+  using Outcome = storage::EnvironmentStore::Outcome;
+  if (run->stateful && !run->packages.empty()) {
+    return ErrorResponse(400, "conflicting_fields",
+                         "'packages' does not go with 'stateful' (a kernel does not mount a "
+                         "prepared environment); send one of them",
+                         "packages");
+  }
+  if (!environments_ || run->stateful) return std::nullopt;
+  storage::EnvironmentStore::Answer answer;
+  if (run->packages.empty()) {
+    // The markdown plan: a present environment that covers every install step's packages.
+    if (!run->markdown) return std::nullopt;
+    std::vector<std::string> names;
+    for (const auto& step : run->steps) {
+      if (!step.install) continue;
+      for (auto& name : InstallStepNames(step.code)) names.push_back(std::move(name));
+    }
+    if (names.empty()) return std::nullopt;
+    std::sort(names.begin(), names.end());
+    names.erase(std::unique(names.begin(), names.end()), names.end());
+    answer = environments_->FindCovering(
+        names, [](const std::string& text) { return NamesOf({text}).front(); });
+    if (answer.outcome != Outcome::kCached) return std::nullopt;
+  } else {
+    // Building needs the network; without it only what is there (prebuilt) is served.
+    const bool may_build = live.network != "off";
+    answer = environments_->Acquire(run->packages, may_build, std::chrono::milliseconds(0));
+    bool waited = false;
+    if (answer.outcome == Outcome::kBuilding) {
+      // Waiting holds a worker thread: only as many as WorkerThreads() counted may.
+      WaiterGate::Pass pass = environment_waiters_.Enter(answer.meta.id);
+      if (!pass.admitted()) {
+        return Building("the environment for " + Joined(run->packages) +
+                            " is being built and enough requests wait for it; retry shortly",
+                        10);
+      }
+      answer = environments_->Acquire(run->packages, may_build,
+                                      std::chrono::seconds(live.environment_wait_s));
+      waited = true;
+    }
+    switch (answer.outcome) {
+      case Outcome::kCached:
+      case Outcome::kBuilt:
+        if (waited) answer.outcome = Outcome::kBuilt;
+        break;
+      case Outcome::kAbsent:
+        return ErrorResponse(
+            403, "network_forbidden",
+            "the environment for " + Joined(run->packages) +
+                " is not prepared on this server, and building it needs the network, which is "
+                "off for runs (config \"network\" is \"off\"); the admin can list the set in "
+                "\"environments_prebuild\"",
+            "packages");
+      case Outcome::kBuilding:
+        return Building("the environment for " + Joined(run->packages) + " is still being built (" +
+                            std::to_string(live.environment_wait_s) +
+                            " s environment_wait_s passed); retry shortly",
+                        answer.retry_after_s);
+      case Outcome::kBusy:
+        return Building("other environments are being built; retry shortly", answer.retry_after_s);
+      case Outcome::kFailed: {
+        RunResponse failed;
+        failed.id = util::RandomHex(16);
+        failed.status = "error";
+        failed.limits = run->limits;
+        failed.stderr_stream.text =
+            "sandrun: the environment for " + Joined(run->packages) +
+            " could not be built; the code did not run. This failure is remembered: the build "
+            "is not tried again for " +
+            std::to_string(answer.retry_after_s) + " s. pip's output:\n" +
+            util::SanitizeUtf8(answer.failure_output);
+        failed.environment = EnvironmentReport{answer.meta.id, run->packages, "failed", 0};
+        HttpResponse http;
+        http.body = EncodeRunResponse(failed);
+        return http;
+      }
+    }
+  }
+  run->environment_dir = answer.site_dir;
+  run->environment_id = answer.meta.id;
+  run->environment_names = NamesOf(answer.meta.packages);
+  *report = EnvironmentReport{answer.meta.id, answer.meta.packages,
+                              answer.outcome == Outcome::kBuilt ? "built" : "cached",
+                              answer.meta.build_ms};
+  *lease = std::move(answer.lease);
+  return std::nullopt;
+}
+
+}  // namespace sandrun::api
