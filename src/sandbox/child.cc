@@ -150,8 +150,9 @@ int ChildMain(void* arg) {
   if (::read(kSyncFd, &go, 1) != 1 || go != 'G') Fail(ChildStep::kSync, 0);
   // Become the namespace's root (mapped to an unprivileged host id) so files made while
   // building the root have an owner the kernel can map.
-  if (::setresgid(0, 0, 0) != 0) Fail(ChildStep::kSetGid, 0);
-  if (::setresuid(0, 0, 0) != 0) Fail(ChildStep::kSetUid, 0);
+  // Raw system calls (sys::SetIdsOfThisThread): glibc's would wait for the daemon's other
+  // threads, which this child does not have.
+  if (!sys::SetIdsOfThisThread(0, 0)) Fail(ChildStep::kSetUid, 0);
   if (::unshare(CLONE_NEWCGROUP) != 0) Fail(ChildStep::kCgroupNamespace, 0);
   if (::mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr) != 0) {
     Fail(ChildStep::kMountPrivate, 0);

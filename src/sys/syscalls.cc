@@ -245,6 +245,11 @@ bool WriteFileInChild(const char* path, const char* text, size_t size) {
 
 int LastErrno() { return errno; }
 
+bool SetIdsOfThisThread(uid_t uid, gid_t gid) {
+  return ::syscall(SYS_setresgid, gid, gid, gid) == 0 &&
+         ::syscall(SYS_setresuid, uid, uid, uid) == 0;
+}
+
 std::string FirstUnsearchableDir(const std::string& path) {
   char cwd[4096];
   std::string absolute = path;

@@ -100,5 +100,13 @@ bool WriteAll(int fd, const void* data, size_t size);
 bool WriteFileInChild(const char* path, const char* text, size_t size);
 // Current errno. Child-safe.
 int LastErrno();
+// setresgid(2) then setresuid(2) of this thread alone, as raw system calls; false if either
+// fails. Child-safe, and the only safe way in a child made by a raw clone(2) of a
+// multi-threaded process: glibc's setresuid/setresgid make every thread of the process
+// change too (nptl's setxid broadcast, POSIX's rule), from the thread list the child
+// inherited; a thread that was starting or exiting at the clone is waited for forever
+// (seen as a sandbox launched at start-up, beside threads being created, hanging in
+// setxid_mark_thread).
+bool SetIdsOfThisThread(uid_t uid, gid_t gid);
 
 }  // namespace sandrun::sys
