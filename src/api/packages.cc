@@ -212,22 +212,29 @@ std::vector<std::string> HostSiteDirs() {
 }
 
 std::string NetworkOffNote(const std::vector<std::string>& requested,
-                           const std::vector<std::string>& available) {
+                           const std::vector<std::string>& available,
+                           const std::string& network_mode) {
   std::vector<std::string> missing;
   for (const std::string& name : requested) {
     if (std::find(available.begin(), available.end(), name) == available.end()) {
       missing.push_back(name);
     }
   }
+  const bool on_request = network_mode == "on_request";
   std::string note =
-      "sandrun: the network is off for runs on this server, so pip cannot download packages.";
+      on_request ? "sandrun: this run has no network (the server gives it to runs that ask: "
+                   "send \"network\": true), so pip cannot download packages."
+                 : "sandrun: the network is off for runs on this server, so pip cannot "
+                   "download packages.";
   note += " Already available: " + (available.empty() ? "none" : Join(available, ", ")) + ".";
   if (!missing.empty()) note += " Not available: " + Join(missing, ", ") + ".";
-  note +=
-      " What the server's admin can do: allow the network (config \"network\": \"on_request\" "
-      "or \"always\"; then ask with \"network\": true), point \"pip_index_url\" at a package "
-      "mirror the runs may reach, or prepare an environment by installing the packages on the "
-      "host (scripts/packages/batteries.txt).";
+  note += on_request ? " Or name them in the request's \"packages\" (a prepared environment)."
+                     : " What the server's admin can do: allow the network (config \"network\": "
+                       "\"on_request\" or \"always\"; then ask with \"network\": true), point "
+                       "\"pip_index_url\" at a package mirror the runs may reach, or prepare an "
+                       "environment: list the packages in \"environments_prebuild\" (requests "
+                       "name them in \"packages\"), or install them on the host "
+                       "(scripts/packages/batteries.txt).";
   return note;
 }
 

@@ -40,9 +40,11 @@ std::vector<std::string> AvailablePackages(const std::vector<std::string>& reque
 // The host's directories of Python distributions, as the sandbox sees them (same paths).
 std::vector<std::string> HostSiteDirs();
 
-// The stderr line of part 3: the network is off for runs on this server, which of
-// `requested` are already available, and what the admin can do. Pure.
+// The stderr line of part 3: why pip found nothing (config `network` is "off": the network
+// is off for runs on this server; "on_request": this run did not ask for it), which of
+// `requested` are already available, and what the user or the admin can do. One line. Pure.
 std::string NetworkOffNote(const std::vector<std::string>& requested,
-                           const std::vector<std::string>& available);
+                           const std::vector<std::string>& available,
+                           const std::string& network_mode = "off");
 
 }  // namespace sandrun::api

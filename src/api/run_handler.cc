@@ -643,6 +643,14 @@ RunResponse Service::RunSteps(const RunRequest& run, const std::string& id,
     spec.limits.output_bytes = output_left;
     spec.limits.file_size_bytes = static_cast<uint64_t>(limits.file_size_mb) << 20;
     spec.limits.disk_bytes = static_cast<uint64_t>(limits.disk_mb) << 20;
+    if (install) {
+      // The install budget (issue 9 part 2) replaces the program's time and size limits: a
+      // wheel (numpy's is 18 MB) and pip's unpacking in /tmp are bigger than a program's
+      // files, and pip's CPU time is bounded by its wall time.
+      spec.limits.cpu_time_s = config_.install_wall_time_s;
+      spec.limits.file_size_bytes = static_cast<uint64_t>(config_.install_disk_mb) << 20;
+      spec.limits.disk_bytes = static_cast<uint64_t>(config_.install_disk_mb) << 20;
+    }
     spec.network.enabled = run.network;
     spec.network.allow_cidrs = config_.network_allow_cidrs;
 
@@ -682,8 +690,9 @@ RunResponse Service::RunSteps(const RunRequest& run, const std::string& id,
         PipFoundNothing(sr.stdout_stream.text + sr.stderr_stream.text)) {
       const std::vector<std::string> requested = RequestedPackages(step.code);
       AppendLine(sr.stderr_stream.text,
-                 NetworkOffNote(requested, AvailablePackages(requested, sr.stdout_stream.text,
-                                                             HostSiteDirs())));
+                 NetworkOffNote(requested,
+                                AvailablePackages(requested, sr.stdout_stream.text, HostSiteDirs()),
+                                config_.network));
     }
     if (result->process_limit_hits > 0) {
       // A run that hit its process limit did not do what it tried (a fork bomb, a pool too

@@ -21,8 +21,11 @@ struct ExportOptions {
   // times its path (path, name, percent-encoded URL), so this bounds the response.
   size_t max_listed_path_bytes = 256 << 10;
   // Workspace-relative directory prefixes never exported nor counted (".cache/", ...).
-  std::vector<std::string> ignored_dirs = {".cache", ".local",      ".config",
-                                           ".npm",   "__pycache__", ".ipynb_checkpoints"};
+  // site-packages: what `pip install --target site-packages` or a venv installed (issue 9
+  // part 2), at any depth like __pycache__.
+  std::vector<std::string> ignored_dirs = {".cache",        ".local",       ".config",
+                                           ".npm",          "__pycache__",  ".ipynb_checkpoints",
+                                           "site-packages", "dist-packages"};
   // Workspace-relative directories that are not the user's (the launcher's program files):
   // neither exported, counted nor listed in `skipped`.
   std::vector<std::string> unlisted_dirs = {".sandrun"};

@@ -74,6 +74,17 @@ BOOST_AUTO_TEST_CASE(the_note_says_off_what_is_there_and_what_to_do) {
   }
   BOOST_TEST(note.find('\n') == std::string::npos);  // one line
   BOOST_TEST(api::NetworkOffNote({"x"}, {}).find("Already available: none.") != std::string::npos);
+  BOOST_TEST(note.find("environments_prebuild") != std::string::npos);
+}
+
+BOOST_AUTO_TEST_CASE(on_request_the_note_says_the_run_did_not_ask) {
+  const std::string note = api::NetworkOffNote({"yfinance"}, {}, "on_request");
+  BOOST_TEST(note.find("this run has no network") != std::string::npos, note);
+  BOOST_TEST(note.find("\"network\": true") != std::string::npos, note);
+  BOOST_TEST(note.find("\"packages\"") != std::string::npos, note);
+  BOOST_TEST(note.find("Not available: yfinance.") != std::string::npos, note);
+  BOOST_TEST(note.find("off for runs on this server") == std::string::npos, note);
+  BOOST_TEST(note.find('\n') == std::string::npos);
 }
 
 BOOST_AUTO_TEST_SUITE_END()

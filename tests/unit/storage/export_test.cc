@@ -137,6 +137,7 @@ BOOST_AUTO_TEST_CASE(ignored_dirs_are_one_entry_and_never_counted) {
   WriteFile(dir / "pkg/__pycache__/mod.cpython-311.pyc", "x");
   WriteFile(dir / "__pycache__/top.pyc", "x");
   WriteFile(dir / ".local/lib/big", std::string(5000, 'x'));
+  WriteFile(dir / "venv/lib/python3.11/site-packages/yfinance/__init__.py", "x");
   WriteFile(dir / "pkg/mod.py", "x");
   WriteFile(dir / "main.txt", "x");
   ExportOptions options;
@@ -149,7 +150,8 @@ BOOST_AUTO_TEST_CASE(ignored_dirs_are_one_entry_and_never_counted) {
   BOOST_TEST(ReasonFor(result, ".local") == "ignored");
   BOOST_TEST(ReasonFor(result, "__pycache__") == "ignored");
   BOOST_TEST(ReasonFor(result, "pkg/__pycache__") == "ignored");
-  BOOST_TEST(result.skipped.size() == 4u);  // one entry per directory, none for their files
+  BOOST_TEST(ReasonFor(result, "venv/lib/python3.11/site-packages") == "ignored");
+  BOOST_TEST(result.skipped.size() == 5u);  // one entry per directory, none for their files
   BOOST_TEST(!result.limit_hit);
 }
 
