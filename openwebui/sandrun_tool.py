@@ -508,7 +508,9 @@ class Tools:
             default=0, description="Memory limit of a run in MiB; 0 = the server's default"
         )
         network: bool = Field(
-            default=False, description="Ask for outbound network access (the server may refuse)"
+            default=False,
+            description="Ask for outbound network access (the server may refuse); switching "
+            "it in a stateful chat starts a new kernel (the variables are lost, files kept)",
         )
         packages: str = Field(
             default="",

@@ -120,6 +120,24 @@ bool IsInstallCode(const std::string& shell_code) {
   return false;
 }
 
+std::string CellInstallCode(const std::string& python_cell) {
+  std::string out;
+  std::istringstream lines(python_cell);
+  for (std::string line; std::getline(lines, line);) {
+    size_t at = line.find_first_not_of(" \t");
+    if (at == std::string::npos) continue;
+    if (line[at] == '%' || line[at] == '!') {
+      at = line.find_first_not_of(" \t", at + 1);
+      if (at == std::string::npos) continue;
+    } else if (line.compare(at, 4, "pip ") != 0) {
+      continue;  // Python; a bare `pip install x` is IPython's automagic %pip
+    }
+    const std::string command = line.substr(at);
+    if (IsInstallCode(command)) out += command + "\n";
+  }
+  return out;
+}
+
 std::vector<std::string> RequestedPackages(const std::string& shell_code) {
   std::vector<std::string> out;
   for (const auto& line : markdown::AnalyzeShell(shell_code).lines) {

@@ -18,6 +18,11 @@ std::vector<std::string> PipEnv(const config::Config& config);
 // markdown/shell_script.h recognises them). Pure.
 bool IsInstallCode(const std::string& shell_code);
 
+// The shell commands of a notebook cell's `%pip install ...`, `!pip install ...` and bare
+// `pip install ...` lines (IPython's automagic), what a stateful run's kernel runs through
+// pip, the `%`/`!` removed, one a line; "" when the cell has none. Pure.
+std::string CellInstallCode(const std::string& python_cell);
+
 // The distribution names of every `pip install` command in `shell_code`, in order, without
 // version specifiers, extras, options or their values, requirement files and paths/URLs
 // (which name no package). Pure.

@@ -6,6 +6,7 @@
 #include <cctype>
 #include <chrono>
 
+#include "api/packages.h"
 #include "api/service.h"
 #include "storage/artifact_store.h"
 #include "storage/digest.h"
@@ -109,6 +110,19 @@ std::vector<storage::FoundFile> WriteImages(const std::vector<kernel::RichOutput
   return files;
 }
 
+// The network-off note of a stateless install step (RunSteps), for a cell without the
+// network whose pip install found nothing: a `%pip`/`!pip` line of a Python cell, or a
+// %%bash cell. IPython's %pip does not raise when pip fails, so the cell's status is not
+// asked. "" when there is nothing to say.
+std::string PipNote(const CodeStep& step, const kernel::ExecuteResult& er) {
+  const std::string install = step.language->name == "bash"
+                                  ? (IsInstallCode(step.code) ? step.code : "")
+                                  : CellInstallCode(step.code);
+  if (install.empty() || !PipFoundNothing(er.stdout_text + er.stderr_text)) return "";
+  const std::vector<std::string> requested = RequestedPackages(install);
+  return NetworkOffNote(requested, AvailablePackages(requested, er.stdout_text, HostSiteDirs()));
+}
+
 }  // namespace
 
 HttpResponse Service::HandleStatefulRun(const HttpRequest& request, const RunRequest& run,
@@ -146,6 +160,10 @@ HttpResponse Service::HandleStatefulRun(const HttpRequest& request, const RunReq
   spec.limits.disk_bytes = static_cast<uint64_t>(limits.disk_mb) << 20;
   spec.host_uid = uid;
   spec.host_gid = gid;
+  // The run's network as a stateless run's (config "always" turns it on): the kernel is
+  // started with it, and a kernel with the other is replaced (KernelManager::Acquire).
+  spec.network.enabled = run.network;
+  spec.network.allow_cidrs = config_.network_allow_cidrs;
 
   std::optional<HttpResponse> refused;
   storage::FileDigests restored;
@@ -242,6 +260,15 @@ HttpResponse Service::HandleStatefulRun(const HttpRequest& request, const RunReq
     sr.wall_ms = er.wall_ms;
     if (std::string note = KernelNote(er, limits); !note.empty()) {
       AppendLine(sr.stderr_stream.text, note);
+    }
+    if (!run.network) {
+      if (std::string note = PipNote(step, er); !note.empty()) {
+        AppendLine(sr.stderr_stream.text, note);
+      }
+    }
+    if (er.net_rx_bytes >= 0) {
+      response.net_rx_bytes = response.net_rx_bytes.value_or(0) + er.net_rx_bytes;
+      response.net_tx_bytes = response.net_tx_bytes.value_or(0) + er.net_tx_bytes;
     }
     if (er.execution_count > 0) execution_count = er.execution_count;
     output_used += er.stdout_text.size() + er.stderr_text.size();

@@ -185,6 +185,7 @@ Status Kernel::Boot(const sandbox::Launcher& launcher, void* zmq_context) {
   spec.host_gid = spec_.host_gid;
   spec.run_id = id_;
   spec.limits = spec_.limits;
+  spec.network = spec_.network;
   // RLIMIT_CPU counts the kernel's whole life; each run's CPU time is bounded from the
   // cgroup instead (Execute).
   spec.limits.cpu_time_s = int64_t{1} << 30;
@@ -336,6 +337,7 @@ ExecuteResult Kernel::Execute(const std::string& code, const ExecuteLimits& limi
     return r;
   }
   const sandbox::CgroupStats before = sandbox_->Stats();
+  const sandbox::CounterBytes net_before = sandbox_->NetworkUsage();
   std::string id;
   if (!Send(sockets_->shell, "execute_request", ExecuteRequestContent(code), &id)) {
     r.status = ExecuteStatus::kKilled;
@@ -459,6 +461,11 @@ ExecuteResult Kernel::Execute(const std::string& code, const ExecuteLimits& limi
     r.cpu_ms = after.cpu_usage_ms - before.cpu_usage_ms;
   }
   r.max_rss_kb = after.peak_memory_kb;
+  const sandbox::CounterBytes net_after = sandbox_->NetworkUsage();
+  if (net_before.rx >= 0 && net_after.rx >= 0) {
+    r.net_rx_bytes = net_after.rx - net_before.rx;
+    r.net_tx_bytes = net_after.tx - net_before.tx;
+  }
   if (died) {
     Shutdown();
     r.kernel_lost = true;

@@ -1,9 +1,9 @@
 // One live IPython kernel (Debian python3-ipykernel) in a sandbox of its own
-// (Launcher::Start: namespaces, seccomp, rlimits, a cgroup with the memory limit, no
-// network), spoken to with the Jupyter messaging protocol (jupyter_messaging.h) over ipc
-// sockets with libzmq. The kernel has a directory of its own on the host, one tmpfs of
-// limits.disk_bytes like a run's (RunDir in run_handler.cc): its workspace and /tmp persist
-// while it lives.
+// (Launcher::Start: namespaces, seccomp, rlimits, a cgroup with the memory limit, and the
+// network only when its spec asks for it, fixed for the kernel's life), spoken to with the Jupyter
+// messaging protocol (jupyter_messaging.h) over ipc sockets with libzmq. The kernel has a directory
+// of its own on the host, one tmpfs of limits.disk_bytes like a run's (RunDir in run_handler.cc):
+// its workspace and /tmp persist while it lives.
 //
 // The ipc sockets: ipykernel binds them in /tmp/.sandrun-kernel/ (k-1 shell, k-2 iopub,
 // k-3 stdin, k-4 control, k-5 heartbeat), a directory the daemon made and holds open.
@@ -36,6 +36,9 @@ struct KernelSpec {
   // memory_bytes, processes, file_size_bytes, disk_bytes, open_files bound the kernel for
   // its whole life; wall and CPU time are per run (ExecuteLimits).
   sandbox::SandboxLimits limits;
+  // The kernel's outbound network (slirp4netns and the firewall of a run, network.h), for
+  // its whole life: a run of the session that asks otherwise gets a new kernel.
+  sandbox::NetworkSpec network;
   uid_t host_uid = 64000;
   gid_t host_gid = 64000;
   std::string python = "/usr/bin/python3";
@@ -84,6 +87,9 @@ struct ExecuteResult {
   int64_t wall_ms = 0;
   int64_t cpu_ms = 0;
   int64_t max_rss_kb = 0;  // peak memory of the kernel's cgroup since it started
+  // With the network: bytes of IP packets received and sent during the run; -1 without.
+  int64_t net_rx_bytes = -1;
+  int64_t net_tx_bytes = -1;
 };
 
 class Kernel {

@@ -15,12 +15,7 @@ namespace {
 
 constexpr size_t kMaxRemembered = 10000;
 
-bool SameLimits(const KernelSpec& a, const KernelSpec& b) {
-  return a.limits.memory_bytes == b.limits.memory_bytes &&
-         a.limits.processes == b.limits.processes &&
-         a.limits.file_size_bytes == b.limits.file_size_bytes &&
-         a.limits.disk_bytes == b.limits.disk_bytes && a.limits.open_files == b.limits.open_files;
-}
+KernelTerms TermsOf(const KernelSpec& spec) { return {spec.limits, spec.network.enabled}; }
 
 }  // namespace
 
@@ -124,17 +119,15 @@ Result<KernelManager::Acquired> KernelManager::Acquire(
     if (it != live_.end()) {
       Entry& e = *it->second;
       if (e.leased || !e.kernel) return MakeError("busy", "the session's kernel is in use");
-      if (e.kernel->alive() && SameLimits(e.kernel->spec(), spec)) {
+      const std::string why = ReplaceReason(TermsOf(e.kernel->spec()), TermsOf(spec));
+      if (e.kernel->alive() && why.empty()) {
         e.leased = true;
         out.lease = Lease(this, it->second);
         out.status = "kept";
         return out;
       }
       out.status = "restarted";
-      out.note = e.kernel->alive()
-                     ? "this run asks for other limits (memory_mb, processes, file_size_mb, "
-                       "disk_mb) than the kernel was started with"
-                     : "the kernel died between runs";
+      out.note = e.kernel->alive() ? why : "the kernel died between runs";
       gone.push_back(std::move(e.kernel));
       live_.erase(it);
     } else if (auto why = ended_.find(key); why != ended_.end()) {

@@ -62,10 +62,11 @@ class KernelManager {
   KernelManager(const KernelManager&) = delete;
   KernelManager& operator=(const KernelManager&) = delete;
 
-  // The live kernel of `key` if it was started with `spec`'s limits; else a new one: the
-  // least recently used kernels are ended to make room, its directory is made, `populate`
-  // fills its workspace (the session's files; an error Status is returned as is), then it
-  // boots. A live kernel with other limits is ended and replaced (note says so).
+  // The live kernel of `key` if it was started with `spec`'s limits and network; else a
+  // new one: the least recently used kernels are ended to make room, its directory is made,
+  // `populate` fills its workspace (the session's files; an error Status is returned as
+  // is), then it boots. A live kernel with other limits or network is ended and replaced
+  // (note says why: ReplaceReason).
   // Errors: "busy" when max_kernels are all leased now; "kernel" when it cannot start;
   // whatever `populate` returned. Waits for the kernel to boot (seconds).
   Result<Acquired> Acquire(const std::string& key, const KernelSpec& spec,

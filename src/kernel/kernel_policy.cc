@@ -34,4 +34,23 @@ Room MakeRoom(const std::vector<KernelSlot>& slots, int64_t max_kernels) {
   return room;
 }
 
+std::string ReplaceReason(const KernelTerms& live, const KernelTerms& wanted) {
+  const sandbox::SandboxLimits& a = live.limits;
+  const sandbox::SandboxLimits& b = wanted.limits;
+  if (a.memory_bytes != b.memory_bytes || a.processes != b.processes ||
+      a.file_size_bytes != b.file_size_bytes || a.disk_bytes != b.disk_bytes ||
+      a.open_files != b.open_files) {
+    return "this run asks for other limits (memory_mb, processes, file_size_mb, disk_mb) than "
+           "the kernel was started with";
+  }
+  if (live.network != wanted.network) {
+    // A sandbox's network namespace is set up before its program starts (network.h): the
+    // network cannot be given to, or taken from, a running kernel.
+    return std::string("the kernel was restarted because this run asks for the network ") +
+           (wanted.network ? "on" : "off") + " and the kernel ran with it " +
+           (live.network ? "on" : "off");
+  }
+  return "";
+}
+
 }  // namespace sandrun::kernel

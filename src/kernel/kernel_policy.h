@@ -1,11 +1,14 @@
-// Which live kernels to end: the idle ones, and the least recently used when a new one
-// needs room under max_kernels. Pure (times are given), so the policy is tested without
-// clocks or kernels; kernel_manager.cc applies it.
+// Which live kernels to end: the idle ones, the least recently used when a new one needs
+// room under max_kernels, and one started on other terms (limits, network) than a run asks
+// for. Pure (times are given), so the policy is tested without clocks or kernels;
+// kernel_manager.cc applies it.
 #pragma once
 
 #include <cstdint>
 #include <string>
 #include <vector>
+
+#include "sandbox/spec.h"
 
 namespace sandrun::kernel {
 
@@ -28,5 +31,18 @@ struct Room {
 // recently used kernels not in use. `enough` is false when even ending all of those
 // leaves no room (then `evict` is empty: nothing should be ended for nothing).
 Room MakeRoom(const std::vector<KernelSlot>& slots, int64_t max_kernels);
+
+// What a kernel is started with and keeps for its whole life: the limits that bound the
+// sandbox (memory_bytes, processes, file_size_bytes, disk_bytes, open_files; wall and CPU
+// time are per run) and whether it has the network.
+struct KernelTerms {
+  sandbox::SandboxLimits limits;
+  bool network = false;
+};
+
+// Why a live kernel started on `live` terms cannot serve a run that asks for `wanted`, as
+// a clause for the run's stderr ("this run asks for the network on ..."); "" when it can.
+// A change of limits is named before one of the network. Pure.
+std::string ReplaceReason(const KernelTerms& live, const KernelTerms& wanted);
 
 }  // namespace sandrun::kernel

@@ -549,6 +549,10 @@ CgroupStats LiveSandbox::Stats() const {
   return state_->st.cgroup ? state_->st.cgroup->Stats() : CgroupStats{};
 }
 
+CounterBytes LiveSandbox::NetworkUsage() const {
+  return state_->st.network ? state_->st.network->Usage() : CounterBytes{};
+}
+
 std::string LiveSandbox::DrainOutput() {
   std::string text;
   for (sys::UniqueFd* fd : {&state_->st.pipes.out.read, &state_->st.pipes.err.read}) {
@@ -590,6 +594,7 @@ void LiveSandbox::Kill() {
     ReapInit(s);  // init's death takes every process of its pid namespace with it
   }
   s.st.pipes.lifeline.write.Reset();
+  s.st.network.reset();  // slirp4netns ends with its sandbox
   if (s.st.cgroup) {
     (void)s.st.cgroup->Destroy();
     s.st.cgroup.reset();

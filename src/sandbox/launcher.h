@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "sandbox/cgroup.h"
+#include "sandbox/network_rules.h"
 #include "sandbox/result.h"
 #include "sandbox/seccomp.h"
 #include "sandbox/spec.h"
@@ -64,6 +65,9 @@ class LiveSandbox {
   int pidfd() const;
   // The cgroup's counters (all -1/0 without cgroups).
   CgroupStats Stats() const;
+  // Bytes of IP packets through its network so far (RunNetwork::Usage); -1 each without
+  // the network or after Kill().
+  CounterBytes NetworkUsage() const;
   // What the program wrote on its own stdout and stderr since the last call (the first
   // limits.output_bytes bytes kept, the rest dropped). Does not block.
   std::string DrainOutput();

@@ -66,6 +66,13 @@ std::string Output(const rapidjson::Document& doc) {
   return Str(doc, "stdout") + Str(doc, "stderr");
 }
 
+std::string KernelStatus(const rapidjson::Document& doc) {
+  if (!doc.IsObject() || !doc.HasMember("kernel") || !doc["kernel"].IsObject()) {
+    return "(no kernel)";
+  }
+  return Str(doc["kernel"], "status");
+}
+
 }  // namespace
 
 BOOST_AUTO_TEST_SUITE(Network, *boost::unit_test::fixture<FakeInternet>())
@@ -288,9 +295,84 @@ BOOST_AUTO_TEST_CASE(nothing_of_the_network_outlives_its_run) {
   BOOST_TEST(Shell("pgrep -u " + uid + " -x slirp4netns").empty());
 }
 
+// A stateful run's kernel starts with the network its first run asks for; a later run of
+// the session that asks otherwise gets a new kernel (restarted, said in stderr). Last in the
+// suite: the kernel it leaves has the network (and its slirp4netns) until the stack stops.
+// pip runs as a %%bash cell (bash runs of a stateful session): `%pip` and `!cmd` need a pty,
+// which the sandbox has not.
+BOOST_AUTO_TEST_CASE(a_stateful_runs_kernel_has_the_network_its_run_asks_for) {
+  const FakeInternet& net = Net();
+  const std::string session = "net-kernel-" + std::to_string(::getpid());
+  const std::string uid = std::to_string(Stack::Get().sandbox_uid());
+  auto stateful = [&](bool network, const std::string& language, const std::string& code) {
+    return PostRun(std::string(R"({"stateful": true, "network": )") + (network ? "true" : "false") +
+                   R"(, "session": )" + Q(session) + R"(, "language": )" + Q(language) +
+                   R"(, "limits": {"wall_time_s": 60}, "code": )" + Q(code) + "}");
+  };
+  const std::string fetch =
+      "import urllib.request\ntry:\n  print('index', urllib.request.urlopen('http://" +
+      net.S("index") +
+      "/simple/', timeout=3).status)\nexcept Exception as e:\n  print('unreachable', "
+      "type(e).__name__)\n";
+  const std::string mod = net.S("module");
+
+  auto on = stateful(true, "python", fetch + "x = 1\n");
+  BOOST_TEST(Str(on, "status") == "ok", Output(on));
+  BOOST_TEST(KernelStatus(on) == "started");
+  BOOST_TEST(Str(on, "stdout") == "index 200\n", Output(on));
+  BOOST_TEST(!Shell("pgrep -u " + uid + " -x slirp4netns").empty());
+  auto install = stateful(true, "bash", "pip install " + net.S("package"));
+  BOOST_TEST(Str(install, "status") == "ok", Output(install));
+  BOOST_TEST(KernelStatus(install) == "kept");
+  BOOST_TEST(Str(install, "stdout").find("Successfully installed") != std::string::npos,
+             Output(install));
+  BOOST_TEST_REQUIRE(install.HasMember("usage"), Output(install));
+  BOOST_TEST(Int(install["usage"], "net_rx_bytes") > 1000, Output(install));
+
+  // Without the network: a new kernel (the variables are gone, the session's files are
+  // kept: what pip installed imports), which cannot reach the index.
+  auto off =
+      stateful(false, "python",
+               fetch + "print('x' in globals())\nimport " + mod + "\nprint(" + mod + ".VALUE)\n");
+  BOOST_TEST(Str(off, "status") == "ok", Output(off));
+  BOOST_TEST(KernelStatus(off) == "restarted");
+  BOOST_TEST(Str(off, "stderr")
+                     .find("sandrun: a new kernel: the kernel was restarted because this "
+                           "run asks for the network off") != std::string::npos,
+             Output(off));
+  BOOST_TEST(Str(off, "stdout") == "unreachable URLError\nFalse\n" + net.S("value") + "\n",
+             Output(off));
+  BOOST_TEST_REQUIRE(off.HasMember("usage"), Output(off));
+  BOOST_TEST(!off["usage"].HasMember("net_rx_bytes"));
+  BOOST_TEST(Shell("pgrep -u " + uid + " -x slirp4netns").empty());  // ended with its kernel
+
+  // Same network: the kernel is kept; pip finds nothing and says the network is off.
+  auto pip = stateful(false, "bash", "pip install sandrun-not-on-this-host");
+  BOOST_TEST(KernelStatus(pip) == "kept");
+  BOOST_TEST(
+      Str(pip, "stderr").find("the network is off for runs on this server") != std::string::npos,
+      Output(pip));
+  BOOST_TEST(
+      Str(pip, "stderr").find("Not available: sandrun-not-on-this-host.") != std::string::npos,
+      Output(pip));
+
+  auto again = stateful(true, "python", fetch + "print('x' in globals())\n");
+  BOOST_TEST(KernelStatus(again) == "restarted");
+  BOOST_TEST(
+      Str(again, "stderr").find("because this run asks for the network on") != std::string::npos,
+      Output(again));
+  BOOST_TEST(Str(again, "stdout") == "index 200\nFalse\n", Output(again));
+}
+
 BOOST_AUTO_TEST_SUITE_END()
 
 BOOST_AUTO_TEST_SUITE(NetworkOff)
+
+BOOST_AUTO_TEST_CASE(a_stateful_run_asking_for_the_network_is_forbidden) {
+  auto r = Post("/run", R"({"stateful": true, "network": true, "session": "s", "code": "1"})");
+  BOOST_TEST(r.status == 403);
+  BOOST_TEST(ParseServiceError(r.body).code == "network_forbidden");
+}
 
 BOOST_AUTO_TEST_CASE(a_request_for_the_network_is_forbidden) {
   auto r = Post("/run", R"({"network": true, "language": "bash", "code": "true"})");

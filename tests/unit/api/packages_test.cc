@@ -33,6 +33,18 @@ BOOST_AUTO_TEST_CASE(install_steps_are_the_pip_install_forms) {
   }
 }
 
+BOOST_AUTO_TEST_CASE(a_cells_install_code_is_its_pip_magic_and_shell_lines) {
+  BOOST_TEST(
+      api::CellInstallCode("%pip install yfinance\nimport yfinance\n  ! pip3 install -q x\n") ==
+      "pip install yfinance\npip3 install -q x\n");
+  BOOST_TEST(api::CellInstallCode("!python3 -m pip install y") == "python3 -m pip install y\n");
+  BOOST_TEST(api::CellInstallCode("pip install z") == "pip install z\n");
+  for (const char* cell : {"import os", "pipe = 1", "!ls", "%matplotlib inline", "%pip list",
+                           "# %pip install x", "%", ""}) {
+    BOOST_TEST(api::CellInstallCode(cell).empty(), cell);
+  }
+}
+
 BOOST_AUTO_TEST_CASE(requested_names_leave_out_options_versions_and_paths) {
   BOOST_TEST(api::RequestedPackages("pip install yfinance 'pandas>=2' matplotlib[all]") ==
                  (Names{"yfinance", "pandas", "matplotlib"}),

@@ -39,4 +39,35 @@ BOOST_AUTO_TEST_CASE(never_evicts_a_kernel_in_use_and_says_when_there_is_no_room
   BOOST_TEST(room.evict.empty());
 }
 
+BOOST_AUTO_TEST_CASE(a_kernel_on_the_same_terms_is_kept) {
+  kernel::KernelTerms live, wanted;
+  BOOST_TEST(kernel::ReplaceReason(live, wanted).empty());
+  live.network = wanted.network = true;
+  BOOST_TEST(kernel::ReplaceReason(live, wanted).empty());
+  wanted.limits.wall_time_ms = 1;  // per run: no reason to replace the kernel
+  wanted.limits.cpu_time_s = 1;
+  BOOST_TEST(kernel::ReplaceReason(live, wanted).empty());
+}
+
+BOOST_AUTO_TEST_CASE(a_run_asking_for_the_network_on_or_off_replaces_the_kernel) {
+  kernel::KernelTerms off, on;
+  on.network = true;
+  BOOST_TEST(kernel::ReplaceReason(off, on) ==
+             "the kernel was restarted because this run asks for the network on and the kernel "
+             "ran with it off");
+  BOOST_TEST(kernel::ReplaceReason(on, off) ==
+             "the kernel was restarted because this run asks for the network off and the kernel "
+             "ran with it on");
+}
+
+BOOST_AUTO_TEST_CASE(other_limits_replace_the_kernel_and_are_named_first) {
+  kernel::KernelTerms live, wanted;
+  wanted.limits.memory_bytes = live.limits.memory_bytes * 2;
+  wanted.network = true;
+  BOOST_TEST(kernel::ReplaceReason(live, wanted).find("other limits") != std::string::npos);
+  wanted = live;
+  wanted.limits.disk_bytes += 1;
+  BOOST_TEST(kernel::ReplaceReason(live, wanted).find("other limits") != std::string::npos);
+}
+
 BOOST_AUTO_TEST_SUITE_END()
