@@ -120,7 +120,8 @@ std::string PipNote(const CodeStep& step, const kernel::ExecuteResult& er) {
                                   : CellInstallCode(step.code);
   if (install.empty() || !PipFoundNothing(er.stdout_text + er.stderr_text)) return "";
   const std::vector<std::string> requested = RequestedPackages(install);
-  return NetworkOffNote(requested, AvailablePackages(requested, er.stdout_text, HostSiteDirs()));
+  return NetworkOffNote(requested, AvailablePackages(requested, er.stdout_text, HostSiteDirs()),
+                        config_.network);
 }
 
 }  // namespace

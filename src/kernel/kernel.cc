@@ -32,6 +32,23 @@ constexpr int kMaxQueuedMessages = 64;
 // says whether the kernel lives).
 constexpr const char* kSocketNames[] = {"k-1", "k-2", "k-3", "k-4"};
 
+// Run by the kernel before the first cell (an item of IPKernelApp.exec_lines), in a dict of
+// its own so no name reaches the user's namespace:
+//   - `!cmd` and `%pip` use IPython's system_raw (subprocess; its output reaches the cell
+//     through ipykernel's fd capture) instead of system_piped, which needs a pseudo-terminal
+//     (pexpect) that the sandbox does not have ("out of pty devices"); ipykernel's own
+//     comment on system_piped names this switch;
+//   - the user site (~/.local/lib/pythonX.Y/site-packages, where pip installs with PIP_USER)
+//     is made and put on sys.path before the system's, as site.py does when it exists at
+//     start-up, so a package installed by one cell imports in the next.
+constexpr char kKernelSetup[] =
+    R"py(exec('import os, site, sys\n)py"
+    R"py(ip = get_ipython()\nip.system = ip.system_raw\n)py"
+    R"py(p = site.getusersitepackages()\nos.makedirs(p, exist_ok=True)\n)py"
+    R"py(at = [i for i, d in enumerate(sys.path) if d.endswith(("site-packages", "dist-packages"))]\n)py"
+    R"py(p in sys.path or sys.path.insert(at[0] if at else len(sys.path), p)', )py"
+    R"py({'get_ipython': get_ipython}))py";
+
 Error KernelError(const std::string& what) { return MakeError("kernel", what); }
 
 int64_t MsSince(Clock::time_point start) {
@@ -172,7 +189,9 @@ Status Kernel::Boot(const sandbox::Launcher& launcher, void* zmq_context) {
                "-f",
                std::string(kSocketDirInside) + "/connection.json",
                "--HistoryManager.enabled=False",
-               "--IPKernelApp.quiet=True"};
+               "--IPKernelApp.quiet=True",
+               "--IPKernelApp.exec_lines",
+               kKernelSetup};
   for (const auto& var : spec_.env) {
     if (var.rfind("MPLBACKEND=", 0) != 0) spec.env.push_back(var);  // the inline backend
   }

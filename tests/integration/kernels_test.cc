@@ -89,6 +89,43 @@ BOOST_AUTO_TEST_CASE(variables_and_imports_survive_between_runs) {
   BOOST_TEST(Str(failed, "stderr").find('\x1b') == std::string::npos);
 }
 
+// `!cmd` and `%pip` need no terminal (the sandbox has none: IPython's system_raw), and a
+// package `%pip install`ed by one cell imports in the next (the user site is on sys.path from
+// the kernel's start). The wheel is made in the cell itself: this suite has no network.
+BOOST_AUTO_TEST_CASE(shell_and_pip_magics_work_and_an_installed_package_imports_next) {
+  auto shell = PostRun(Stateful("alice", "magics", "!echo shell-$((6*7))"));
+  BOOST_TEST(Str(shell, "status") == "ok", Str(shell, "stderr"));
+  BOOST_TEST(Str(shell, "stdout").find("shell-42") != std::string::npos, Str(shell, "stdout"));
+  BOOST_TEST(Str(shell, "stderr").find("pty") == std::string::npos, Str(shell, "stderr"));
+  auto present = PostRun(Stateful("alice", "magics", "%pip install numpy"));
+  BOOST_TEST(
+      Str(present, "stdout").find("Requirement already satisfied: numpy") != std::string::npos,
+      Str(present, "stdout") << Str(present, "stderr"));
+  // The setup left no name in the user's namespace.
+  auto names = PostRun(Stateful("alice", "magics",
+                                "print([n for n in ('ip', 'p', 'at', 'site') if n in globals()])"));
+  BOOST_TEST(Str(names, "stdout") == "[]\n", Str(names, "stdout"));
+  const std::string make_wheel =
+      "import zipfile\n"
+      "with zipfile.ZipFile('sandrun_magic-1.0-py3-none-any.whl', 'w') as z:\n"
+      "    z.writestr('sandrun_magic.py', 'VALUE = 4242\\n')\n"
+      "    z.writestr('sandrun_magic-1.0.dist-info/METADATA', "
+      "'Metadata-Version: 2.1\\nName: sandrun-magic\\nVersion: 1.0\\n')\n"
+      "    z.writestr('sandrun_magic-1.0.dist-info/WHEEL', "
+      "'Wheel-Version: 1.0\\nGenerator: test\\nRoot-Is-Purelib: true\\nTag: py3-none-any\\n')\n"
+      "    z.writestr('sandrun_magic-1.0.dist-info/RECORD', '')\n"
+      "%pip install --no-index sandrun_magic-1.0-py3-none-any.whl";
+  auto installed = PostRun(Stateful("alice", "magics", make_wheel));
+  BOOST_TEST(Str(installed, "stdout").find("Successfully installed sandrun-magic-1.0") !=
+                 std::string::npos,
+             Str(installed, "stdout") << Str(installed, "stderr"));
+  auto imported =
+      PostRun(Stateful("alice", "magics", "import sandrun_magic\nprint(sandrun_magic.VALUE)"));
+  BOOST_TEST(Str(imported, "status") == "ok", Str(imported, "stderr"));
+  BOOST_TEST(Str(imported, "stdout") == "4242\n");
+  BOOST_TEST(KernelStatus(imported) == "kept");
+}
+
 BOOST_AUTO_TEST_CASE(stateful_without_session_is_refused) {
   HttpResponse r = Post("/run", R"({"language": "python", "code": "1", "stateful": true})");
   BOOST_TEST(r.status == 400, r.body);
