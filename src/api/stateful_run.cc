@@ -114,14 +114,15 @@ std::vector<storage::FoundFile> WriteImages(const std::vector<kernel::RichOutput
 // network whose pip install found nothing: a `%pip`/`!pip` line of a Python cell, or a
 // %%bash cell. IPython's %pip does not raise when pip fails, so the cell's status is not
 // asked. "" when there is nothing to say.
-std::string PipNote(const CodeStep& step, const kernel::ExecuteResult& er) {
+std::string PipNote(const CodeStep& step, const kernel::ExecuteResult& er,
+                    const std::string& network_mode) {
   const std::string install = step.language->name == "bash"
                                   ? (IsInstallCode(step.code) ? step.code : "")
                                   : CellInstallCode(step.code);
   if (install.empty() || !PipFoundNothing(er.stdout_text + er.stderr_text)) return "";
   const std::vector<std::string> requested = RequestedPackages(install);
   return NetworkOffNote(requested, AvailablePackages(requested, er.stdout_text, HostSiteDirs()),
-                        config_.network);
+                        network_mode);
 }
 
 }  // namespace
@@ -263,7 +264,7 @@ HttpResponse Service::HandleStatefulRun(const HttpRequest& request, const RunReq
       AppendLine(sr.stderr_stream.text, note);
     }
     if (!run.network) {
-      if (std::string note = PipNote(step, er); !note.empty()) {
+      if (std::string note = PipNote(step, er, config_.network); !note.empty()) {
         AppendLine(sr.stderr_stream.text, note);
       }
     }
