@@ -296,21 +296,19 @@ std::optional<HttpResponse> Service::LockSession(const RunRequest& run,
   return std::nullopt;
 }
 
-std::optional<HttpResponse> Service::RestoreSession(const storage::SessionLock& session,
-                                                    const std::string& workspace,
-                                                    const std::string& id,
-                                                    const config::Limits& limits,
-                                                    storage::FileDigests* digests) const {
-  // Copied by a helper process in a cgroup with the run's memory limit, so the workspace's
-  // tmpfs pages are charged to the run, not to the daemon (issue 10 item 4).
+std::optional<HttpResponse> Service::RestoreSession(
+    const storage::SessionLock& session, const std::string& workspace, const std::string& id,
+    const config::Limits& limits, sandbox::RunCgroup* cgroup, storage::FileDigests* digests) const {
+  // Copied by a helper process in the run's own cgroup, so the workspace's tmpfs pages are
+  // charged to the run, not to the daemon, and stay charged there while the run's programs
+  // run in the same cgroup (issue 10 item 4).
   std::vector<std::string> argv = {"/proc/self/exe", "restore-session"};
   for (auto& arg :
        storage::RestoreHelperArgs(session.dir(), workspace, static_cast<uid_t>(config_.sandbox_uid),
                                   static_cast<gid_t>(config_.sandbox_gid))) {
     argv.push_back(std::move(arg));
   }
-  auto helper =
-      launcher_->RunHelper(argv, id + "-restore", static_cast<uint64_t>(limits.memory_mb) << 20);
+  auto helper = launcher_->RunHelper(argv, cgroup);
   if (!helper.ok()) {
     return ErrorResponse(500, "sandbox_error", "run " + id + ": " + helper.error().message);
   }
@@ -409,6 +407,15 @@ HttpResponse Service::HandleRun(const HttpRequest& request, bool trusted) {
   // A stateless run changes the session's files under its kernel: the kernel ends.
   if (session.held())
     kernels_.End(KernelKey(run), "a stateless run of the session changed its files");
+  // The run's one cgroup, for the session's restore and then every step (issue 10 item 4):
+  // what one of them leaves charged (the restored files, a step's files in /tmp or the
+  // workspace) counts against memory_mb for the rest of the run. Declared before the RunDir
+  // so it is removed after the tmpfs charged to it is unmounted.
+  auto cgroup =
+      launcher_->CreateCgroup(id, static_cast<uint64_t>(limits.memory_mb) << 20, limits.processes);
+  if (!cgroup.ok()) {
+    return ErrorResponse(500, "sandbox_error", "run " + id + ": " + cgroup.error().message);
+  }
   RunDir dir(config_.runs_dir + "/" + id);
   // Installed packages land in the workspace (~/.local): room for them on top of disk_mb.
   const bool installs = std::any_of(run.steps.begin(), run.steps.end(), IsInstallStep);
@@ -426,7 +433,8 @@ HttpResponse Service::HandleRun(const HttpRequest& request, bool trusted) {
   // The files the run starts with: exported again only when changed.
   storage::FileDigests before;
   if (session.held()) {
-    if (auto refused = RestoreSession(session, dir.workspace(), id, limits, &before)) {
+    if (auto refused =
+            RestoreSession(session, dir.workspace(), id, limits, cgroup->get(), &before)) {
       return *refused;
     }
   }
@@ -457,7 +465,8 @@ HttpResponse Service::HandleRun(const HttpRequest& request, bool trusted) {
   }
 
   util::StampPhase("files_placed");
-  RunResponse response = RunSteps(run, id, dir.workspace(), dir.tmp(), dir.root(), dir.outputs());
+  RunResponse response =
+      RunSteps(run, id, dir.workspace(), dir.tmp(), dir.root(), dir.outputs(), cgroup->get());
   if (plan && response.steps) {
     MarkBlocksNotRun(run.steps, *response.steps, response.status, &*plan);
   }
@@ -571,7 +580,8 @@ HttpResponse Service::ExportAndRespond(const HttpRequest& request, const RunRequ
 
 RunResponse Service::RunSteps(const RunRequest& run, const std::string& id,
                               const std::string& workspace, const std::string& tmp,
-                              const std::string& root, const std::string& outputs) const {
+                              const std::string& root, const std::string& outputs,
+                              sandbox::RunCgroup* cgroup) const {
   const config::Limits& limits = run.limits;
   RunResponse response;
   response.id = id;
@@ -635,7 +645,7 @@ RunResponse Service::RunSteps(const RunRequest& run, const std::string& id,
     if (i + 1 == run.steps.size()) spec.stdin_data = run.stdin_data;
     spec.host_uid = uid;
     spec.host_gid = gid;
-    spec.run_id = id + (multi ? "-" + std::to_string(i) : "");
+    spec.run_id = id;
     spec.limits.wall_time_ms = wall_left_ms;
     spec.limits.cpu_time_s = limits.cpu_time_s;
     spec.limits.memory_bytes = static_cast<uint64_t>(limits.memory_mb) << 20;
@@ -654,7 +664,8 @@ RunResponse Service::RunSteps(const RunRequest& run, const std::string& id,
     spec.network.enabled = run.network;
     spec.network.allow_cidrs = config_.network_allow_cidrs;
 
-    auto result = launcher_->Run(spec);
+    // Steps run one after the other in the run's cgroup; each one's outcome is its own.
+    auto result = launcher_->Run(spec, cgroup);
     if (!result.ok()) {
       response.status = "sandbox_error";
       response.stderr_stream.text = result.error().message;

@@ -90,18 +90,20 @@ class Service {
   // stderr) when a sandbox could not be built.
   // `outputs` is the run's outputs area (run_displays.h).
   RunResponse RunSteps(const RunRequest& run, const std::string& id, const std::string& workspace,
-                       const std::string& tmp, const std::string& root,
-                       const std::string& outputs) const;
+                       const std::string& tmp, const std::string& root, const std::string& outputs,
+                       sandbox::RunCgroup* cgroup) const;
   // Turns a markdown message into steps and the plan (DESIGN.md §5).
   std::optional<ApiError> PlanMarkdown(const std::string& markdown, int block,
                                        std::vector<CodeStep>* steps,
                                        std::optional<std::vector<PlanEntry>>* plan) const;
-  // Copies the session's files into `workspace` from a helper in a cgroup with the run's
-  // memory limit (Launcher::RunHelper); fills `digests`. Returns the error response (400
-  // memory_limit / file_limit naming the limit, 500 otherwise) when it could not.
+  // Copies the session's files into `workspace` from a helper in the run's `cgroup`
+  // (Launcher::RunHelper; null without cgroups), where the pages stay charged while the run
+  // goes on; fills `digests`. Returns the error response (400 memory_limit / file_limit
+  // naming the limit, 500 otherwise) when it could not.
   std::optional<HttpResponse> RestoreSession(const storage::SessionLock& session,
                                              const std::string& workspace, const std::string& id,
                                              const config::Limits& limits,
+                                             sandbox::RunCgroup* cgroup,
                                              storage::FileDigests* digests) const;
   // The prepared environment of `run` (environments.cc): with `packages`, found, built or
   // waited for (up to environment_wait_s); without, one that covers every package of the

@@ -169,13 +169,14 @@ HttpResponse Service::HandleStatefulRun(const HttpRequest& request, const RunReq
 
   std::optional<HttpResponse> refused;
   storage::FileDigests restored;
-  auto acquired = kernels_.Acquire(KernelKey(run), spec, [&](const std::string& workspace) {
-    if (auto r = RestoreSession(session, workspace, id, limits, &restored)) {
-      refused = std::move(*r);
-      return Status(MakeError("refused", "session restore"));
-    }
-    return OkStatus();
-  });
+  auto acquired = kernels_.Acquire(
+      KernelKey(run), spec, [&](const std::string& workspace, sandbox::RunCgroup* cgroup) {
+        if (auto r = RestoreSession(session, workspace, id, limits, cgroup, &restored)) {
+          refused = std::move(*r);
+          return Status(MakeError("refused", "session restore"));
+        }
+        return OkStatus();
+      });
   if (refused) return *refused;
   if (!acquired.ok()) {
     if (acquired.error().code == "busy") {

@@ -105,10 +105,15 @@ class Kernel {
   const std::string& workspace() const { return workspace_; }
   const KernelSpec& spec() const { return spec_; }
 
-  // Starts the kernel in its sandbox and connects, waiting until it answers
-  // kernel_info_request (at most spec.start_timeout_ms). `zmq_context` is a libzmq
-  // context. Errors: code "kernel", with what the kernel printed when it ended early.
-  Status Boot(const sandbox::Launcher& launcher, void* zmq_context);
+  const std::string& id() const { return id_; }
+
+  // Starts the kernel in its sandbox, in `cgroup` (Launcher::CreateCgroup, where the
+  // session's files were restored, so they count against the kernel's memory limit; null
+  // without cgroups), and connects, waiting until it answers kernel_info_request (at most
+  // spec.start_timeout_ms). `zmq_context` is a libzmq context. Errors: code "kernel", with
+  // what the kernel printed when it ended early.
+  Status Boot(const sandbox::Launcher& launcher, void* zmq_context,
+              std::unique_ptr<sandbox::RunCgroup> cgroup);
 
   // Runs `code` as one cell. Never fails: what went wrong is in the result.
   ExecuteResult Execute(const std::string& code, const ExecuteLimits& limits);

@@ -104,7 +104,8 @@ void KernelManager::Remember(const std::string& key, const std::string& why) {
 
 Result<KernelManager::Acquired> KernelManager::Acquire(
     const std::string& key, const KernelSpec& spec,
-    const std::function<Status(const std::string& workspace)>& populate) {
+    const std::function<Status(const std::string& workspace, sandbox::RunCgroup* cgroup)>&
+        populate) {
   StartReaperOnce();
   Acquired out;
   out.status = "started";
@@ -163,8 +164,15 @@ Result<KernelManager::Acquired> KernelManager::Acquire(
                              "k-" + util::RandomHex(8), spec);
   if (!made.ok()) return fail(made.error());
   std::unique_ptr<Kernel> kernel = std::move(*made);
-  if (Status s = populate(kernel->workspace()); !s.ok()) return fail(s.error());
-  if (Status s = kernel->Boot(*launcher_, zmq_context_); !s.ok()) return fail(s.error());
+  // One cgroup for the restore and the kernel (issue 10 item 4): the session's tmpfs pages
+  // stay charged to the kernel's memory limit.
+  auto cgroup =
+      launcher_->CreateCgroup(kernel->id(), spec.limits.memory_bytes, spec.limits.processes);
+  if (!cgroup.ok()) return fail(MakeError("kernel", cgroup.error().message));
+  if (Status s = populate(kernel->workspace(), cgroup->get()); !s.ok()) return fail(s.error());
+  if (Status s = kernel->Boot(*launcher_, zmq_context_, std::move(*cgroup)); !s.ok()) {
+    return fail(s.error());
+  }
   {
     std::lock_guard<std::mutex> lock(mu_);
     entry->kernel = std::move(kernel);

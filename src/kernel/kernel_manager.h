@@ -63,14 +63,16 @@ class KernelManager {
   KernelManager& operator=(const KernelManager&) = delete;
 
   // The live kernel of `key` if it was started with `spec`'s limits and network; else a
-  // new one: the least recently used kernels are ended to make room, its directory is made,
-  // `populate` fills its workspace (the session's files; an error Status is returned as
-  // is), then it boots. A live kernel with other limits or network is ended and replaced
-  // (note says why: ReplaceReason).
+  // new one: the least recently used kernels are ended to make room, its directory and
+  // cgroup are made, `populate` fills its workspace from a process in that cgroup (the
+  // session's files, then charged to the kernel; the cgroup is null without cgroups; an
+  // error Status is returned as is), then it boots in the same cgroup. A live kernel with
+  // other limits or network is ended and replaced (note says why: ReplaceReason).
   // Errors: "busy" when max_kernels are all leased now; "kernel" when it cannot start;
   // whatever `populate` returned. Waits for the kernel to boot (seconds).
   Result<Acquired> Acquire(const std::string& key, const KernelSpec& spec,
-                           const std::function<Status(const std::string& workspace)>& populate);
+                           const std::function<Status(const std::string& workspace,
+                                                      sandbox::RunCgroup* cgroup)>& populate);
 
   // Ends the kernel of `key` if one lives and is not leased (a stateless run changed its
   // session's files); its next run says restarted with `why`.

@@ -153,6 +153,9 @@ class RunCgroupV1 : public RunCgroup {
     return stats;
   }
   Status Destroy() override {
+    // A run's processes are gone by now (its init reaped, the restore helper too); anything
+    // left (a helper a failed start did not reap) is killed first, else rmdir fails.
+    if (!dirs_.empty()) (void)KillAll(dirs_[0]);
     Status result = OkStatus();
     for (const auto& dir : dirs_) {
       Status s = RemoveCgroupDir(dir);

@@ -117,7 +117,8 @@ struct Started {
   sys::UniqueFd pidfd;
   Pipes pipes;
   sys::UniqueFd plan_fd;
-  std::unique_ptr<RunCgroup> cgroup;
+  RunCgroup* cgroup = nullptr;          // the caller's; null without cgroups
+  CgroupStats base;                     // the cgroup's counters just before the clone
   std::unique_ptr<RunNetwork> network;  // with spec.network.enabled
   Clock::time_point start;
 };
@@ -129,6 +130,19 @@ struct Supervised {
   bool stdout_truncated = false, stderr_truncated = false;
   ChildReport report{};
 };
+
+// The counters of `now` since `base` (earlier processes of the same cgroup: a session's
+// restore, an earlier step). Peak memory stays the cgroup's own: v1 could reset it, v2 only
+// per open file (Linux 6.12), so it is the peak so far on both.
+CgroupStats Since(const CgroupStats& now, const CgroupStats& base) {
+  CgroupStats d = now;
+  d.oom_kills = std::max<int64_t>(0, now.oom_kills - base.oom_kills);
+  d.pids_limit_hits = std::max<int64_t>(0, now.pids_limit_hits - base.pids_limit_hits);
+  if (now.cpu_usage_ms >= 0 && base.cpu_usage_ms >= 0) {
+    d.cpu_usage_ms = std::max<int64_t>(0, now.cpu_usage_ms - base.cpu_usage_ms);
+  }
+  return d;
+}
 
 }  // namespace
 
@@ -209,7 +223,7 @@ Result<pid_t> CloneChild(ChildPlan& plan, uid_t owner, int* pidfd) {
 }
 
 Result<Started> Start(const SandboxSpec& spec, const MountPlan& mounts, const std::string& put_old,
-                      const SeccompFilter& filter, CgroupManager* cgroups, int init_exe) {
+                      const SeccompFilter& filter, RunCgroup* cgroup, int init_exe) {
   Started st;
   Pipes& p = st.pipes;
   for (sys::Pipe* pipe : {&p.in, &p.out, &p.err, &p.report, &p.sync, &p.lifeline}) {
@@ -223,16 +237,11 @@ Result<Started> Start(const SandboxSpec& spec, const MountPlan& mounts, const st
     if (Status s = sys::ChownPipe(*pipe, spec.host_uid, spec.host_gid); !s.ok()) return s.error();
   }
   auto plan_fd = sys::MemfdWith("sandrun-init-plan",
-                                EncodeInitPlan(MakeInitPlan(spec, filter.program(), cgroups)));
+                                EncodeInitPlan(MakeInitPlan(spec, filter.program(), cgroup)));
   if (!plan_fd.ok()) return MakeError("sandbox", plan_fd.error().message);
   st.plan_fd = std::move(*plan_fd);
   util::StampPhase("pipes_plan");
-  if (cgroups) {
-    auto created = cgroups->Create(spec.run_id, spec.limits.memory_bytes, spec.limits.processes);
-    if (!created.ok()) return MakeError("sandbox", "cgroup: " + created.error().message);
-    st.cgroup = std::move(*created);
-    util::StampPhase("cgroup_made");
-  }
+  st.cgroup = cgroup;
 
   ChildPlan plan{};
   plan.stdin_fd = p.in.read.get();
@@ -259,6 +268,7 @@ Result<Started> Start(const SandboxSpec& spec, const MountPlan& mounts, const st
   constexpr bool kCloneInRunCgroup = false;
   const bool placed = kCloneInRunCgroup && st.cgroup && st.cgroup->EnterCallingThread().ok();
   if (placed) util::StampPhase("thread_in_cgroup");
+  if (st.cgroup) st.base = st.cgroup->Stats();
   st.start = Clock::now();
   auto pid = CloneChild(plan, spec.host_uid, &pidfd_raw);
   // This worker thread must not stay in a run's cgroup (it would count against the run and
@@ -379,7 +389,7 @@ Supervised Supervise(Started& st, const SandboxSpec& spec) {
     // process) cannot bound: checked from the cgroup between polls.
     if (!exited && !f.cpu_out && st.cgroup && Clock::now() >= next_cpu_check) {
       next_cpu_check = Clock::now() + std::chrono::milliseconds(100);
-      if (st.cgroup->Stats().cpu_usage_ms > f.cpu_limit_ms) {
+      if (Since(st.cgroup->Stats(), st.base).cpu_usage_ms > f.cpu_limit_ms) {
         f.cpu_out = true;
         sys::KillPidfd(st.pidfd.get());
       }
@@ -410,26 +420,43 @@ std::string SetupFailure(const ChildReport& report, const MountPlan& mounts) {
 
 }  // namespace
 
+Result<std::unique_ptr<RunCgroup>> Launcher::CreateCgroup(const std::string& run_id,
+                                                          uint64_t memory_bytes,
+                                                          int64_t processes) const {
+  if (!cgroups_) return std::unique_ptr<RunCgroup>();
+  auto created = cgroups_->Create(run_id, memory_bytes, processes);
+  if (!created.ok()) return MakeError("sandbox", "cgroup: " + created.error().message);
+  util::StampPhase("cgroup_made");
+  return created;
+}
+
 Result<SandboxResult> Launcher::Run(const SandboxSpec& spec) const {
+  auto cgroup = CreateCgroup(spec.run_id, spec.limits.memory_bytes, spec.limits.processes);
+  if (!cgroup.ok()) return cgroup.error();
+  auto result = Run(spec, cgroup->get());
+  if (*cgroup) {
+    (void)(*cgroup)->Destroy();
+    util::StampPhase("cgroup_removed");
+  }
+  return result;
+}
+
+Result<SandboxResult> Launcher::Run(const SandboxSpec& spec, RunCgroup* cgroup) const {
   if (spec.argv.empty() || spec.argv[0].empty() || spec.argv[0][0] != '/') {
     return MakeError("sandbox", "argv[0] must be an absolute path inside the sandbox");
   }
   util::StampPhase("launch");
   MountPlan mounts = BuildMountPlan(spec);
   const std::string put_old = spec.root_dir + "/.oldroot";
-  auto started = sandbox::Start(spec, mounts, put_old, filter_, cgroups_.get(), init_exe_.get());
+  auto started = sandbox::Start(spec, mounts, put_old, filter_, cgroup, init_exe_.get());
   if (!started.ok()) return started.error();
   Started& st = *started;
   Supervised seen = Supervise(st, spec);
   auto reaped = sys::Reap(st.pid);
   const auto end = Clock::now();
   util::StampPhase("reaped");
-  CgroupStats stats;
-  if (st.cgroup) {
-    stats = st.cgroup->Stats();
-    (void)st.cgroup->Destroy();
-    util::StampPhase("cgroup_removed");
-  }
+  // The cgroup stays: the caller runs the next step in it, then removes it.
+  const CgroupStats stats = st.cgroup ? Since(st.cgroup->Stats(), st.base) : CgroupStats{};
 
   const ChildReport& report = seen.report;
   if (seen.facts.have_report && report.kind == ChildReport::kSetupFailed) {
@@ -471,20 +498,14 @@ Result<SandboxResult> Launcher::Run(const SandboxSpec& spec) const {
 }
 
 Result<HelperResult> Launcher::RunHelper(const std::vector<std::string>& argv,
-                                         const std::string& cgroup_id,
-                                         uint64_t memory_bytes) const {
+                                         RunCgroup* cgroup) const {
   sys::Pipe out, err, sync;
   for (sys::Pipe* pipe : {&out, &err, &sync}) {
     auto made = sys::MakePipe();
     if (!made.ok()) return made.error();
     *pipe = std::move(*made);
   }
-  std::unique_ptr<RunCgroup> cgroup;
-  if (cgroups_) {
-    auto created = cgroups_->Create(cgroup_id, memory_bytes, 4);
-    if (!created.ok()) return MakeError("sandbox", "cgroup: " + created.error().message);
-    cgroup = std::move(*created);
-  }
+  const CgroupStats base = cgroup ? cgroup->Stats() : CgroupStats{};
   auto pid = sys::Spawn(argv, out.write.get(), err.write.get(), sync.read.get());
   if (!pid.ok()) return MakeError("sandbox", pid.error().message);
   out.write.Reset();
@@ -516,14 +537,13 @@ Result<HelperResult> Launcher::RunHelper(const std::vector<std::string>& argv,
   }
   auto reaped = sys::Reap(*pid);
   if (reaped.ok()) result.wait_status = reaped->wait_status;
-  if (cgroup) {
-    result.memory_limit = cgroup->Stats().oom_kills > 0;
-    (void)cgroup->Destroy();
-  }
+  // The cgroup stays, with the pages the helper wrote charged to it: the run goes on in it.
+  if (cgroup) result.memory_limit = Since(cgroup->Stats(), base).oom_kills > 0;
   return result;
 }
 
 struct LiveSandbox::State {
+  std::unique_ptr<RunCgroup> cgroup;  // st.cgroup; removed by Kill()
   Started st;
   MountPlan mounts;
   uint64_t output_cap = 0;
@@ -546,7 +566,7 @@ bool LiveSandbox::Exited() const {
 int LiveSandbox::pidfd() const { return state_->st.pidfd.get(); }
 
 CgroupStats LiveSandbox::Stats() const {
-  return state_->st.cgroup ? state_->st.cgroup->Stats() : CgroupStats{};
+  return state_->cgroup ? state_->cgroup->Stats() : CgroupStats{};
 }
 
 CounterBytes LiveSandbox::NetworkUsage() const {
@@ -595,22 +615,31 @@ void LiveSandbox::Kill() {
   }
   s.st.pipes.lifeline.write.Reset();
   s.st.network.reset();  // slirp4netns ends with its sandbox
-  if (s.st.cgroup) {
-    (void)s.st.cgroup->Destroy();
-    s.st.cgroup.reset();
+  if (s.cgroup) {
+    (void)s.cgroup->Destroy();
+    s.cgroup.reset();
+    s.st.cgroup = nullptr;
   }
 }
 
 Result<std::unique_ptr<LiveSandbox>> Launcher::Start(const SandboxSpec& spec) const {
+  auto cgroup = CreateCgroup(spec.run_id, spec.limits.memory_bytes, spec.limits.processes);
+  if (!cgroup.ok()) return cgroup.error();
+  return Start(spec, std::move(*cgroup));
+}
+
+Result<std::unique_ptr<LiveSandbox>> Launcher::Start(const SandboxSpec& spec,
+                                                     std::unique_ptr<RunCgroup> cgroup) const {
   if (spec.argv.empty() || spec.argv[0].empty() || spec.argv[0][0] != '/') {
     return MakeError("sandbox", "argv[0] must be an absolute path inside the sandbox");
   }
   auto state = std::make_unique<LiveSandbox::State>();
+  state->cgroup = std::move(cgroup);
   state->mounts = BuildMountPlan(spec);
   state->output_cap = spec.limits.output_bytes;
   const std::string put_old = spec.root_dir + "/.oldroot";
   auto started =
-      sandbox::Start(spec, state->mounts, put_old, filter_, cgroups_.get(), init_exe_.get());
+      sandbox::Start(spec, state->mounts, put_old, filter_, state->cgroup.get(), init_exe_.get());
   if (!started.ok()) return started.error();
   state->st = std::move(*started);
   Pipes& p = state->st.pipes;

@@ -39,7 +39,7 @@ RunOutcome ClassifyOutcome(const RunFacts& facts);
 // A host helper program run by RunHelper.
 struct HelperResult {
   int wait_status = 0;
-  bool memory_limit = false;  // the OOM killer acted in the helper's cgroup
+  bool memory_limit = false;  // the OOM killer acted in the cgroup while the helper ran
   std::string stdout_text;    // at most 64 MiB
   std::string stderr_text;    // at most 64 KiB
 };
@@ -63,7 +63,7 @@ class LiveSandbox {
   bool Exited() const;
   // The pidfd of init: readable (POLLIN) when it exits.
   int pidfd() const;
-  // The cgroup's counters (all -1/0 without cgroups).
+  // The cgroup's counters since it was made (all -1/0 without cgroups).
   CgroupStats Stats() const;
   // Bytes of IP packets through its network so far (RunNetwork::Usage); -1 each without
   // the network or after Kill().
@@ -94,20 +94,40 @@ class Launcher {
   // "sandbox") means the sandbox could not be built, and its message names the failed step
   // and errno. Not safe after fork.
   Result<SandboxResult> Run(const SandboxSpec& spec) const;
+  // Like Run(spec), in the existing `cgroup` (from CreateCgroup; null without cgroups): the
+  // child is placed there and the cgroup is left in place. What the run observed of the
+  // cgroup (OOM kills, CPU time, refused forks) counts from the clone on, so a process run
+  // in it before (an earlier step, the session's restore) does not make this run's outcome;
+  // its memory still counts (a tmpfs page it wrote stays charged). peak memory is the
+  // cgroup's peak so far. Not safe after fork.
+  Result<SandboxResult> Run(const SandboxSpec& spec, RunCgroup* cgroup) const;
 
-  // Runs `argv` (a host program, as the daemon's user, outside every namespace) in a cgroup
-  // of its own named `cgroup_id` with a memory limit of `memory_bytes`, so the memory it
-  // uses — the tmpfs pages it writes included — is charged there and not to the daemon
-  // (issue 10 item 4). The helper must read one byte from its fd 3 before working: it is
-  // moved into the cgroup first. Without cgroups it runs unconfined. Errors: "sandbox" when
-  // it cannot be started. Not safe after fork.
-  Result<HelperResult> RunHelper(const std::vector<std::string>& argv, const std::string& cgroup_id,
-                                 uint64_t memory_bytes) const;
+  // The cgroup of run `run_id` with a memory limit of `memory_bytes` (without swap) and
+  // `processes` as pids.max, for a caller that runs several processes in it one after the
+  // other (a session's restore, then each step of the run: issue 10 item 4), so that what
+  // one leaves charged counts against the next. Null without cgroups. The caller owns it;
+  // remove it (destroy it) once its last process is reaped and, so its charges go with it,
+  // after the tmpfs filled from inside it is unmounted. Errors: "sandbox". Not safe after fork.
+  Result<std::unique_ptr<RunCgroup>> CreateCgroup(const std::string& run_id, uint64_t memory_bytes,
+                                                  int64_t processes) const;
+
+  // Runs `argv` (a host program, as the daemon's user, outside every namespace) in the
+  // run's `cgroup` (CreateCgroup), so the memory it uses — the tmpfs pages it writes
+  // included — is charged to the run, and stays charged there while the run's steps run
+  // (issue 10 item 4). The cgroup is left in place. The helper must read one byte from its
+  // fd 3 before working: it is moved into the cgroup first. With a null `cgroup` (no
+  // cgroups) it runs unconfined. Errors: "sandbox" when it cannot be started. Not safe
+  // after fork.
+  Result<HelperResult> RunHelper(const std::vector<std::string>& argv, RunCgroup* cgroup) const;
 
   // Starts spec.argv in a new sandbox like Run, without waiting for it and without a
   // wall-clock limit (spec.limits.wall_time_ms is not used): the caller supervises it.
   // stdin is empty (EOF). Errors as Run's. Not safe after fork.
   Result<std::unique_ptr<LiveSandbox>> Start(const SandboxSpec& spec) const;
+  // Like Start(spec), in `cgroup` (CreateCgroup; null without cgroups), which the
+  // LiveSandbox then owns and removes with Kill().
+  Result<std::unique_ptr<LiveSandbox>> Start(const SandboxSpec& spec,
+                                             std::unique_ptr<RunCgroup> cgroup) const;
 
   const CgroupManager* cgroups() const { return cgroups_.get(); }
 

@@ -1,8 +1,9 @@
 // Session restore in a helper process (issue 10 item 4). The session's files are copied into
 // the run's tmpfs workspace by a short-lived `sandrund restore-session` process that the
-// launcher first moves into a cgroup with the run's memory limit (Launcher::RunHelper), so
-// the tmpfs pages are charged there, not to the daemon: a session larger than memory_mb
-// (or disk_mb) is refused instead of holding host memory outside every limit.
+// launcher first moves into the run's own cgroup (Launcher::RunHelper), where the run's
+// steps then run too, so the tmpfs pages are charged to the run, not to the daemon, for the
+// whole run: a session larger than memory_mb (or disk_mb) is refused, and a smaller one
+// leaves the program only the rest of memory_mb.
 #pragma once
 
 #include <string>
