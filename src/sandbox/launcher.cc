@@ -261,10 +261,10 @@ Result<Started> Start(const SandboxSpec& spec, const MountPlan& mounts, const st
 
   int pidfd_raw = -1;
   // Cloning from inside the run's cgroup (cgroup.h EnterCallingThread: the child starts
-  // there and no process migration waits on the request path) is switched off: with it, a
-  // sandbox launched from a thread other than a FastCGI worker (the environments' prebuild)
-  // hung until its limit (integration.EnvironmentsOff). Until that is understood, the child
-  // is moved after the clone as before.
+  // there and no process migration waits on the request path) is switched off. It was
+  // blamed for a prebuild that hung at start-up (integration.EnvironmentsOff), whose cause
+  // turned out to be glibc's setxid broadcast in the child (sys::SetIdsOfThisThread); it
+  // stays off until it is measured again with one cgroup per run (RunCgroup).
   constexpr bool kCloneInRunCgroup = false;
   const bool placed = kCloneInRunCgroup && st.cgroup && st.cgroup->EnterCallingThread().ok();
   if (placed) util::StampPhase("thread_in_cgroup");
