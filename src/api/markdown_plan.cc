@@ -39,6 +39,25 @@ void MarkBlocksNotRun(const std::vector<CodeStep>& steps, const std::vector<Step
   }
 }
 
+void Service::SplitCodePipLines(RunRequest* run) const {
+  if (run->stateful || run->steps.size() != 1) return;
+  CodeStep& program = run->steps[0];
+  if (program.language == nullptr || program.language->name != "python") return;
+  markdown::PipSplit split = markdown::SplitPipLines(program.code);
+  if (split.pip_code.empty() && !split.matplotlib_magic) return;
+  const config::Language* shell = config::FindLanguage(config_, "bash");
+  if (shell == nullptr) return;
+  program.code = std::move(split.code);
+  if (split.pip_code.empty()) return;
+  program.title = "code (python)";
+  CodeStep install;
+  install.language = shell;
+  install.code = std::move(split.pip_code);
+  install.install = true;
+  install.title = "pip lines of the code (bash, install)";
+  run->steps.insert(run->steps.begin(), std::move(install));
+}
+
 std::optional<ApiError> Service::PlanMarkdown(const std::string& markdown, int block,
                                               std::vector<CodeStep>* steps,
                                               std::optional<std::vector<PlanEntry>>* plan) const {

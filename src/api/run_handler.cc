@@ -371,6 +371,8 @@ HttpResponse Service::HandleRun(const HttpRequest& request, bool trusted) {
     if (auto err = PlanMarkdown(*run.markdown, run.block, &run.steps, &plan)) {
       return ErrorResponse(err->status, err->code, err->message, err->field);
     }
+  } else {
+    SplitCodePipLines(&run);
   }
   // The prepared environment (`packages`), before the session and a sandbox slot: its build
   // may take long and holds neither.

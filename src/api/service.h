@@ -92,6 +92,11 @@ class Service {
   RunResponse RunSteps(const RunRequest& run, const std::string& id, const std::string& workspace,
                        const std::string& tmp, const std::string& root, const std::string& outputs,
                        sandbox::RunCgroup* cgroup) const;
+  // A stateless Python program sent as `code` with notebook lines (`!pip install x`,
+  // `%pip install x`, `%matplotlib inline`): the pip lines run first as an install step of
+  // the shell, as in a markdown block, and stay in the program as comments (issue 9 part 2).
+  // Nothing changes without such lines or without a configured "bash".
+  void SplitCodePipLines(RunRequest* run) const;
   // Turns a markdown message into steps and the plan (DESIGN.md §5).
   std::optional<ApiError> PlanMarkdown(const std::string& markdown, int block,
                                        std::vector<CodeStep>* steps,

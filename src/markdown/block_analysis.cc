@@ -232,27 +232,11 @@ void StripSessionPrompts(AnalyzedBlock* b, std::string_view prompt, std::string_
 // traceback still match the message. `%matplotlib inline` is dropped the same way (MPLBACKEND
 // is Agg in the sandbox).
 void ExtractPipLines(AnalyzedBlock* b) {
-  std::string code;
-  bool magic = false;
-  for (std::string_view line : SplitLines(b->code)) {
-    std::string_view t = Trim(line);
-    std::string_view rest = t;
-    if (!rest.empty() && (rest[0] == '!' || rest[0] == '%')) rest = Trim(rest.substr(1));
-    bool pip = rest != t || rest.substr(0, 4) == "pip " || rest.substr(0, 5) == "pip3 ";
-    pip = pip && !rest.empty() && AnalyzeShell(rest).lines[0].kind == LineKind::kInstall;
-    bool mpl = t.substr(0, 11) == "%matplotlib";
-    if (pip || mpl) {
-      std::string indent(line.substr(0, line.find_first_not_of(" \t")));
-      code += indent + "# " + std::string(t) + "\n";
-      if (pip) b->pip_code += std::string(rest) + "\n";
-      magic = magic || mpl;
-    } else {
-      code += std::string(line) + "\n";
-    }
-  }
-  b->code = std::move(code);
+  PipSplit split = SplitPipLines(b->code);
+  b->code = std::move(split.code);
+  b->pip_code = std::move(split.pip_code);
   if (!b->pip_code.empty()) b->notes.push_back("its pip install lines run first");
-  if (magic) b->notes.push_back("%matplotlib line commented out");
+  if (split.matplotlib_magic) b->notes.push_back("%matplotlib line commented out");
 }
 
 // Top-level modules a Python block imports (`import a.b, c as d`, `from e import f`).
@@ -299,6 +283,27 @@ void PreparePython(AnalyzedBlock* b, const LanguageTable& langs) {
 }
 
 }  // namespace
+
+PipSplit SplitPipLines(std::string_view python_code) {
+  PipSplit out;
+  for (std::string_view line : SplitLines(python_code)) {
+    std::string_view t = Trim(line);
+    std::string_view rest = t;
+    if (!rest.empty() && (rest[0] == '!' || rest[0] == '%')) rest = Trim(rest.substr(1));
+    bool pip = rest != t || rest.substr(0, 4) == "pip " || rest.substr(0, 5) == "pip3 ";
+    pip = pip && !rest.empty() && AnalyzeShell(rest).lines[0].kind == LineKind::kInstall;
+    bool mpl = t.substr(0, 11) == "%matplotlib";
+    if (pip || mpl) {
+      std::string indent(line.substr(0, line.find_first_not_of(" \t")));
+      out.code += indent + "# " + std::string(t) + "\n";
+      if (pip) out.pip_code += std::string(rest) + "\n";
+      out.matplotlib_magic = out.matplotlib_magic || mpl;
+    } else {
+      out.code += std::string(line) + "\n";
+    }
+  }
+  return out;
+}
 
 BlockKind ShellKind(const ShellScript& script, std::string* reason) {
   size_t install = 0, run = 0, other = 0, system = 0;

@@ -71,6 +71,18 @@ inline constexpr size_t kMaxBlocks = 5000;
 
 inline constexpr int kAllBlocks = -1;
 
+// The pip lines of a Python program, as models write them (`!pip install x`, `%pip install
+// x`, `pip install x`): `code` keeps each as a comment (so traceback line numbers still
+// match) and drops `%matplotlib` lines the same way; `pip_code` holds the pip lines as shell
+// commands, "" when there are none; `matplotlib_magic` says a `%matplotlib` line was dropped.
+// Used for a markdown Python block and for a Python program sent as `code` (issue 9 part 2).
+struct PipSplit {
+  std::string code;
+  std::string pip_code;
+  bool matplotlib_magic = false;
+};
+PipSplit SplitPipLines(std::string_view python_code);
+
 // Builds the run plan of `markdown`. `languages` are the configured languages; `block` is
 // kAllBlocks, or the 0-based index of the one block to run (it then runs alone, with reason
 // "selected by block"; the others are listed as not selected).

@@ -405,6 +405,28 @@ BOOST_AUTO_TEST_CASE(an_installed_package_is_already_satisfied) {
   BOOST_TEST(Str(doc, "stderr").find("network is off") == std::string::npos);
 }
 
+// A Python program sent as `code` (the Tool's run_python, stateless) with notebook pip lines:
+// they run first on the install budget, as in a markdown block, not as a SyntaxError.
+BOOST_AUTO_TEST_CASE(pip_lines_of_a_python_program_run_first) {
+  auto doc = PostRun(R"({"language": "python", "code": )" +
+                     Q("!pip install numpy\nimport numpy\nprint('np', numpy.__name__)\n") + "}");
+  BOOST_TEST(Str(doc, "status") == "ok", Output(doc));
+  BOOST_TEST(Str(doc, "stdout").find("Requirement already satisfied: numpy") != std::string::npos,
+             Output(doc));
+  BOOST_TEST(Str(doc, "stdout").find("np numpy\n") != std::string::npos, Output(doc));
+  BOOST_TEST_REQUIRE(doc.HasMember("snippets"), Output(doc));
+  BOOST_TEST_REQUIRE(doc["snippets"].Size() == 2u);
+  BOOST_TEST(Str(doc["snippets"][0], "budget") == "install");
+  BOOST_TEST(Str(doc["snippets"][1], "budget") == "program");
+  auto missing = PostRun(R"({"language": "python", "code": )" +
+                         Q("%pip install sandrun-not-on-this-host\nprint('never')\n") + "}");
+  BOOST_TEST(Str(missing, "status") == "error", Output(missing));
+  BOOST_TEST(Str(missing, "stderr").find("the network is off for runs on this server") !=
+                 std::string::npos,
+             Output(missing));
+  BOOST_TEST(Str(missing, "stdout").find("never") == std::string::npos, Output(missing));
+}
+
 BOOST_AUTO_TEST_SUITE_END()
 
 }  // namespace sandrun::integration
