@@ -31,10 +31,11 @@ std::vector<Kind> Kinds() {
                                                 {"max_files", 50}};
   return {
       {"print", RunRequest("python", "print('ok')", tight), {"ok"}},
-      // `wait`: the shell stays until the bomb meets the process limit (without it, the shell
-      // exits at once and, on a loaded machine, the run may end before the limit is reached:
-      // then nothing was refused and the run is rightly "ok").
-      {"fork_bomb", RunRequest("bash", ":(){ :|:& };:; wait", tight), {"error", "timeout"}},
+      // `sleep 1`: the shell stays while the bomb meets the process limit. Without it the
+      // shell exits at once (the bomb's processes are not its children: `wait` does not wait
+      // for them), and on a loaded machine the run could end before the limit was reached:
+      // then nothing was refused and the run is rightly "ok".
+      {"fork_bomb", RunRequest("bash", ":(){ :|:& };:; sleep 1", tight), {"error", "timeout"}},
       // 32 Python processes outgrow 64 MiB: the process or the memory limit, whichever first.
       {"python_fork_loop",
        RunRequest("python", "import os\nwhile True:\n    os.fork()", tight),
