@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <cstdlib>
 #include <functional>
+#include <optional>
 #include <sstream>
 #include <thread>
 #include <variant>
@@ -226,21 +227,23 @@ Status SetFromEnv(Config& config, const Key& key, const std::string& text) {
   return OkStatus();
 }
 
+// The config's "limits" or "ceilings" object. The ceiling check of "limits" is Finish's (a
+// ceiling may come after the limit in the file).
 Status ParseLimits(const rapidjson::Value& v, const std::string& key, Limits& limits) {
-  if (!v.IsObject()) return KeyError(key, "expected an object");
-  for (auto it = v.MemberBegin(); it != v.MemberEnd(); ++it) {
-    std::string name = it->name.GetString();
-    const LimitKey* found = nullptr;
-    for (const auto& lk : LimitKeys()) {
-      if (name == lk.name) found = &lk;
-    }
-    if (found == nullptr) return KeyError(key + "." + name, "unknown limit");
-    if (!it->value.IsInt64() || it->value.GetInt64() < found->min) {
-      return KeyError(key + "." + name, "expected an integer >= " + std::to_string(found->min));
-    }
-    limits.*(found->member) = it->value.GetInt64();
+  std::optional<LimitError> error = DecodeLimits(v, nullptr, &limits);
+  if (!error) return OkStatus();
+  switch (error->kind) {
+    case LimitError::Kind::kNotObject:
+      return KeyError(key, "expected an object");
+    case LimitError::Kind::kUnknown:
+      return KeyError(key + "." + error->name, "unknown limit");
+    case LimitError::Kind::kNotInteger:
+    case LimitError::Kind::kBelowMinimum:
+    case LimitError::Kind::kAboveCeiling:
+      break;
   }
-  return OkStatus();
+  return KeyError(key + "." + error->name,
+                  "expected an integer >= " + std::to_string(error->key->min));
 }
 
 Status ParseLanguages(const rapidjson::Value& v, std::vector<Language>& out) {
@@ -576,20 +579,56 @@ int64_t WorkerThreads(const Config& config) {
 }
 
 const std::vector<LimitKey>& LimitKeys() {
+  // name, member, unit, default, minimum, default ceiling, help
   static const std::vector<LimitKey> kLimitKeys = {
-      {"wall_time_s", &Limits::wall_time_s, 1, "wall-clock time of a run (s)"},
-      {"cpu_time_s", &Limits::cpu_time_s, 1,
+      {"wall_time_s", &Limits::wall_time_s, "s", 10, 1, 300, "wall-clock time of a run (s)"},
+      {"cpu_time_s", &Limits::cpu_time_s, "s", 10, 1, 300,
        "CPU time: of each process (RLIMIT_CPU) and of the whole run (cgroup) (s)"},
-      {"memory_mb", &Limits::memory_mb, 16, "memory of the whole run, no swap (MiB)"},
-      {"processes", &Limits::processes, 1,
+      {"memory_mb", &Limits::memory_mb, "MiB", 512, 16, 8192,
+       "memory of the whole run, no swap (MiB)"},
+      {"processes", &Limits::processes, "", 64, 1, 1024,
        "processes and threads of the run, sandrun's init and the program included"},
-      {"output_bytes", &Limits::output_bytes, 1024, "stdout + stderr captured (bytes)"},
-      {"max_files", &Limits::max_files, 0, "generated files exported"},
-      {"file_size_mb", &Limits::file_size_mb, 1, "largest file written or exported (MiB)"},
-      {"disk_mb", &Limits::disk_mb, 1,
+      {"output_bytes", &Limits::output_bytes, "bytes", 1 << 20, 1024, 64 << 20,
+       "stdout + stderr captured (bytes)"},
+      {"max_files", &Limits::max_files, "", 100, 0, 10000, "generated files exported"},
+      {"file_size_mb", &Limits::file_size_mb, "MiB", 10, 1, 1024,
+       "largest file written or exported (MiB)"},
+      {"disk_mb", &Limits::disk_mb, "MiB", 100, 1, 8192,
        "size of the workspace + /tmp (one tmpfs), and of /dev/shm (MiB)"},
   };
   return kLimitKeys;
+}
+
+Limits::Limits() {
+  for (const auto& key : LimitKeys()) this->*(key.member) = key.default_value;
+}
+
+Limits DefaultCeilings() {
+  Limits ceilings;
+  for (const auto& key : LimitKeys()) ceilings.*(key.member) = key.default_ceiling;
+  return ceilings;
+}
+
+std::optional<LimitError> DecodeLimits(const rapidjson::Value& v, const Limits* ceilings,
+                                       Limits* limits) {
+  using Kind = LimitError::Kind;
+  if (!v.IsObject()) return LimitError{Kind::kNotObject, ""};
+  for (auto it = v.MemberBegin(); it != v.MemberEnd(); ++it) {
+    std::string name(it->name.GetString(), it->name.GetStringLength());
+    const LimitKey* key = nullptr;
+    for (const auto& k : LimitKeys()) {
+      if (name == k.name) key = &k;
+    }
+    if (key == nullptr) return LimitError{Kind::kUnknown, name};
+    if (!it->value.IsInt64()) return LimitError{Kind::kNotInteger, name, key};
+    const int64_t value = it->value.GetInt64();
+    if (value < key->min) return LimitError{Kind::kBelowMinimum, name, key, value};
+    if (ceilings != nullptr && value > ceilings->*(key->member)) {
+      return LimitError{Kind::kAboveCeiling, name, key, value, ceilings->*(key->member)};
+    }
+    limits->*(key->member) = value;
+  }
+  return std::nullopt;
 }
 
 Result<Config> Load(const std::string& path) {
@@ -691,11 +730,10 @@ std::string HelpText() {
   out << "  (list keys: a JSON array of strings, or one string separated by spaces or commas)\n";
   out << "  (sets keys: a JSON array of arrays of strings, or one string of sets separated by "
          "';')\n";
-  Config defaults;
   out << "  limits (object): defaults of a run; ceilings (object): the most a request may ask\n";
   for (const auto& lk : LimitKeys()) {
-    out << "    " << lk.name << ": " << lk.help << " [default " << defaults.limits.*(lk.member)
-        << ", ceiling " << defaults.ceilings.*(lk.member) << "]\n";
+    out << "    " << lk.name << ": " << lk.help << " [default " << lk.default_value << ", minimum "
+        << lk.min << ", ceiling " << lk.default_ceiling << "]\n";
   }
   out << "  languages (object): name -> {argv: [abs path, ..., \"{file}\"], file, aliases}; "
          "\"{loader}\" in argv: sandrun's Python loader (notebook display)\n";
