@@ -4,6 +4,8 @@
 #include <openssl/sha.h>
 #include <rapidjson/document.h>
 #include <rapidjson/error/en.h>
+#include <rapidjson/prettywriter.h>
+#include <rapidjson/stringbuffer.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -469,7 +471,8 @@ bool ValidNodeId(const std::string& id) {
   });
 }
 
-Status Finish(Config& c) {
+// `read_secrets`: false leaves the link secret and the tokens unread (print-config).
+Status Finish(Config& c, bool read_secrets) {
   if (c.state_dir.empty()) return KeyError("state_dir", "must not be empty");
   if (c.fcgi_socket.empty()) c.fcgi_socket = c.state_dir + "/sandrun.sock";
   if (c.artifacts_dir.empty()) c.artifacts_dir = c.state_dir + "/artifacts";
@@ -500,7 +503,9 @@ Status Finish(Config& c) {
   if (c.languages.empty()) c.languages = DefaultLanguages();
   // The files the config names and the proxies: all checked, so one start lists them all.
   std::vector<Error> problems;
-  if (auto secret = ReadLinkSecret(c.link_secret_file); secret.ok()) {
+  if (!read_secrets) {
+    // Not read: print-config shows where they are, not what they hold.
+  } else if (auto secret = ReadLinkSecret(c.link_secret_file); secret.ok()) {
     c.link_secret = *secret;
   } else {
     problems.push_back(WithFix(secret.error(), LinkSecretFix(c.link_secret_file)));
@@ -512,7 +517,9 @@ Status Finish(Config& c) {
                   "list addresses or ranges such as 127.0.0.1, 10.0.0.0/8, ::1"));
     }
   }
-  if (Status s = ReadTokens(c); !s.ok()) problems.push_back(s.error());
+  if (Status s = read_secrets ? ReadTokens(c) : OkStatus(); !s.ok()) {
+    problems.push_back(s.error());
+  }
   CheckNetworkKeys(c, problems);
   c.origins.clear();
   for (std::string origin : SplitList(c.allowed_origins)) {
@@ -631,7 +638,7 @@ std::optional<LimitError> DecodeLimits(const rapidjson::Value& v, const Limits* 
   return std::nullopt;
 }
 
-Result<Config> Load(const std::string& path) {
+Result<Config> Load(const std::string& path, bool read_secrets) {
   Config config;
   if (!path.empty()) {
     auto text = sys::ReadFile(path, 1 << 20);
@@ -684,7 +691,7 @@ Result<Config> Load(const std::string& path) {
       if (!s.ok()) return s.error();
     }
   }
-  Status s = Finish(config);
+  Status s = Finish(config, read_secrets);
   if (!s.ok()) return s.error();
   return config;
 }
@@ -719,6 +726,66 @@ std::vector<std::string> ChangedKeys(const Config& a, const Config& b) {
   }
   if (a.link_secret != b.link_secret) changed.emplace_back("link_secret");
   return changed;
+}
+
+std::string EffectiveConfigJson(const Config& config) {
+  rapidjson::StringBuffer buffer;
+  rapidjson::PrettyWriter<rapidjson::StringBuffer> w(buffer);
+  w.SetIndent(' ', 2);
+  auto string = [&w](const std::string& text) {
+    w.String(text.data(), static_cast<rapidjson::SizeType>(text.size()));
+  };
+  auto strings = [&](const std::vector<std::string>& items) {
+    w.StartArray();
+    for (const std::string& item : items) string(item);
+    w.EndArray();
+  };
+  w.StartObject();
+  for (const auto& key : Keys()) {
+    w.Key(key.name);
+    if (std::string(key.name) == "bearer_tokens") {
+      string(config.bearer_tokens.empty() ? "" : "(secret)");
+    } else if (auto* s = std::get_if<std::string Config::*>(&key.member)) {
+      string(config.*(*s));
+    } else if (auto* i = std::get_if<int64_t Config::*>(&key.member)) {
+      w.Int64(config.*(*i));
+    } else if (auto* b = std::get_if<bool Config::*>(&key.member)) {
+      w.Bool(config.*(*b));
+    } else if (auto* l = std::get_if<std::vector<std::string> Config::*>(&key.member)) {
+      strings(config.*(*l));
+    } else if (auto* sets =
+                   std::get_if<std::vector<std::vector<std::string>> Config::*>(&key.member)) {
+      w.StartArray();
+      for (const auto& set : config.*(*sets)) strings(set);
+      w.EndArray();
+    }
+  }
+  for (const char* block : {"limits", "ceilings"}) {
+    const Limits& limits = std::string(block) == "limits" ? config.limits : config.ceilings;
+    w.Key(block);
+    w.StartObject();
+    for (const auto& lk : LimitKeys()) {
+      w.Key(lk.name);
+      w.Int64(limits.*(lk.member));
+    }
+    w.EndObject();
+  }
+  w.Key("languages");
+  w.StartObject();
+  for (const Language& lang : config.languages) {
+    w.Key(lang.name.c_str());
+    w.StartObject();
+    w.Key("argv");
+    strings(lang.argv);
+    w.Key("file");
+    string(lang.file_name);
+    w.Key("aliases");
+    strings(lang.aliases);
+    w.EndObject();
+  }
+  w.EndObject();
+  w.EndObject();
+  return std::string(buffer.GetString(), buffer.GetSize()) + "\n";
 }
 
 std::string HelpText() {

@@ -186,8 +186,16 @@ Result<std::vector<Token>> ParseTokens(const std::vector<std::string>& words,
 // key ("key 'x': ...") and, for the problems a first install meets (the config file, JSON
 // syntax, unknown keys, the link secret file, the tokens, ceilings), ending in " -- fix: "
 // and what to run or edit. The link secret, tokens and trusted_proxies are all checked before
-// returning, so one error lists each of their problems.
-Result<Config> Load(const std::string& path);
+// returning, so one error lists each of their problems. `read_secrets` false (print-config)
+// reads neither the link secret file nor the tokens (no problem of theirs is reported; link_secret
+// and tokens stay empty); everything else is loaded and checked the same.
+Result<Config> Load(const std::string& path, bool read_secrets = true);
+
+// The effective config `Load` made (defaults, the file, SANDRUN_* overrides and the derived
+// paths merged) as a pretty-printed JSON object in the file's format: every key of the table,
+// "limits", "ceilings" and "languages". Secrets are not in it: bearer_tokens prints as
+// "(secret)" when set, link_secret and tokens not at all. Pure.
+std::string EffectiveConfigJson(const Config& config);
 
 // Text for --help: one line per key with type, default and description.
 std::string HelpText();
