@@ -313,7 +313,9 @@ int main(int argc, char** argv) {
   // export), then the server stops. Past that, exit: the sandboxes left die with us
   // (init's PDEATHSIG and lifeline) and the next start sweeps their cgroups.
   // SIGHUP re-reads the config's live keys (api/config_reload.h) and goes on waiting.
-  std::thread waiter([&] {
+  // After server.Stop() main returns and destroys what the lambda refers to (service, server,
+  // config), while this thread sleeps: what it needs after the sleep are copies of its own.
+  std::thread waiter([&, runs_dir = config.runs_dir, runs_dir_fallback] {
     int sig = 0;
     while (sigwait(&stop, &sig) == 0 && sig == SIGHUP) {
       api::ReloadConfig(config_path, started, &service);
@@ -332,8 +334,8 @@ int main(int argc, char** argv) {
     std::fprintf(stderr,
                  "sandrund: the server did not stop within 3 s of the drain (requests in "
                  "flight, or a worker waiting on sandrund.socket's socket); exiting\n");
-    SweepRuns(config.runs_dir);
-    if (runs_dir_fallback) RemoveFallbackRunsDir(config.runs_dir);
+    SweepRuns(runs_dir);
+    if (runs_dir_fallback) RemoveFallbackRunsDir(runs_dir);
     std::_Exit(0);
   });
   waiter.detach();
