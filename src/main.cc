@@ -35,6 +35,9 @@ void Usage() {
                "usage: sandrund [--config FILE]        run the daemon (foreground)\n"
                "       sandrund check [--config FILE]  check that this host can sandbox\n"
                "                                       (FILE: %s by default)\n"
+               "       sandrund print-config [--config FILE]\n"
+               "                                       the effective config as JSON (defaults,\n"
+               "                                       FILE and SANDRUN_* merged; no secrets)\n"
                "       sandrund --version              version and commit\n\n%s",
                config::kDefaultConfigPath, config::HelpText().c_str());
 }
@@ -167,6 +170,7 @@ int main(int argc, char** argv) {
   util::TuneMalloc(2);
   std::string config_path;
   bool check = false;
+  bool print_config = false;
   for (int i = 1; i < argc; ++i) {
     std::string arg = argv[i];
     if (arg == "--help" || arg == "-h") {
@@ -179,19 +183,21 @@ int main(int argc, char** argv) {
       config_path = argv[++i];
     } else if (arg == "check") {
       check = true;
+    } else if (arg == "print-config") {
+      print_config = true;
     } else {
       std::fprintf(stderr, "sandrund: unknown argument '%s' (see --help)\n", arg.c_str());
       return 2;
     }
   }
   bool config_given = !config_path.empty();
-  if (check && !config_given) config_path = config::kDefaultConfigPath;
+  if ((check || print_config) && !config_given) config_path = config::kDefaultConfigPath;
   if (check) {
     std::printf("sandrund check: config %s%s\n", config_path.c_str(),
                 config_given ? "" : " (the default; --config FILE names another)");
     std::fflush(stdout);  // before any problem on stderr
   }
-  auto loaded = config::Load(config_path);
+  auto loaded = config::Load(config_path, /*read_secrets=*/!print_config);
   if (!loaded.ok()) {
     // One line per problem, each with its fix (config::Load's contract).
     std::istringstream problems(loaded.error().message);
@@ -202,6 +208,10 @@ int main(int argc, char** argv) {
     return 2;
   }
   config::Config& config = *loaded;
+  if (print_config) {
+    std::fputs(config::EffectiveConfigJson(config).c_str(), stdout);
+    return 0;
+  }
   const config::Config started = config;  // as loaded: what a SIGHUP reload compares with
   // The sandbox's own ids (not root) build its mounts from paths below runs_dir, so every
   // directory above it must be searchable by others. A state dir under /root (0700) is not:
@@ -303,7 +313,9 @@ int main(int argc, char** argv) {
   // export), then the server stops. Past that, exit: the sandboxes left die with us
   // (init's PDEATHSIG and lifeline) and the next start sweeps their cgroups.
   // SIGHUP re-reads the config's live keys (api/config_reload.h) and goes on waiting.
-  std::thread waiter([&] {
+  // After server.Stop() main returns and destroys what the lambda refers to (service, server,
+  // config), while this thread sleeps: what it needs after the sleep are copies of its own.
+  std::thread waiter([&, runs_dir = config.runs_dir, runs_dir_fallback] {
     int sig = 0;
     while (sigwait(&stop, &sig) == 0 && sig == SIGHUP) {
       api::ReloadConfig(config_path, started, &service);
@@ -322,8 +334,8 @@ int main(int argc, char** argv) {
     std::fprintf(stderr,
                  "sandrund: the server did not stop within 3 s of the drain (requests in "
                  "flight, or a worker waiting on sandrund.socket's socket); exiting\n");
-    SweepRuns(config.runs_dir);
-    if (runs_dir_fallback) RemoveFallbackRunsDir(config.runs_dir);
+    SweepRuns(runs_dir);
+    if (runs_dir_fallback) RemoveFallbackRunsDir(runs_dir);
     std::_Exit(0);
   });
   waiter.detach();

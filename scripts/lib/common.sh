@@ -145,7 +145,7 @@ sr_render_config() {
 # comments; nested objects such as "limits" and "ceilings" merge key by key).
 # Usage: sr_setup_state PORT
 sr_setup_state() {
-  local port="$1" base extra key value
+  local port="$1" base extra effective key value
   SR_STATE="${SANDRUN_STATE_DIR:-$SR_REPO/.state}"
   mkdir -p "$SR_STATE"
   SR_STATE="$(cd "$SR_STATE" && pwd)"
@@ -176,18 +176,21 @@ sr_setup_state() {
   } >"$SR_CONFIG.tmp"
   mv -f "$SR_CONFIG.tmp" "$SR_CONFIG"
 
+  # The config as sandrund reads it, defaults merged (sandrund print-config), from the file
+  # alone: `env -i` keeps this shell's SANDRUN_* knobs (SANDRUN_STATE_DIR, ...) out of it.
+  effective="$(env -i "$(sr_daemon_binary)" print-config --config "$SR_CONFIG")" ||
+    sr_die "sandrund print-config --config $SR_CONFIG failed (see above)"
+
   # trusted_proxies is rendered into nginx (sr_render_nginx); the daemon only checks it.
-  SR_TRUSTED_PROXIES="${SANDRUN_TRUSTED_PROXIES-$(jq -n -r --argjson a "$base" --argjson b "$extra" \
-    '($a * $b).trusted_proxies // ""')}"
+  SR_TRUSTED_PROXIES="${SANDRUN_TRUSTED_PROXIES-$(jq -r '.trusted_proxies' <<<"$effective")}"
 
   # A cluster node's links are /files/<node_id>/... (scripts/cluster); checked again by sandrund.
-  SR_NODE_ID="$(jq -n -r --argjson a "$base" --argjson b "$extra" '($a * $b).node_id // ""')"
+  SR_NODE_ID="$(jq -r '.node_id' <<<"$effective")"
   [[ -z $SR_NODE_ID || $SR_NODE_ID =~ ^[a-z0-9][a-z0-9-]{0,31}$ ]] ||
     sr_die "config key node_id: '$SR_NODE_ID' is not 1 to 32 of a-z 0-9 -"
 
-  # jq cannot read the comment lines; read the keys back from the merged object.
   for key in fcgi_socket artifacts_dir link_secret_file; do
-    value="$(jq -n -er --argjson a "$base" --argjson b "$extra" --arg k "$key" '($a * $b)[$k]')"
+    value="$(jq -er --arg k "$key" '.[$k]' <<<"$effective")"
     [[ $value == /* ]] || sr_die "config key $key must be an absolute path, got '$value'"
     case "$key" in
       fcgi_socket) SR_FCGI_SOCKET="$value" ;;

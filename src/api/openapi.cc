@@ -21,6 +21,7 @@ namespace {
 //    connection sets from {{USER_ID}} and {{CHAT_ID}}. They are described under
 //    components/parameters but deliberately not referenced by the operation, for the same
 //    reason.
+// The response's `limits` properties are filled in from config::LimitKeys().
 // No `servers`: clients resolve /run against the URL the spec was fetched from, which is what
 // a reverse-proxied deployment needs.
 constexpr char kSpec[] = R"json({
@@ -172,16 +173,7 @@ constexpr char kSpec[] = R"json({
           "limits": {
             "type": "object",
             "description": "The limits in force for this run.",
-            "properties": {
-              "wall_time_s": {"type": "integer"},
-              "cpu_time_s": {"type": "integer"},
-              "memory_mb": {"type": "integer"},
-              "processes": {"type": "integer"},
-              "output_bytes": {"type": "integer"},
-              "max_files": {"type": "integer"},
-              "file_size_mb": {"type": "integer"},
-              "disk_mb": {"type": "integer"}
-            }
+            "properties": {}
           }
         }
       },
@@ -282,6 +274,16 @@ std::string OpenApiJson(const config::Config& config) {
         alloc);
   }
   language->AddMember("enum", names, alloc);
+
+  // The response's `limits`: one integer per limit of the table, in its order.
+  rapidjson::Value* limits =
+      rapidjson::Pointer("/components/schemas/RunResult/properties/limits/properties").Get(doc);
+  if (limits == nullptr || !limits->IsObject()) return "";
+  for (const auto& key : config::LimitKeys()) {
+    rapidjson::Value type(rapidjson::kObjectType);
+    type.AddMember("type", "integer", alloc);
+    limits->AddMember(rapidjson::StringRef(key.name), type, alloc);
+  }
 
   // The local quick start accepts requests without a token: say so (an empty security
   // requirement means "none needed").

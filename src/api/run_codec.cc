@@ -31,40 +31,34 @@ std::optional<ApiError> GetString(const Value& v, const char* field, std::string
   return std::nullopt;
 }
 
+// A request's "limits": config::DecodeLimits against the configured ceilings, its problems
+// worded as API errors.
 std::optional<ApiError> DecodeLimits(const Value& v, const config::Config& config,
                                      config::Limits* limits) {
-  if (!v.IsObject()) return Bad("wrong_type", "'limits' must be an object", "limits");
-  for (auto it = v.MemberBegin(); it != v.MemberEnd(); ++it) {
-    std::string name(it->name.GetString(), it->name.GetStringLength());
-    std::string field = "limits." + name;
-    const config::LimitKey* key = nullptr;
-    for (const auto& k : config::LimitKeys()) {
-      if (name == k.name) key = &k;
-    }
-    if (key == nullptr) {
+  std::optional<config::LimitError> error = config::DecodeLimits(v, &config.ceilings, limits);
+  if (!error) return std::nullopt;
+  const std::string field = "limits." + error->name;
+  switch (error->kind) {
+    case config::LimitError::Kind::kNotObject:
+      return Bad("wrong_type", "'limits' must be an object", "limits");
+    case config::LimitError::Kind::kUnknown: {
       std::string known;
       for (const auto& k : config::LimitKeys())
         known += std::string(known.empty() ? "" : ", ") + k.name;
       return Bad("unknown_field",
-                 "unknown limit '" + util::SanitizeUtf8(name) + "' (known: " + known + ")",
+                 "unknown limit '" + util::SanitizeUtf8(error->name) + "' (known: " + known + ")",
                  util::SanitizeUtf8(field));
     }
-    if (!it->value.IsInt64()) {
+    case config::LimitError::Kind::kNotInteger:
       return Bad("wrong_type", "'" + field + "' must be an integer", field);
-    }
-    int64_t value = it->value.GetInt64();
-    int64_t ceiling = config.ceilings.*(key->member);
-    if (value < key->min) {
+    case config::LimitError::Kind::kBelowMinimum:
       return Bad("limit_below_minimum",
-                 "'" + field + "' must be at least " + std::to_string(key->min), field);
-    }
-    if (value > ceiling) {
+                 "'" + field + "' must be at least " + std::to_string(error->key->min), field);
+    case config::LimitError::Kind::kAboveCeiling:
       return Bad("limit_above_ceiling",
-                 "'" + field + "' is " + std::to_string(value) + ", above the configured ceiling " +
-                     std::to_string(ceiling),
+                 "'" + field + "' is " + std::to_string(error->value) +
+                     ", above the configured ceiling " + std::to_string(error->ceiling),
                  field);
-    }
-    limits->*(key->member) = value;
   }
   return std::nullopt;
 }

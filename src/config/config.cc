@@ -4,11 +4,14 @@
 #include <openssl/sha.h>
 #include <rapidjson/document.h>
 #include <rapidjson/error/en.h>
+#include <rapidjson/prettywriter.h>
+#include <rapidjson/stringbuffer.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cstdlib>
 #include <functional>
+#include <optional>
 #include <sstream>
 #include <thread>
 #include <variant>
@@ -226,21 +229,23 @@ Status SetFromEnv(Config& config, const Key& key, const std::string& text) {
   return OkStatus();
 }
 
+// The config's "limits" or "ceilings" object. The ceiling check of "limits" is Finish's (a
+// ceiling may come after the limit in the file).
 Status ParseLimits(const rapidjson::Value& v, const std::string& key, Limits& limits) {
-  if (!v.IsObject()) return KeyError(key, "expected an object");
-  for (auto it = v.MemberBegin(); it != v.MemberEnd(); ++it) {
-    std::string name = it->name.GetString();
-    const LimitKey* found = nullptr;
-    for (const auto& lk : LimitKeys()) {
-      if (name == lk.name) found = &lk;
-    }
-    if (found == nullptr) return KeyError(key + "." + name, "unknown limit");
-    if (!it->value.IsInt64() || it->value.GetInt64() < found->min) {
-      return KeyError(key + "." + name, "expected an integer >= " + std::to_string(found->min));
-    }
-    limits.*(found->member) = it->value.GetInt64();
+  std::optional<LimitError> error = DecodeLimits(v, nullptr, &limits);
+  if (!error) return OkStatus();
+  switch (error->kind) {
+    case LimitError::Kind::kNotObject:
+      return KeyError(key, "expected an object");
+    case LimitError::Kind::kUnknown:
+      return KeyError(key + "." + error->name, "unknown limit");
+    case LimitError::Kind::kNotInteger:
+    case LimitError::Kind::kBelowMinimum:
+    case LimitError::Kind::kAboveCeiling:
+      break;
   }
-  return OkStatus();
+  return KeyError(key + "." + error->name,
+                  "expected an integer >= " + std::to_string(error->key->min));
 }
 
 Status ParseLanguages(const rapidjson::Value& v, std::vector<Language>& out) {
@@ -466,7 +471,8 @@ bool ValidNodeId(const std::string& id) {
   });
 }
 
-Status Finish(Config& c) {
+// `read_secrets`: false leaves the link secret and the tokens unread (print-config).
+Status Finish(Config& c, bool read_secrets) {
   if (c.state_dir.empty()) return KeyError("state_dir", "must not be empty");
   if (c.fcgi_socket.empty()) c.fcgi_socket = c.state_dir + "/sandrun.sock";
   if (c.artifacts_dir.empty()) c.artifacts_dir = c.state_dir + "/artifacts";
@@ -497,7 +503,9 @@ Status Finish(Config& c) {
   if (c.languages.empty()) c.languages = DefaultLanguages();
   // The files the config names and the proxies: all checked, so one start lists them all.
   std::vector<Error> problems;
-  if (auto secret = ReadLinkSecret(c.link_secret_file); secret.ok()) {
+  if (!read_secrets) {
+    // Not read: print-config shows where they are, not what they hold.
+  } else if (auto secret = ReadLinkSecret(c.link_secret_file); secret.ok()) {
     c.link_secret = *secret;
   } else {
     problems.push_back(WithFix(secret.error(), LinkSecretFix(c.link_secret_file)));
@@ -509,7 +517,9 @@ Status Finish(Config& c) {
                   "list addresses or ranges such as 127.0.0.1, 10.0.0.0/8, ::1"));
     }
   }
-  if (Status s = ReadTokens(c); !s.ok()) problems.push_back(s.error());
+  if (Status s = read_secrets ? ReadTokens(c) : OkStatus(); !s.ok()) {
+    problems.push_back(s.error());
+  }
   CheckNetworkKeys(c, problems);
   c.origins.clear();
   for (std::string origin : SplitList(c.allowed_origins)) {
@@ -576,23 +586,59 @@ int64_t WorkerThreads(const Config& config) {
 }
 
 const std::vector<LimitKey>& LimitKeys() {
+  // name, member, unit, default, minimum, default ceiling, help
   static const std::vector<LimitKey> kLimitKeys = {
-      {"wall_time_s", &Limits::wall_time_s, 1, "wall-clock time of a run (s)"},
-      {"cpu_time_s", &Limits::cpu_time_s, 1,
+      {"wall_time_s", &Limits::wall_time_s, "s", 10, 1, 300, "wall-clock time of a run (s)"},
+      {"cpu_time_s", &Limits::cpu_time_s, "s", 10, 1, 300,
        "CPU time: of each process (RLIMIT_CPU) and of the whole run (cgroup) (s)"},
-      {"memory_mb", &Limits::memory_mb, 16, "memory of the whole run, no swap (MiB)"},
-      {"processes", &Limits::processes, 1,
+      {"memory_mb", &Limits::memory_mb, "MiB", 512, 16, 8192,
+       "memory of the whole run, no swap (MiB)"},
+      {"processes", &Limits::processes, "", 64, 1, 1024,
        "processes and threads of the run, sandrun's init and the program included"},
-      {"output_bytes", &Limits::output_bytes, 1024, "stdout + stderr captured (bytes)"},
-      {"max_files", &Limits::max_files, 0, "generated files exported"},
-      {"file_size_mb", &Limits::file_size_mb, 1, "largest file written or exported (MiB)"},
-      {"disk_mb", &Limits::disk_mb, 1,
+      {"output_bytes", &Limits::output_bytes, "bytes", 1 << 20, 1024, 64 << 20,
+       "stdout + stderr captured (bytes)"},
+      {"max_files", &Limits::max_files, "", 100, 0, 10000, "generated files exported"},
+      {"file_size_mb", &Limits::file_size_mb, "MiB", 10, 1, 1024,
+       "largest file written or exported (MiB)"},
+      {"disk_mb", &Limits::disk_mb, "MiB", 100, 1, 8192,
        "size of the workspace + /tmp (one tmpfs), and of /dev/shm (MiB)"},
   };
   return kLimitKeys;
 }
 
-Result<Config> Load(const std::string& path) {
+Limits::Limits() {
+  for (const auto& key : LimitKeys()) this->*(key.member) = key.default_value;
+}
+
+Limits DefaultCeilings() {
+  Limits ceilings;
+  for (const auto& key : LimitKeys()) ceilings.*(key.member) = key.default_ceiling;
+  return ceilings;
+}
+
+std::optional<LimitError> DecodeLimits(const rapidjson::Value& v, const Limits* ceilings,
+                                       Limits* limits) {
+  using Kind = LimitError::Kind;
+  if (!v.IsObject()) return LimitError{Kind::kNotObject, ""};
+  for (auto it = v.MemberBegin(); it != v.MemberEnd(); ++it) {
+    std::string name(it->name.GetString(), it->name.GetStringLength());
+    const LimitKey* key = nullptr;
+    for (const auto& k : LimitKeys()) {
+      if (name == k.name) key = &k;
+    }
+    if (key == nullptr) return LimitError{Kind::kUnknown, name};
+    if (!it->value.IsInt64()) return LimitError{Kind::kNotInteger, name, key};
+    const int64_t value = it->value.GetInt64();
+    if (value < key->min) return LimitError{Kind::kBelowMinimum, name, key, value};
+    if (ceilings != nullptr && value > ceilings->*(key->member)) {
+      return LimitError{Kind::kAboveCeiling, name, key, value, ceilings->*(key->member)};
+    }
+    limits->*(key->member) = value;
+  }
+  return std::nullopt;
+}
+
+Result<Config> Load(const std::string& path, bool read_secrets) {
   Config config;
   if (!path.empty()) {
     auto text = sys::ReadFile(path, 1 << 20);
@@ -645,7 +691,7 @@ Result<Config> Load(const std::string& path) {
       if (!s.ok()) return s.error();
     }
   }
-  Status s = Finish(config);
+  Status s = Finish(config, read_secrets);
   if (!s.ok()) return s.error();
   return config;
 }
@@ -682,6 +728,66 @@ std::vector<std::string> ChangedKeys(const Config& a, const Config& b) {
   return changed;
 }
 
+std::string EffectiveConfigJson(const Config& config) {
+  rapidjson::StringBuffer buffer;
+  rapidjson::PrettyWriter<rapidjson::StringBuffer> w(buffer);
+  w.SetIndent(' ', 2);
+  auto string = [&w](const std::string& text) {
+    w.String(text.data(), static_cast<rapidjson::SizeType>(text.size()));
+  };
+  auto strings = [&](const std::vector<std::string>& items) {
+    w.StartArray();
+    for (const std::string& item : items) string(item);
+    w.EndArray();
+  };
+  w.StartObject();
+  for (const auto& key : Keys()) {
+    w.Key(key.name);
+    if (std::string(key.name) == "bearer_tokens") {
+      string(config.bearer_tokens.empty() ? "" : "(secret)");
+    } else if (auto* s = std::get_if<std::string Config::*>(&key.member)) {
+      string(config.*(*s));
+    } else if (auto* i = std::get_if<int64_t Config::*>(&key.member)) {
+      w.Int64(config.*(*i));
+    } else if (auto* b = std::get_if<bool Config::*>(&key.member)) {
+      w.Bool(config.*(*b));
+    } else if (auto* l = std::get_if<std::vector<std::string> Config::*>(&key.member)) {
+      strings(config.*(*l));
+    } else if (auto* sets =
+                   std::get_if<std::vector<std::vector<std::string>> Config::*>(&key.member)) {
+      w.StartArray();
+      for (const auto& set : config.*(*sets)) strings(set);
+      w.EndArray();
+    }
+  }
+  for (const char* block : {"limits", "ceilings"}) {
+    const Limits& limits = std::string(block) == "limits" ? config.limits : config.ceilings;
+    w.Key(block);
+    w.StartObject();
+    for (const auto& lk : LimitKeys()) {
+      w.Key(lk.name);
+      w.Int64(limits.*(lk.member));
+    }
+    w.EndObject();
+  }
+  w.Key("languages");
+  w.StartObject();
+  for (const Language& lang : config.languages) {
+    w.Key(lang.name.c_str());
+    w.StartObject();
+    w.Key("argv");
+    strings(lang.argv);
+    w.Key("file");
+    string(lang.file_name);
+    w.Key("aliases");
+    strings(lang.aliases);
+    w.EndObject();
+  }
+  w.EndObject();
+  w.EndObject();
+  return std::string(buffer.GetString(), buffer.GetSize()) + "\n";
+}
+
 std::string HelpText() {
   std::ostringstream out;
   out << "Configuration keys (file: JSON with comments; env: SANDRUN_<KEY>):\n";
@@ -691,11 +797,10 @@ std::string HelpText() {
   out << "  (list keys: a JSON array of strings, or one string separated by spaces or commas)\n";
   out << "  (sets keys: a JSON array of arrays of strings, or one string of sets separated by "
          "';')\n";
-  Config defaults;
   out << "  limits (object): defaults of a run; ceilings (object): the most a request may ask\n";
   for (const auto& lk : LimitKeys()) {
-    out << "    " << lk.name << ": " << lk.help << " [default " << defaults.limits.*(lk.member)
-        << ", ceiling " << defaults.ceilings.*(lk.member) << "]\n";
+    out << "    " << lk.name << ": " << lk.help << " [default " << lk.default_value << ", minimum "
+        << lk.min << ", ceiling " << lk.default_ceiling << "]\n";
   }
   out << "  languages (object): name -> {argv: [abs path, ..., \"{file}\"], file, aliases}; "
          "\"{loader}\" in argv: sandrun's Python loader (notebook display)\n";

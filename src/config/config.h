@@ -3,8 +3,11 @@
 // every top-level scalar key can be overridden by the environment as SANDRUN_<KEY in upper case>.
 #pragma once
 
+#include <rapidjson/fwd.h>
+
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -12,26 +15,53 @@
 
 namespace sandrun::config {
 
-// Resource limits of one run. Units are in the names.
+// Resource limits of one run. Units are in the names. A default-constructed Limits holds each
+// limit's default from LimitKeys(); DefaultCeilings() holds each one's default ceiling.
 struct Limits {
-  int64_t wall_time_s = 10;
-  int64_t cpu_time_s = 10;
-  int64_t memory_mb = 512;
-  int64_t processes = 64;
-  int64_t output_bytes = 1 << 20;
-  int64_t max_files = 100;
-  int64_t file_size_mb = 10;
-  int64_t disk_mb = 100;
+  int64_t wall_time_s;
+  int64_t cpu_time_s;
+  int64_t memory_mb;
+  int64_t processes;
+  int64_t output_bytes;
+  int64_t max_files;
+  int64_t file_size_mb;
+  int64_t disk_mb;
+  Limits();
 };
 
-// One entry per limit: name, pointer to member, default ceiling, help.
+// The one table of the limits (config "limits" and "ceilings", a request's "limits", the
+// response's "limits", --help, print-config and the OpenAPI limits block read it): one entry
+// per limit, in the order they are documented.
 struct LimitKey {
   const char* name;
   int64_t Limits::*member;
-  int64_t min;
+  const char* unit;         // "s", "MiB", "bytes" or "" (a count)
+  int64_t default_value;    // a run's limit unless the config's "limits" or the request says
+  int64_t min;              // the least the config or a request may set
+  int64_t default_ceiling;  // the most a request may ask unless the config's "ceilings" says
   const char* help;
 };
 const std::vector<LimitKey>& LimitKeys();
+
+// Each limit's default ceiling (LimitKey::default_ceiling).
+Limits DefaultCeilings();
+
+// Why DecodeLimits stopped; the caller words it (config: "key '...'", request: an ApiError).
+struct LimitError {
+  enum class Kind { kNotObject, kUnknown, kNotInteger, kBelowMinimum, kAboveCeiling };
+  Kind kind;
+  std::string name;               // the limit as given; "" for kNotObject
+  const LimitKey* key = nullptr;  // nullptr for kNotObject and kUnknown
+  int64_t value = 0;              // the value given (kBelowMinimum, kAboveCeiling)
+  int64_t ceiling = 0;            // kAboveCeiling
+};
+
+// The one limit decoder, for the config's "limits"/"ceilings" and a request's "limits": sets
+// in `limits` each member of the JSON object `v` (names from LimitKeys(), integers of at least
+// the minimum and, when `ceilings` is given, at most the ceiling). Stops at the first problem,
+// in document order, with the members before it already set. Pure.
+std::optional<LimitError> DecodeLimits(const rapidjson::Value& v, const Limits* ceilings,
+                                       Limits* limits);
 
 // A configured language: how to run a program file.
 struct Language {
@@ -130,9 +160,9 @@ struct Config {
   // /files/<node_id>/... so that the front nginx routes them here. "" = one machine, links
   // /files/... as always. 1 to 32 of [a-z0-9-], not starting with '-'.
   std::string node_id;
-  Limits limits;  // defaults
-  Limits ceilings{300, 300, 8192, 1024, 64 << 20, 10000, 1024, 8192};
-  std::vector<Language> languages;  // default: python, bash
+  Limits limits;                        // a run's limits unless its request says
+  Limits ceilings = DefaultCeilings();  // the most a request may ask
+  std::vector<Language> languages;      // default: python, bash
 };
 
 // Where `sandrund check` reads its config when no --config is given.
@@ -156,8 +186,16 @@ Result<std::vector<Token>> ParseTokens(const std::vector<std::string>& words,
 // key ("key 'x': ...") and, for the problems a first install meets (the config file, JSON
 // syntax, unknown keys, the link secret file, the tokens, ceilings), ending in " -- fix: "
 // and what to run or edit. The link secret, tokens and trusted_proxies are all checked before
-// returning, so one error lists each of their problems.
-Result<Config> Load(const std::string& path);
+// returning, so one error lists each of their problems. `read_secrets` false (print-config)
+// reads neither the link secret file nor the tokens (no problem of theirs is reported; link_secret
+// and tokens stay empty); everything else is loaded and checked the same.
+Result<Config> Load(const std::string& path, bool read_secrets = true);
+
+// The effective config `Load` made (defaults, the file, SANDRUN_* overrides and the derived
+// paths merged) as a pretty-printed JSON object in the file's format: every key of the table,
+// "limits", "ceilings" and "languages". Secrets are not in it: bearer_tokens prints as
+// "(secret)" when set, link_secret and tokens not at all. Pure.
+std::string EffectiveConfigJson(const Config& config);
 
 // Text for --help: one line per key with type, default and description.
 std::string HelpText();

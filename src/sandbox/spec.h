@@ -15,15 +15,18 @@ inline constexpr char kOutputsInside[] = "/run/sandrun/outputs";
 // Where SandboxSpec::environment_dir is inside the sandbox (read-only).
 inline constexpr char kEnvironmentInside[] = "/run/sandrun/env";
 
+// The request limits have no numbers of their own here: 0 until the caller sets them (api/
+// from the run's config::Limits, whose defaults are the one table config::LimitKeys()). A
+// spec that leaves one at 0 gets a sandbox that can do nothing (no memory, no time).
 struct SandboxLimits {
-  int64_t wall_time_ms = 10'000;           // whole sandbox killed after this
-  int64_t cpu_time_s = 10;                 // RLIMIT_CPU (and cgroup usage check)
-  uint64_t memory_bytes = 512ull << 20;    // cgroup memory limit, swap 0
-  int64_t processes = 64;                  // cgroup pids.max
-  uint64_t output_bytes = 1 << 20;         // stdout + stderr together; past it the run is stopped
-  uint64_t file_size_bytes = 10ull << 20;  // RLIMIT_FSIZE
-  uint64_t disk_bytes = 100ull << 20;      // size= of /tmp and /dev/shm tmpfs
-  int64_t open_files = 256;                // RLIMIT_NOFILE
+  int64_t wall_time_ms = 0;      // whole sandbox killed after this
+  int64_t cpu_time_s = 0;        // RLIMIT_CPU (and cgroup usage check)
+  uint64_t memory_bytes = 0;     // cgroup memory limit, swap 0
+  int64_t processes = 0;         // cgroup pids.max
+  uint64_t output_bytes = 0;     // stdout + stderr together; past it the run is stopped
+  uint64_t file_size_bytes = 0;  // RLIMIT_FSIZE
+  uint64_t disk_bytes = 0;       // size= of /tmp and /dev/shm tmpfs
+  int64_t open_files = 256;      // RLIMIT_NOFILE (not a request limit)
 };
 
 // Outbound network of a run (issue 9; network.h): off unless `enabled`.

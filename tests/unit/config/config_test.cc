@@ -55,6 +55,37 @@ BOOST_AUTO_TEST_CASE(reads_jsonc_with_comments_and_derives_paths) {
   BOOST_TEST(c->languages.size() == 2u);
 }
 
+BOOST_AUTO_TEST_CASE(effective_config_reads_back_as_the_same_config) {
+  StateDir dir;
+  auto a = Load(dir.Write("{\"state_dir\": \"" + dir.path +
+                          "\", \"allow_anonymous\": true, \"limits\": {\"memory_mb\": 256}, "
+                          "\"ceilings\": {\"disk_mb\": 4096}, \"network_allow_cidrs\": "
+                          "[\"10.0.5.20/32\"], \"environments_prebuild\": [[\"numpy\"]]}"));
+  BOOST_TEST_REQUIRE(a.ok(), (a.ok() ? "" : a.error().message));
+  const std::string json = sandrun::config::EffectiveConfigJson(*a);
+  BOOST_TEST(json.find("\"fcgi_socket\": \"" + dir.path + "/sandrun.sock\"") != std::string::npos);
+  BOOST_TEST(json.find("\"wall_time_s\": 10") != std::string::npos);
+  auto b = Load(dir.Write(json));
+  BOOST_TEST_REQUIRE(b.ok(), (b.ok() ? "" : b.error().message));
+  BOOST_TEST(sandrun::config::ChangedKeys(*a, *b).empty());
+  BOOST_TEST(b->limits.memory_mb == 256);
+  BOOST_TEST(b->ceilings.disk_mb == 4096);
+}
+
+BOOST_AUTO_TEST_CASE(print_config_reads_no_secret_files) {
+  StateDir dir;
+  const std::string file =
+      dir.Write("{\"state_dir\": \"" + dir.path + "\", \"link_secret_file\": \"" + dir.path +
+                "/missing\", \"tokens_file\": \"" + dir.path + "/none\"}");
+  BOOST_TEST(!Load(file).ok());
+  auto c = Load(file, /*read_secrets=*/false);
+  BOOST_TEST_REQUIRE(c.ok(), (c.ok() ? "" : c.error().message));
+  BOOST_TEST(c->link_secret.empty());
+  BOOST_TEST(c->tokens.empty());
+  const std::string json = sandrun::config::EffectiveConfigJson(*c);
+  BOOST_TEST(json.find("\"tokens_file\": \"" + dir.path + "/none\"") != std::string::npos);
+}
+
 BOOST_AUTO_TEST_CASE(unknown_key_is_named) {
   StateDir dir;
   auto c = Load(dir.Write("{\"state_dir\": \"" + dir.path + "\", \"allow_anonymus\": true}"));

@@ -62,7 +62,7 @@ BOOST_AUTO_TEST_CASE(a_run_asking_for_the_network_on_or_off_replaces_the_kernel)
 
 BOOST_AUTO_TEST_CASE(other_limits_replace_the_kernel_and_are_named_first) {
   kernel::KernelTerms live, wanted;
-  wanted.limits.memory_bytes = live.limits.memory_bytes * 2;
+  wanted.limits.memory_bytes = live.limits.memory_bytes + (512ull << 20);
   wanted.network = true;
   BOOST_TEST(kernel::ReplaceReason(live, wanted).find("other limits") != std::string::npos);
   wanted = live;

@@ -59,6 +59,12 @@ struct Run {
     spec.host_gid = kHostUid;
     spec.run_id = "t" + std::to_string(::getpid()) + "-" + std::to_string(counter++);
     spec.limits.wall_time_ms = 5000;
+    spec.limits.cpu_time_s = 10;
+    spec.limits.memory_bytes = 512ull << 20;
+    spec.limits.processes = 64;
+    spec.limits.output_bytes = 1 << 20;
+    spec.limits.file_size_bytes = 10ull << 20;
+    spec.limits.disk_bytes = 100ull << 20;
   }
   ~Run() {
     (void)sys::Unmount(dir + "/ws");
