@@ -1,7 +1,7 @@
 // File-system helpers for storage/: an owning fd, errno-carrying errors, fd-relative walks.
 //
-// The fd owner is sys::UniqueFd; the fd-relative walking helpers below are storage's own
-// (they read errno themselves, a known exception to STYLE.md kept local to storage/).
+// The fd owner is sys::UniqueFd and the tree walker is sys/tree_walk.h; errno is read there
+// (STYLE.md), these are storage's names for them.
 #pragma once
 
 #include <string>
@@ -36,13 +36,13 @@ UniqueFd OpenDirAt(int dirfd, const std::string& name);
 // O_NOFOLLOW | O_DIRECTORY on a symlink fails with ENOTDIR, not ELOOP, hence the lstat.
 const char* SkipReasonForFailedOpen(int dirfd, const std::string& name, int err);
 
-// Reads the names in the directory `fd` (without "." and ".."), at most `max_names` of them;
-// sets *truncated when more were present. Takes no ownership of `fd`; its offset is reset.
-// Errors: the directory cannot be read.
+// sys::ListDir: the names in the directory `fd` (without "." and ".."), at most `max_names`
+// of them; sets *truncated when more were present. Errors: the directory cannot be read.
 Result<std::vector<std::string>> ListDir(int fd, size_t max_names, bool* truncated);
 
-// Removes `name` (a file or a whole directory tree) from `dirfd` without following symlinks.
-// Best effort: keeps going past entries it cannot remove. Returns false if anything stayed.
+// Removes `name` (a file or a whole directory tree) from `dirfd` without following symlinks
+// (sys::RemoveTreeAt). Best effort: keeps going past entries it cannot remove. Returns false
+// if anything stayed.
 bool RemoveTreeAt(int dirfd, const std::string& name);
 
 }  // namespace sandrun::storage
