@@ -8,6 +8,7 @@
 
 #include "sys/syscalls.h"
 #include "sys/tree_walk.h"
+#include "util/relative_path.h"
 
 namespace sandrun::storage {
 
@@ -24,18 +25,7 @@ Error StorageError(std::string_view call, std::string_view arg, int err) {
 int LastErrno() { return sys::LastErrno(); }
 
 bool SplitRelativePath(const std::string& path, std::vector<std::string>* out) {
-  out->clear();
-  if (path.empty() || path.find('\0') != std::string::npos) return false;
-  size_t start = 0;
-  while (true) {
-    const size_t slash = path.find('/', start);
-    const size_t end = slash == std::string::npos ? path.size() : slash;
-    std::string segment = path.substr(start, end - start);
-    if (segment.empty() || segment == "." || segment == "..") return false;
-    out->push_back(std::move(segment));
-    if (slash == std::string::npos) return true;
-    start = slash + 1;
-  }
+  return util::SplitRelativePath(path, out);
 }
 
 UniqueFd OpenDirAt(int dirfd, const std::string& name) {

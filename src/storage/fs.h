@@ -22,8 +22,9 @@ Error StorageError(std::string_view call, std::string_view arg, int err);
 // The current errno (read here so callers outside this file need not touch it).
 int LastErrno();
 
-// Splits a workspace-relative path on '/'. Returns false (and leaves `out` unspecified) when
-// the path is empty, absolute, has an empty, "." or ".." segment, or contains a NUL byte:
+// Splits a workspace-relative path on '/' (util::SplitRelativePath). Returns false (and
+// leaves `out` unspecified) when the path breaks the one rule set of util/relative_path.h
+// (empty, absolute, an empty, "." or ".." segment, a NUL byte, past PATH_MAX or NAME_MAX):
 // such a path cannot have come from WalkWorkspace and must not be joined onto a directory.
 bool SplitRelativePath(const std::string& path, std::vector<std::string>* out);
 
