@@ -14,6 +14,7 @@
 
 #include "api/requirements.h"
 #include "util/relative_path.h"
+#include "util/reserved_dirs.h"
 #include "util/text.h"
 
 namespace sandrun::api {
@@ -116,7 +117,7 @@ std::string CheckRelativePath(const std::string& path) {
   }
   if (std::string why = util::RelativePathError(path); !why.empty()) return why;
   const std::string_view first = std::string_view(path).substr(0, path.find('/'));
-  if (first == ".sandrun") return "'.sandrun/' is reserved";
+  if (first == util::kProgramDir) return "'.sandrun/' is reserved";
   return "";
 }
 

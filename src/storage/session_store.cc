@@ -20,6 +20,7 @@
 #include "storage/signed_link.h"
 #include "sys/syscalls.h"
 #include "sys/tree_walk.h"
+#include "util/reserved_dirs.h"
 #include "util/text.h"
 
 namespace sandrun::storage {
@@ -321,7 +322,7 @@ Status SessionStore::Save(const SessionLock& lock, const std::string& workspace,
   // The copy stops at the budget the other sessions leave, so a refused session costs the
   // host no more than an accepted one could.
   CopyTreeOptions options;
-  options.skip_top = ".sandrun";
+  options.skip_top = util::kProgramDir;
   options.budget = BudgetLeft(quota, OtherSessionsUsage(user_dir, self));
   auto copied = CopyTree(workspace, next, options);
   if (!copied.ok()) {
