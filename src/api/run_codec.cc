@@ -13,6 +13,8 @@
 #include <set>
 
 #include "api/requirements.h"
+#include "util/relative_path.h"
+#include "util/reserved_dirs.h"
 #include "util/text.h"
 
 namespace sandrun::api {
@@ -96,28 +98,20 @@ void Outcome(Writer& w, const std::string& status, const std::optional<int>& exi
 
 }  // namespace
 
+static_assert(kMaxInputNameBytes == util::kMaxPathNameBytes);
+
 std::string CheckRelativePath(const std::string& path) {
   if (path.empty()) return "is empty";
+  // The request's own bounds, tighter than the one rule set's (util/relative_path.h).
   if (path.size() > kMaxInputPathBytes) {
     return "is longer than " + std::to_string(kMaxInputPathBytes) + " bytes";
   }
-  if (path[0] == '/') return "must be relative to the workspace (no leading '/')";
-  size_t start = 0;
-  while (start <= path.size()) {
-    size_t end = path.find('/', start);
-    if (end == std::string::npos) end = path.size();
-    std::string segment = path.substr(start, end - start);
-    if (segment.empty()) return "has an empty segment ('//' or a trailing '/')";
-    if (segment == "." || segment == "..") return "must not contain '.' or '..' segments";
-    if (segment.size() > kMaxInputNameBytes) {
-      return "has a name longer than " + std::to_string(kMaxInputNameBytes) + " bytes";
-    }
-    for (unsigned char c : segment) {
-      if (c < 0x20 || c == 0x7f) return "contains a control character or NUL byte";
-    }
-    if (start == 0 && segment == ".sandrun") return "'.sandrun/' is reserved";
-    start = end + 1;
+  for (const unsigned char c : path) {
+    if (c < 0x20 || c == 0x7f) return "contains a control character or NUL byte";
   }
+  if (std::string why = util::RelativePathError(path); !why.empty()) return why;
+  const std::string_view first = std::string_view(path).substr(0, path.find('/'));
+  if (first == util::kProgramDir) return "'.sandrun/' is reserved";
   return "";
 }
 

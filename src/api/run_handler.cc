@@ -23,6 +23,7 @@
 #include "storage/workspace_file.h"
 #include "sys/syscalls.h"
 #include "util/phases.h"
+#include "util/reserved_dirs.h"
 #include "util/text.h"
 
 namespace sandrun::api {
@@ -199,11 +200,13 @@ Status WriteProgramFiles(const RunRequest& run, const std::string& workspace) {
   for (size_t i = 0; i < run.steps.size(); ++i) {
     if (!run.steps[i].save_as.empty()) continue;
     if (MultiStep(run)) {
-      if (Status s = sys::MakeDirs(workspace + "/.sandrun/" + std::to_string(i), 0755); !s.ok()) {
+      if (Status s =
+              sys::MakeDirs(workspace + "/" + util::kProgramDir + "/" + std::to_string(i), 0755);
+          !s.ok()) {
         return s;
       }
     }
-    const std::string path = workspace + "/.sandrun/" + ProgramPath(run, i);
+    const std::string path = workspace + "/" + util::kProgramDir + "/" + ProgramPath(run, i);
     if (Status s = sys::WriteFile(path, run.steps[i].code, 0644); !s.ok()) return s;
   }
   return OkStatus();
@@ -641,7 +644,7 @@ RunResponse Service::RunSteps(const RunRequest& run, const std::string& id,
     spec.environment_dir = run.environment_dir;
     if (!run.environment_dir.empty()) AddEnvironmentToPath(&spec.env);
     spec.workspace_dir = workspace;
-    spec.readonly_workspace_dirs = {".sandrun"};
+    spec.readonly_workspace_dirs = {util::kProgramDir};
     spec.tmp_dir = tmp;
     spec.root_dir = root;
     if (i + 1 == run.steps.size()) spec.stdin_data = run.stdin_data;

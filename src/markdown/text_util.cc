@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <array>
 
+#include "util/relative_path.h"
+
 namespace sandrun::markdown {
 
 std::vector<std::string_view> SplitLines(std::string_view text) {
@@ -58,7 +60,8 @@ bool IsPathChar(char c) {
 }  // namespace
 
 bool IsSafeRelativePath(std::string_view path) {
-  if (path.empty() || path.size() > 200) return false;
+  // The one rule set (util/relative_path.h), narrowed to the names one writes in prose.
+  if (!util::RelativePathError(path).empty() || path.size() > 200) return false;
   if (!std::all_of(path.begin(), path.end(), IsPathChar)) return false;
   size_t start = 0;
   while (start <= path.size()) {
@@ -66,8 +69,8 @@ bool IsSafeRelativePath(std::string_view path) {
     if (end == std::string_view::npos) end = path.size();
     std::string_view segment = path.substr(start, end - start);
     // No hidden segment: keeps saved blocks out of .sandrun/ (the daemon's own files in the
-    // workspace), .local/ and .cache/; "." and ".." are hidden too.
-    if (segment.empty() || segment[0] == '.' || segment[0] == '-') return false;
+    // workspace), .local/ and .cache/.
+    if (segment[0] == '.' || segment[0] == '-') return false;
     start = end + 1;
   }
   return true;

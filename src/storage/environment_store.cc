@@ -1,5 +1,7 @@
 #include "storage/environment_store.h"
 
+#include <fcntl.h>
+
 #include <algorithm>
 #include <ctime>
 #include <filesystem>
@@ -8,6 +10,7 @@
 #include <sstream>
 
 #include "storage/digest.h"
+#include "sys/tree_walk.h"
 
 namespace sandrun::storage {
 namespace fs = std::filesystem;
@@ -17,18 +20,11 @@ constexpr char kMetaMagic[] = "sandrun-environment 1";
 
 int64_t Now() { return static_cast<int64_t>(std::time(nullptr)); }
 
+// The apparent size of the regular files below `dir` (symlinks not followed). An environment
+// is pip's output, not the user's, so its bounds are generous; past them the size shown is a
+// lower bound.
 uint64_t TreeBytes(const std::string& dir) {
-  uint64_t bytes = 0;
-  std::error_code ec;
-  for (fs::recursive_directory_iterator it(dir, fs::directory_options::none, ec), end;
-       !ec && it != end; it.increment(ec)) {
-    std::error_code size_ec;
-    if (it->is_regular_file(size_ec) && !it->is_symlink(size_ec)) {
-      const uintmax_t size = it->file_size(size_ec);
-      if (!size_ec) bytes += size;
-    }
-  }
-  return bytes;
+  return sys::MeasureTreeAt(AT_FDCWD, dir, sys::TreeLimits{256, 10000000, UINT64_MAX}).bytes;
 }
 
 std::string EncodeMeta(const EnvironmentMeta& meta) {

@@ -18,6 +18,11 @@ namespace {
 // What lies past WalkLimits is reported as skipped and sets limit_hit, like files past
 // max_files: "too_deep" past max_depth, "too_many" past the number of entries, "too_long" past
 // the path byte bounds.
+//
+// Not a client of sys/tree_walk.h, whose policy is to stop at the first limit: the export
+// skips what is past a limit and goes on (a too-deep directory costs its own subtree, not its
+// siblings), and which files a response lists is part of the API. The tree walker was modelled
+// on this one (fd-relative, names read no further than the budget left, sorted).
 
 std::string Join(const std::string& prefix, const std::string& name) {
   return prefix.empty() ? name : prefix + "/" + name;

@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "util/reserved_dirs.h"
 #include "util/result.h"
 
 namespace sandrun::storage {
@@ -28,7 +29,7 @@ struct ExportOptions {
                                            "site-packages", "dist-packages"};
   // Workspace-relative directories that are not the user's (the launcher's program files):
   // neither exported, counted nor listed in `skipped`.
-  std::vector<std::string> unlisted_dirs = {".sandrun"};
+  std::vector<std::string> unlisted_dirs = {util::kProgramDir};
   // Input files (workspace-relative path -> sha256 hex) left unchanged are not exported again.
   std::vector<std::pair<std::string, std::string>> unchanged_inputs;
 };

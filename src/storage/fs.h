@@ -1,7 +1,7 @@
 // File-system helpers for storage/: an owning fd, errno-carrying errors, fd-relative walks.
 //
-// The fd owner is sys::UniqueFd; the fd-relative walking helpers below are storage's own
-// (they read errno themselves, a known exception to STYLE.md kept local to storage/).
+// The fd owner is sys::UniqueFd and the tree walker is sys/tree_walk.h; errno is read there
+// (STYLE.md), these are storage's names for them.
 #pragma once
 
 #include <string>
@@ -22,8 +22,9 @@ Error StorageError(std::string_view call, std::string_view arg, int err);
 // The current errno (read here so callers outside this file need not touch it).
 int LastErrno();
 
-// Splits a workspace-relative path on '/'. Returns false (and leaves `out` unspecified) when
-// the path is empty, absolute, has an empty, "." or ".." segment, or contains a NUL byte:
+// Splits a workspace-relative path on '/' (util::SplitRelativePath). Returns false (and
+// leaves `out` unspecified) when the path breaks the one rule set of util/relative_path.h
+// (empty, absolute, an empty, "." or ".." segment, a NUL byte, past PATH_MAX or NAME_MAX):
 // such a path cannot have come from WalkWorkspace and must not be joined onto a directory.
 bool SplitRelativePath(const std::string& path, std::vector<std::string>* out);
 
@@ -36,13 +37,13 @@ UniqueFd OpenDirAt(int dirfd, const std::string& name);
 // O_NOFOLLOW | O_DIRECTORY on a symlink fails with ENOTDIR, not ELOOP, hence the lstat.
 const char* SkipReasonForFailedOpen(int dirfd, const std::string& name, int err);
 
-// Reads the names in the directory `fd` (without "." and ".."), at most `max_names` of them;
-// sets *truncated when more were present. Takes no ownership of `fd`; its offset is reset.
-// Errors: the directory cannot be read.
+// sys::ListDir: the names in the directory `fd` (without "." and ".."), at most `max_names`
+// of them; sets *truncated when more were present. Errors: the directory cannot be read.
 Result<std::vector<std::string>> ListDir(int fd, size_t max_names, bool* truncated);
 
-// Removes `name` (a file or a whole directory tree) from `dirfd` without following symlinks.
-// Best effort: keeps going past entries it cannot remove. Returns false if anything stayed.
+// Removes `name` (a file or a whole directory tree) from `dirfd` without following symlinks
+// (sys::RemoveTreeAt). Best effort: keeps going past entries it cannot remove. Returns false
+// if anything stayed.
 bool RemoveTreeAt(int dirfd, const std::string& name);
 
 }  // namespace sandrun::storage

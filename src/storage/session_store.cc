@@ -19,6 +19,8 @@
 #include "storage/fs.h"
 #include "storage/signed_link.h"
 #include "sys/syscalls.h"
+#include "sys/tree_walk.h"
+#include "util/reserved_dirs.h"
 #include "util/text.h"
 
 namespace sandrun::storage {
@@ -166,24 +168,6 @@ Status TreeCopier::CopyFile(int from_dir, int to_dir, const std::string& name,
   return OkStatus();
 }
 
-// Adds the entries and bytes on disk below the directory `fd` to *usage (for sessions saved
-// before usage records existed). Bounded like CopyTree.
-void MeasureTree(int fd, int depth, Usage* usage) {
-  if (depth > kMaxDepth || usage->files > kMaxEntries) return;
-  bool truncated = false;
-  auto names = ListDir(fd, kMaxEntries, &truncated);
-  if (!names.ok()) return;
-  for (const std::string& name : *names) {
-    struct stat st;
-    if (fstatat(fd, name.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0) continue;
-    usage->files += 1;
-    if (S_ISREG(st.st_mode)) usage->bytes += BytesOnDisk(st);
-    if (!S_ISDIR(st.st_mode)) continue;
-    UniqueFd child = OpenDirAt(fd, name);
-    if (child.valid()) MeasureTree(child.get(), depth + 1, usage);
-  }
-}
-
 // The usage of the session directory `dir`: its record, else a measure of its files.
 Usage SessionUsage(const std::string& dir) {
   Usage usage;
@@ -193,8 +177,12 @@ Usage SessionUsage(const std::string& dir) {
     usage = Usage{};
   }
   UniqueFd files(open((dir + "/files").c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
-  if (files.valid()) MeasureTree(files.get(), 0, &usage);
-  return usage;
+  if (!files.valid()) return usage;
+  // Bounded like CopyTree, which made the tree: a stop means the directory was changed
+  // behind the store's back, and the measure is then a lower bound.
+  const sys::TreeReport report =
+      sys::MeasureTree(files.get(), sys::TreeLimits{kMaxDepth, kMaxEntries});
+  return Usage{report.entries, report.bytes_on_disk};
 }
 
 // What the other sessions in the user directory `user_dir` hold, besides `self` (a name).
@@ -334,7 +322,7 @@ Status SessionStore::Save(const SessionLock& lock, const std::string& workspace,
   // The copy stops at the budget the other sessions leave, so a refused session costs the
   // host no more than an accepted one could.
   CopyTreeOptions options;
-  options.skip_top = ".sandrun";
+  options.skip_top = util::kProgramDir;
   options.budget = BudgetLeft(quota, OtherSessionsUsage(user_dir, self));
   auto copied = CopyTree(workspace, next, options);
   if (!copied.ok()) {

@@ -3,10 +3,12 @@
 #include <openssl/evp.h>
 #include <openssl/hmac.h>
 
+#include <algorithm>
 #include <new>
 #include <string_view>
 
 #include "storage/digest.h"
+#include "util/relative_path.h"
 #include "util/text.h"
 
 namespace sandrun::storage {
@@ -80,19 +82,13 @@ std::string LinkBaseUrl(const std::string& proto, const std::string& host,
   }
   std::string path = prefix;
   while (!path.empty() && path.back() == '/') path.pop_back();
-  bool path_ok = path.empty() || (path.size() <= 200 && path[0] == '/');
-  for (size_t i = 0; path_ok && i < path.size(); ++i) {
-    const auto c = static_cast<unsigned char>(path[i]);
-    if (c == '/') {
-      // No empty, "." or ".." segment.
-      const size_t next = path.find('/', i + 1);
-      const std::string segment =
-          path.substr(i + 1, next == std::string::npos ? next : next - i - 1);
-      path_ok = !segment.empty() && segment != "." && segment != "..";
-    } else {
-      path_ok = IsUnreserved(c);
-    }
-  }
+  // An absolute URL path whose rest is a relative path by the one rule set (no empty, "." or
+  // ".." segment; util/relative_path.h) of unreserved characters only.
+  const bool path_ok =
+      path.empty() || (path.size() <= 200 && path[0] == '/' &&
+                       util::RelativePathError(std::string_view(path).substr(1)).empty() &&
+                       std::all_of(path.begin(), path.end(),
+                                   [](unsigned char c) { return c == '/' || IsUnreserved(c); }));
   return scheme + "://" + (host_ok ? host : "127.0.0.1") + (path_ok ? path : "");
 }
 

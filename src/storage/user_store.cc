@@ -11,6 +11,7 @@
 
 #include "storage/digest.h"
 #include "storage/file_copy.h"
+#include "sys/tree_walk.h"
 #include "util/text.h"
 
 namespace sandrun::storage {
@@ -21,8 +22,6 @@ constexpr mode_t kFileMode = 0644;
 // A user directory found unlinked after the lock wait is retried; more than a few rounds
 // would mean the janitor and a publisher are livelocked, which cannot last this long.
 constexpr int kLockAttempts = 100;
-// Bounds of the walk that measures a run without a record.
-constexpr int kMaxMeasureDepth = 64;
 constexpr size_t kMaxRecordBytes = 4096;
 
 int FlockRetrying(int fd, int operation) {
@@ -32,25 +31,30 @@ int FlockRetrying(int fd, int operation) {
   return 0;
 }
 
-// Adds the regular files below the directory `fd` to *usage, without following symlinks.
-// `top` skips the run record directory, which is the store's, not the user's.
-void Measure(int fd, int depth, bool top, Usage* usage) {
-  if (depth > kMaxMeasureDepth) return;
-  bool truncated = false;
-  auto names = ListDir(fd, SIZE_MAX, &truncated);
-  if (!names.ok()) return;
-  for (const std::string& name : *names) {
-    if (top && name == kRecordDir) continue;
-    struct stat st;
-    if (fstatat(fd, name.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0) continue;
-    if (S_ISREG(st.st_mode)) {
-      usage->files += 1;
-      usage->bytes += BytesOnDisk(st);  // as Publish counts (file_copy.h)
-    } else if (S_ISDIR(st.st_mode)) {
-      UniqueFd child = OpenDirAt(fd, name);
-      if (child.valid()) Measure(child.get(), depth + 1, false, usage);
+// Bounds of the walk that measures a run without a record: as deep as the export walk goes.
+constexpr sys::TreeLimits kMeasureLimits{64, UINT64_MAX, UINT64_MAX};
+
+// Counts the regular files of a run directory and their bytes on disk (as Publish counts,
+// file_copy.h), leaving out the run record directory, which is the store's, not the user's.
+class RunMeasure : public sys::TreeVisitor {
+ public:
+  sys::TreeStep Enter(const sys::TreeEntry& entry) override {
+    if (entry.depth == 0 && entry.name == kRecordDir) return sys::TreeStep::kSkip;
+    if (S_ISREG(entry.st.st_mode)) {
+      usage.files += 1;
+      usage.bytes += BytesOnDisk(entry.st);
     }
+    return sys::TreeStep::kDescend;
   }
+  Usage usage;
+};
+
+// The usage of the run directory `fd`. A walk stopped at the depth bound leaves a lower
+// bound; the export walk of the same run would not have listed the deeper files either.
+Usage Measure(int fd) {
+  RunMeasure measure;
+  sys::WalkTree(fd, kMeasureLimits, measure);
+  return measure.usage;
 }
 
 // The record of the run directory `run_fd`, or nullopt when it has none that parses.
@@ -150,7 +154,7 @@ Result<std::vector<RunInfo>> ScanRuns(int user_fd, const std::string& path) {
         return StorageError("fstat", path + "/" + name, LastErrno());
       run.created_at = st.st_mtime;
       run.live_ns = static_cast<int64_t>(st.st_mtim.tv_sec) * 1000000000 + st.st_mtim.tv_nsec;
-      Measure(run_fd.get(), 0, true, &run.usage);
+      run.usage = Measure(run_fd.get());
     }
     run.run_id = name;
     runs.push_back(std::move(run));

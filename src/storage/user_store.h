@@ -12,6 +12,7 @@
 
 #include "storage/fs.h"
 #include "storage/quota.h"
+#include "util/reserved_dirs.h"
 #include "util/result.h"
 
 namespace sandrun::storage {
@@ -20,7 +21,7 @@ inline constexpr char kStagingPrefix[] = ".staging-";
 inline constexpr char kTrashPrefix[] = ".trash-";
 // The run record lives at <run>/.sandrun/run. The export walk ignores ".sandrun/" in a
 // workspace and Publish refuses it, so no generated file can take its place.
-inline constexpr char kRecordDir[] = ".sandrun";
+inline constexpr const char* kRecordDir = util::kRunRecordDir;
 inline constexpr char kRecordFile[] = "run";
 
 // Whether `name` can be a run id: one path segment (no '/' or NUL, not "." or ".."), 1 to

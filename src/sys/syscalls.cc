@@ -1,6 +1,5 @@
 #include "sys/syscalls.h"
 
-#include <dirent.h>
 #include <fcntl.h>
 #include <signal.h>
 #include <spawn.h>
@@ -14,6 +13,8 @@
 
 #include <cerrno>
 #include <cstring>
+
+#include "sys/tree_walk.h"
 
 namespace sandrun::sys {
 
@@ -83,43 +84,6 @@ Status MakeDirs(const std::string& path, int mode) {
   return OkStatus();
 }
 
-namespace {
-
-// Removes everything below the open directory `dirfd` (which it closes).
-Status RemoveBelow(int dirfd, const std::string& shown, dev_t dev) {
-  DIR* dir = ::fdopendir(dirfd);
-  if (dir == nullptr) {
-    ::close(dirfd);
-    return ErrnoError("remove", "fdopendir " + shown);
-  }
-  Status status = OkStatus();
-  while (struct dirent* entry = ::readdir(dir)) {
-    const char* name = entry->d_name;
-    if (std::strcmp(name, ".") == 0 || std::strcmp(name, "..") == 0) continue;
-    struct stat st;
-    if (::fstatat(::dirfd(dir), name, &st, AT_SYMLINK_NOFOLLOW) != 0) continue;
-    if (S_ISDIR(st.st_mode)) {
-      if (st.st_dev != dev) {
-        status = MakeError("remove", shown + "/" + name + ": is another mount, not removed");
-        continue;
-      }
-      int child = ::openat(::dirfd(dir), name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-      if (child < 0) continue;
-      Status s = RemoveBelow(child, shown + "/" + name, dev);
-      if (!s.ok()) status = s;
-      if (::unlinkat(::dirfd(dir), name, AT_REMOVEDIR) != 0 && status.ok()) {
-        status = ErrnoError("remove", "rmdir " + shown + "/" + name);
-      }
-    } else if (::unlinkat(::dirfd(dir), name, 0) != 0 && status.ok()) {
-      status = ErrnoError("remove", "unlink " + shown + "/" + name);
-    }
-  }
-  ::closedir(dir);
-  return status;
-}
-
-}  // namespace
-
 Status RemoveEmptyDir(const std::string& path) {
   if (::rmdir(path.c_str()) != 0 && errno != ENOENT) return ErrnoError("rmdir", "rmdir " + path);
   return OkStatus();
@@ -131,23 +95,7 @@ Result<uint64_t> AvailableBytes(const std::string& path) {
   return static_cast<uint64_t>(fs.f_bavail) * static_cast<uint64_t>(fs.f_frsize);
 }
 
-Status RemoveTree(const std::string& path) {
-  struct stat st;
-  if (::lstat(path.c_str(), &st) != 0) {
-    if (errno == ENOENT) return OkStatus();
-    return ErrnoError("remove", "lstat " + path);
-  }
-  if (!S_ISDIR(st.st_mode)) {
-    if (::unlink(path.c_str()) != 0) return ErrnoError("remove", "unlink " + path);
-    return OkStatus();
-  }
-  int fd = ::open(path.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-  if (fd < 0) return ErrnoError("remove", "open " + path);
-  Status s = RemoveBelow(fd, path, st.st_dev);
-  if (!s.ok()) return s;
-  if (::rmdir(path.c_str()) != 0) return ErrnoError("remove", "rmdir " + path);
-  return OkStatus();
-}
+Status RemoveTree(const std::string& path) { return RemoveTreeAt(AT_FDCWD, path); }
 
 Status MountTmpfs(const std::string& target, uint64_t size_bytes, uid_t uid, gid_t gid, int mode) {
   std::string options = "size=" + std::to_string(size_bytes) +

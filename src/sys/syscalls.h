@@ -40,8 +40,8 @@ Result<std::string> ReadFile(const std::string& path, size_t max_bytes = 1 << 20
 
 // mkdir -p with mode. Errors name the path.
 Status MakeDirs(const std::string& path, int mode = 0755);
-// rm -rf without following symlinks (openat/unlinkat + O_NOFOLLOW). Crossing into another
-// mount is refused. Errors name the path.
+// rm -rf without following symlinks: RemoveTreeAt(AT_FDCWD, path) of sys/tree_walk.h
+// (crossing into another mount is refused). Errors name the path.
 Status RemoveTree(const std::string& path);
 // rmdir(2): removes `path` only if it is an empty directory. Errors name the path
 // (ENOTEMPTY: something is still in it). A missing path is not an error.
