@@ -6,7 +6,7 @@
 #include <sys/statfs.h>
 #include <unistd.h>
 
-#include <cerrno>
+#include <cerrno>  // the errno values of sys:: errors (EBUSY, EEXIST)
 #include <cstring>
 #include <fstream>
 #include <sstream>
@@ -61,13 +61,17 @@ int64_t ReadNumber(const std::string& path) {
 }
 
 // rmdir, retrying briefly: a cgroup stays busy for a moment after its last task is reaped.
+// A missing directory is not an error.
 Status RemoveCgroupDir(const std::string& path) {
+  Error last;
   for (int attempt = 0; attempt < 50; ++attempt) {
-    if (::rmdir(path.c_str()) == 0 || errno == ENOENT) return OkStatus();
-    if (errno != EBUSY) break;
+    Status s = sys::RemoveEmptyDir(path);
+    if (s.ok()) return s;
+    last = s.error();
+    if (last.err != EBUSY) break;
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }
-  return sys::ErrnoError("cgroup", "rmdir " + path);
+  return MakeError("cgroup", last.message, last.err);
 }
 
 // Kills every process in the cgroup at `dir` and waits until it is empty (bounded: a run's
@@ -185,8 +189,8 @@ class CgroupManagerV1 : public CgroupManager {
     for (const auto& base : bases_) {
       // The base may have been removed under us (an operator, another instance's clean stop
       // while we were idle): make it again.
-      if (::mkdir(base.c_str(), 0755) != 0 && errno != EEXIST) {
-        return sys::ErrnoError("cgroup", "mkdir " + base);
+      if (Status s = sys::MakeDir(base); !s.ok() && s.error().err != EEXIST) {
+        return MakeError("cgroup", s.error().message, s.error().err);
       }
       std::string dir = base + "/" + run_id;
       if (::mkdir(dir.c_str(), 0755) != 0) {
@@ -315,8 +319,8 @@ Result<std::unique_ptr<CgroupManager>> DetectV1(const std::string& name) {
     std::string self = SelfPath(controller);
     std::string home = mount + (self == "/" ? "" : self);
     std::string base = home + "/" + name;
-    if (::mkdir(base.c_str(), 0755) != 0 && errno != EEXIST) {
-      return sys::ErrnoError("cgroup", "cgroup v1: mkdir " + base);
+    if (Status s = sys::MakeDir(base); !s.ok() && s.error().err != EEXIST) {
+      return MakeError("cgroup", "cgroup v1: " + s.error().message, s.error().err);
     }
     bases.push_back(base);
     homes.push_back(home);

@@ -83,6 +83,21 @@ Status MakeDirs(const std::string& path, int mode) {
   return OkStatus();
 }
 
+Status MakeDir(const std::string& path, int mode) {
+  if (::mkdir(path.c_str(), static_cast<mode_t>(mode)) != 0) {
+    return ErrnoError("mkdir", "mkdir " + path);
+  }
+  return OkStatus();
+}
+
+Result<size_t> Read(int fd, void* buf, size_t size) {
+  for (;;) {
+    const ssize_t n = ::read(fd, buf, size);
+    if (n >= 0) return static_cast<size_t>(n);
+    if (errno != EINTR) return ErrnoError("read", "read fd " + std::to_string(fd));
+  }
+}
+
 namespace {
 
 // Removes everything below the open directory `dirfd` (which it closes).
