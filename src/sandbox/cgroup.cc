@@ -183,8 +183,8 @@ class CgroupManagerV1 : public CgroupManager {
     for (const auto& base : bases_) ::rmdir(base.c_str());
   }
   std::string version() const override { return "v1"; }
-  Result<std::unique_ptr<RunCgroup>> Create(const std::string& run_id, uint64_t memory_bytes,
-                                            int64_t max_processes) override {
+  Result<std::unique_ptr<RunCgroup>> Create(const std::string& run_id,
+                                            const CgroupLimits& limits) override {
     std::vector<std::string> dirs;
     for (const auto& base : bases_) {
       // The base may have been removed under us (an operator, another instance's clean stop
@@ -202,14 +202,15 @@ class CgroupManagerV1 : public CgroupManager {
     }
     auto cg = std::make_unique<RunCgroupV1>(dirs, homes_);
     const std::string& mem = dirs[0];
-    Status s = Write(mem + "/memory.limit_in_bytes", std::to_string(memory_bytes));
+    const std::string memory = std::to_string(limits.memory_bytes);
+    Status s = Write(mem + "/memory.limit_in_bytes", memory);
     // memsw exists only with swap accounting; equal limits mean "no swap".
     if (s.ok() && ::access((mem + "/memory.memsw.limit_in_bytes").c_str(), W_OK) == 0) {
-      s = Write(mem + "/memory.memsw.limit_in_bytes", std::to_string(memory_bytes));
+      s = Write(mem + "/memory.memsw.limit_in_bytes", memory);
     }
     if (s.ok())
       (void)Write(mem + "/memory.swappiness", "0");  // refused in some kernels: best effort
-    if (s.ok()) s = Write(dirs[1] + "/pids.max", std::to_string(max_processes));
+    if (s.ok()) s = Write(dirs[1] + "/pids.max", std::to_string(limits.processes));
     if (!s.ok()) return s.error();
     return std::unique_ptr<RunCgroup>(std::move(cg));
   }
@@ -262,14 +263,14 @@ class CgroupManagerV2 : public CgroupManager {
  public:
   explicit CgroupManagerV2(std::string base) : base_(std::move(base)) {}
   std::string version() const override { return "v2"; }
-  Result<std::unique_ptr<RunCgroup>> Create(const std::string& run_id, uint64_t memory_bytes,
-                                            int64_t max_processes) override {
+  Result<std::unique_ptr<RunCgroup>> Create(const std::string& run_id,
+                                            const CgroupLimits& limits) override {
     std::string dir = base_ + "/runs/" + run_id;
     if (::mkdir(dir.c_str(), 0755) != 0) return sys::ErrnoError("cgroup", "mkdir " + dir);
     auto cg = std::make_unique<RunCgroupV2>(dir);
-    Status s = Write(dir + "/memory.max", std::to_string(memory_bytes));
+    Status s = Write(dir + "/memory.max", std::to_string(limits.memory_bytes));
     if (s.ok()) s = Write(dir + "/memory.swap.max", "0");
-    if (s.ok()) s = Write(dir + "/pids.max", std::to_string(max_processes));
+    if (s.ok()) s = Write(dir + "/pids.max", std::to_string(limits.processes));
     if (!s.ok()) return s.error();
     return std::unique_ptr<RunCgroup>(std::move(cg));
   }

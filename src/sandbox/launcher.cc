@@ -420,18 +420,24 @@ std::string SetupFailure(const ChildReport& report, const MountPlan& mounts) {
 
 }  // namespace
 
+CgroupLimits CgroupLimitsFor(const SandboxLimits& limits) {
+  CgroupLimits out;
+  out.memory_bytes = limits.memory_bytes;
+  out.processes = limits.processes;
+  return out;
+}
+
 Result<std::unique_ptr<RunCgroup>> Launcher::CreateCgroup(const std::string& run_id,
-                                                          uint64_t memory_bytes,
-                                                          int64_t processes) const {
+                                                          const CgroupLimits& limits) const {
   if (!cgroups_) return std::unique_ptr<RunCgroup>();
-  auto created = cgroups_->Create(run_id, memory_bytes, processes);
+  auto created = cgroups_->Create(run_id, limits);
   if (!created.ok()) return MakeError("sandbox", "cgroup: " + created.error().message);
   util::StampPhase("cgroup_made");
   return created;
 }
 
 Result<SandboxResult> Launcher::Run(const SandboxSpec& spec) const {
-  auto cgroup = CreateCgroup(spec.run_id, spec.limits.memory_bytes, spec.limits.processes);
+  auto cgroup = CreateCgroup(spec.run_id, CgroupLimitsFor(spec.limits));
   if (!cgroup.ok()) return cgroup.error();
   auto result = Run(spec, cgroup->get());
   if (*cgroup) {
@@ -623,7 +629,7 @@ void LiveSandbox::Kill() {
 }
 
 Result<std::unique_ptr<LiveSandbox>> Launcher::Start(const SandboxSpec& spec) const {
-  auto cgroup = CreateCgroup(spec.run_id, spec.limits.memory_bytes, spec.limits.processes);
+  auto cgroup = CreateCgroup(spec.run_id, CgroupLimitsFor(spec.limits));
   if (!cgroup.ok()) return cgroup.error();
   return Start(spec, std::move(*cgroup));
 }
