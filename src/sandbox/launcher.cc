@@ -222,27 +222,26 @@ Result<pid_t> CloneChild(ChildPlan& plan, uid_t owner, int* pidfd) {
   return pid;
 }
 
-Result<Started> Start(const SandboxSpec& spec, const MountPlan& mounts, const std::string& put_old,
-                      const SeccompFilter& filter, RunCgroup* cgroup, int init_exe) {
-  Started st;
-  Pipes& p = st.pipes;
+// The run's six pipes. The program's own streams belong to the sandbox user, so that
+// /dev/stdout and friends (links to /proc/self/fd/N) open as on any Linux box.
+Result<Pipes> MakePipes(const SandboxSpec& spec) {
+  Pipes p;
   for (sys::Pipe* pipe : {&p.in, &p.out, &p.err, &p.report, &p.sync, &p.lifeline}) {
     auto made = sys::MakePipe();
     if (!made.ok()) return made.error();
     *pipe = std::move(*made);
   }
-  // The program's own streams belong to the sandbox user, so that /dev/stdout and friends
-  // (links to /proc/self/fd/N) open as on any Linux box.
   for (const sys::Pipe* pipe : {&p.in, &p.out, &p.err}) {
     if (Status s = sys::ChownPipe(*pipe, spec.host_uid, spec.host_gid); !s.ok()) return s.error();
   }
-  auto plan_fd = sys::MemfdWith("sandrun-init-plan",
-                                EncodeInitPlan(MakeInitPlan(spec, filter.program(), cgroup)));
-  if (!plan_fd.ok()) return MakeError("sandbox", plan_fd.error().message);
-  st.plan_fd = std::move(*plan_fd);
-  util::StampPhase("pipes_plan");
-  st.cgroup = cgroup;
+  return p;
+}
 
+// What the cloned child gets: the child's ends of `st`'s pipes and the mount plan, as plain
+// fds and pointers (ChildMain allocates nothing). Pointers into `spec`, `mounts`, `put_old`.
+ChildPlan MakeChildPlan(const Started& st, const SandboxSpec& spec, const MountPlan& mounts,
+                        const std::string& put_old, int init_exe) {
+  const Pipes& p = st.pipes;
   ChildPlan plan{};
   plan.stdin_fd = p.in.read.get();
   plan.stdout_fd = p.out.write.get();
@@ -258,7 +257,13 @@ Result<Started> Start(const SandboxSpec& spec, const MountPlan& mounts, const st
   plan.mount_steps = mounts.steps.data();
   plan.mount_step_count = mounts.steps.size();
   plan.hostname = "sandbox";
+  return plan;
+}
 
+// Clones the child and records its pid, pidfd and start time, and the cgroup's counters
+// just before. Returns whether the child started inside the run's cgroup (else the parent
+// moves it there before the sync byte).
+Result<bool> CloneIntoRun(Started& st, ChildPlan& plan, uid_t owner) {
   int pidfd_raw = -1;
   // Cloning from inside the run's cgroup (cgroup.h EnterCallingThread: the child starts
   // there and no process migration waits on the request path) is switched off. It was
@@ -270,7 +275,7 @@ Result<Started> Start(const SandboxSpec& spec, const MountPlan& mounts, const st
   if (placed) util::StampPhase("thread_in_cgroup");
   if (st.cgroup) st.base = st.cgroup->Stats();
   st.start = Clock::now();
-  auto pid = CloneChild(plan, spec.host_uid, &pidfd_raw);
+  auto pid = CloneChild(plan, owner, &pidfd_raw);
   // This worker thread must not stay in a run's cgroup (it would count against the run and
   // keep the cgroup busy); its own cgroup exists while the daemon runs, so this cannot fail
   // short of a broken host, on which the daemon must not go on.
@@ -279,8 +284,13 @@ Result<Started> Start(const SandboxSpec& spec, const MountPlan& mounts, const st
   util::StampPhase("cloned");
   st.pid = *pid;
   st.pidfd = sys::UniqueFd(pidfd_raw);
-  // Close the child's ends now so EOF means "every process of the run is gone". The
-  // lifeline's write end stays with us alone until Run returns.
+  return placed;
+}
+
+// Closes the child's ends now so EOF means "every process of the run is gone". The
+// lifeline's write end stays with us alone until Run returns.
+void CloseChildEnds(Started& st) {
+  Pipes& p = st.pipes;
   p.in.read.Reset();
   p.out.write.Reset();
   p.err.write.Reset();
@@ -288,31 +298,55 @@ Result<Started> Start(const SandboxSpec& spec, const MountPlan& mounts, const st
   p.sync.read.Reset();
   p.lifeline.read.Reset();
   st.plan_fd.Reset();
+}
 
-  auto abort_child = [&](const Error& e) -> Error {
-    sys::KillPidfd(st.pidfd.get());
-    (void)sys::Reap(st.pid);
-    return MakeError("sandbox", e.message, e.err);
-  };
-  if (Status s = WriteIdMaps(st.pid, spec.host_uid, spec.host_gid); !s.ok()) {
-    return abort_child(s.error());
-  }
+// The parent's side of the start, in order, while the child waits for the sync byte: the
+// id maps, the cgroup (unless the child started in it), the network, then the sync byte.
+Status SetUpChildFromParent(Started& st, const SandboxSpec& spec, bool placed) {
+  if (Status s = WriteIdMaps(st.pid, spec.host_uid, spec.host_gid); !s.ok()) return s;
   util::StampPhase("id_maps");
   if (st.cgroup && !placed) {
-    if (Status s = st.cgroup->AddProcess(st.pid); !s.ok()) return abort_child(s.error());
+    if (Status s = st.cgroup->AddProcess(st.pid); !s.ok()) return s;
     util::StampPhase("cgroup_placed");
   }
   // The network and its firewall before the sync byte: the program starts with both.
   if (spec.network.enabled) {
     auto network = RunNetwork::Start(st.pid, spec.host_uid, spec.host_gid, spec.network);
-    if (!network.ok()) return abort_child(network.error());
+    if (!network.ok()) return network.error();
     st.network = std::move(*network);
   }
-  if (!sys::WriteAll(p.sync.write.get(), "G", 1)) {
-    return abort_child(sys::ErrnoError("sandbox", "write sync pipe"));
+  if (!sys::WriteAll(st.pipes.sync.write.get(), "G", 1)) {
+    return sys::ErrnoError("sandbox", "write sync pipe");
   }
-  p.sync.write.Reset();
+  st.pipes.sync.write.Reset();
   util::StampPhase("sync_sent");
+  return OkStatus();
+}
+
+// Starts the sandbox: pipes and init's plan, the clone, then the parent's side of the
+// set-up; the child is killed and reaped when that fails.
+Result<Started> Start(const SandboxSpec& spec, const MountPlan& mounts, const std::string& put_old,
+                      const SeccompFilter& filter, RunCgroup* cgroup, int init_exe) {
+  Started st;
+  auto pipes = MakePipes(spec);
+  if (!pipes.ok()) return pipes.error();
+  st.pipes = std::move(*pipes);
+  auto plan_fd = sys::MemfdWith("sandrun-init-plan",
+                                EncodeInitPlan(MakeInitPlan(spec, filter.program(), cgroup)));
+  if (!plan_fd.ok()) return MakeError("sandbox", plan_fd.error().message);
+  st.plan_fd = std::move(*plan_fd);
+  util::StampPhase("pipes_plan");
+  st.cgroup = cgroup;
+
+  ChildPlan plan = MakeChildPlan(st, spec, mounts, put_old, init_exe);
+  auto placed = CloneIntoRun(st, plan, spec.host_uid);
+  if (!placed.ok()) return placed.error();
+  CloseChildEnds(st);
+  if (Status s = SetUpChildFromParent(st, spec, *placed); !s.ok()) {
+    sys::KillPidfd(st.pidfd.get());
+    (void)sys::Reap(st.pid);
+    return MakeError("sandbox", s.error().message, s.error().err);
+  }
   return st;
 }
 
