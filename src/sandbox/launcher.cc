@@ -350,6 +350,98 @@ Result<Started> Start(const SandboxSpec& spec, const MountPlan& mounts, const st
   return st;
 }
 
+// The poll loop's state between rounds.
+struct LoopState {
+  // Each stream keeps a head and a tail of half the output cap between them.
+  LoopState(uint64_t cap, Clock::time_point start)
+      : out(cap * 3 / 8, cap / 8), err(cap * 3 / 8, cap / 8), next_cpu_check(start) {}
+  util::HeadTailBuffer out, err;  // the captured streams
+  bool out_open = true, err_open = true, exited = false;
+  size_t stdin_written = 0;
+  Clock::time_point next_cpu_check;
+};
+
+// The fds one round waits on: the streams still open, the pidfd until the run exits, stdin
+// while input is left. An index is -1 for an fd not in the set.
+struct PollSet {
+  pollfd fds[4] = {};
+  nfds_t n = 0;
+  int out = -1, err = -1, pid = -1, in = -1;
+  int Add(int fd, short events) {
+    fds[n] = {fd, events, 0};
+    return static_cast<int>(n++);
+  }
+  bool Ready(int i) const { return i >= 0 && fds[i].revents != 0; }
+};
+
+PollSet MakePollSet(const Started& st, const LoopState& s) {
+  const Pipes& p = st.pipes;
+  PollSet set;
+  if (s.out_open) set.out = set.Add(p.out.read.get(), POLLIN);
+  if (s.err_open) set.err = set.Add(p.err.read.get(), POLLIN);
+  if (!s.exited) set.pid = set.Add(st.pidfd.get(), POLLIN);
+  if (p.in.write.valid()) set.in = set.Add(p.in.write.get(), POLLOUT);
+  return set;
+}
+
+// Until the deadline while the run lives; a second once it has exited (only its streams
+// are left to drain).
+int PollTimeoutMs(bool exited, Clock::time_point deadline) {
+  if (exited) return 1000;
+  auto left =
+      std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
+  // Wake at least every 100 ms to check the run's CPU time.
+  return static_cast<int>(std::max<int64_t>(0, std::min<int64_t>(left, 100)));
+}
+
+// Writes what the pipe takes of the rest of `data`; closes stdin once all of it is written
+// or the reader is gone.
+void FeedStdin(sys::Pipe& in, const std::string& data, size_t& written) {
+  ssize_t w = ::write(in.write.get(), data.data() + written, data.size() - written);
+  if (w > 0) written += static_cast<size_t>(w);
+  if ((w < 0 && sys::LastErrno() != EAGAIN && sys::LastErrno() != EINTR) ||
+      written == data.size()) {
+    in.write.Reset();
+  }
+}
+
+// While the run lives, kills it at the first limit it passes: the output cap, the deadline,
+// the CPU time of the run.
+void EnforceLimits(Started& st, LoopState& s, RunFacts& f, uint64_t cap,
+                   Clock::time_point deadline) {
+  if (s.exited) return;
+  if (!f.flooded && s.out.total_bytes() + s.err.total_bytes() > cap) {
+    f.flooded = true;
+    sys::KillPidfd(st.pidfd.get());
+  }
+  if (!f.timed_out && Clock::now() >= deadline) {
+    f.timed_out = true;
+    sys::KillPidfd(st.pidfd.get());
+  }
+  // CPU time of the whole run (all its processes and threads), which RLIMIT_CPU (per
+  // process) cannot bound: checked from the cgroup between polls.
+  if (!f.cpu_out && st.cgroup && Clock::now() >= s.next_cpu_check) {
+    s.next_cpu_check = Clock::now() + std::chrono::milliseconds(100);
+    if (Since(st.cgroup->Stats(), st.base).cpu_usage_ms > f.cpu_limit_ms) {
+      f.cpu_out = true;
+      sys::KillPidfd(st.pidfd.get());
+    }
+  }
+}
+
+// After the loop: closes stdin, reads init's report and hands over the captured streams.
+void FinishSupervision(Started& st, const LoopState& s, Supervised& seen) {
+  st.pipes.in.write.Reset();
+  // The report (if any) is in the pipe now: init wrote it before exiting.
+  (void)sys::SetNonBlocking(st.pipes.report.read.get());
+  ssize_t got = ::read(st.pipes.report.read.get(), &seen.report, sizeof seen.report);
+  seen.facts.have_report = got == static_cast<ssize_t>(sizeof seen.report);
+  seen.stdout_text = s.out.Text();
+  seen.stderr_text = s.err.Text();
+  seen.stdout_truncated = s.out.truncated();
+  seen.stderr_truncated = s.err.truncated();
+}
+
 // The I/O loop: feeds stdin, captures both streams with a shared byte cap, watches the
 // deadline, the output cap and the cgroup's CPU time; kills the run when one is passed.
 Supervised Supervise(Started& st, const SandboxSpec& spec) {
@@ -357,88 +449,29 @@ Supervised Supervise(Started& st, const SandboxSpec& spec) {
   Supervised seen;
   RunFacts& f = seen.facts;
   const uint64_t cap = spec.limits.output_bytes;
-  util::HeadTailBuffer out(cap * 3 / 8, cap / 8), err(cap * 3 / 8, cap / 8);
+  LoopState s(cap, st.start);
   for (int fd : {p.out.read.get(), p.err.read.get(), p.in.write.get()}) {
     (void)sys::SetNonBlocking(fd);
   }
-  size_t stdin_written = 0;
   if (spec.stdin_data.empty()) p.in.write.Reset();
-  bool out_open = true, err_open = true, exited = false;
   f.cpu_limit_ms = spec.limits.cpu_time_s * 1000;
-  auto next_cpu_check = st.start;
   const auto deadline = st.start + std::chrono::milliseconds(spec.limits.wall_time_ms);
-  while (out_open || err_open || !exited) {
-    pollfd fds[4];
-    int n = 0;
-    int i_out = -1, i_err = -1, i_pid = -1, i_in = -1;
-    if (out_open) {
-      i_out = n;
-      fds[n++] = {p.out.read.get(), POLLIN, 0};
-    }
-    if (err_open) {
-      i_err = n;
-      fds[n++] = {p.err.read.get(), POLLIN, 0};
-    }
-    if (!exited) {
-      i_pid = n;
-      fds[n++] = {st.pidfd.get(), POLLIN, 0};
-    }
-    if (p.in.write.valid()) {
-      i_in = n;
-      fds[n++] = {p.in.write.get(), POLLOUT, 0};
-    }
-    int timeout_ms = 1000;
-    if (!exited) {
-      auto left =
-          std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
-      // Wake at least every 100 ms to check the run's CPU time.
-      timeout_ms = static_cast<int>(std::max<int64_t>(0, std::min<int64_t>(left, 100)));
-    }
-    int ready = ::poll(fds, static_cast<nfds_t>(n), timeout_ms);
+  while (s.out_open || s.err_open || !s.exited) {
+    PollSet set = MakePollSet(st, s);
+    int ready = ::poll(set.fds, set.n, PollTimeoutMs(s.exited, deadline));
     if (ready < 0 && sys::LastErrno() != EINTR) break;
-    if (i_out >= 0 && fds[i_out].revents) out_open = Drain(p.out.read.get(), out);
-    if (i_err >= 0 && fds[i_err].revents) err_open = Drain(p.err.read.get(), err);
-    if (i_in >= 0 && fds[i_in].revents) {
-      ssize_t w = ::write(p.in.write.get(), spec.stdin_data.data() + stdin_written,
-                          spec.stdin_data.size() - stdin_written);
-      if (w > 0) stdin_written += static_cast<size_t>(w);
-      if ((w < 0 && sys::LastErrno() != EAGAIN && sys::LastErrno() != EINTR) ||
-          stdin_written == spec.stdin_data.size()) {
-        p.in.write.Reset();
-      }
-    }
-    if (i_pid >= 0 && fds[i_pid].revents) {
-      exited = true;
+    if (set.Ready(set.out)) s.out_open = Drain(p.out.read.get(), s.out);
+    if (set.Ready(set.err)) s.err_open = Drain(p.err.read.get(), s.err);
+    if (set.Ready(set.in)) FeedStdin(p.in, spec.stdin_data, s.stdin_written);
+    if (set.Ready(set.pid)) {
+      s.exited = true;
       util::StampPhase("exited");
     }
-    if (!exited && !f.flooded && out.total_bytes() + err.total_bytes() > cap) {
-      f.flooded = true;
-      sys::KillPidfd(st.pidfd.get());
-    }
-    if (!exited && !f.timed_out && Clock::now() >= deadline) {
-      f.timed_out = true;
-      sys::KillPidfd(st.pidfd.get());
-    }
-    // CPU time of the whole run (all its processes and threads), which RLIMIT_CPU (per
-    // process) cannot bound: checked from the cgroup between polls.
-    if (!exited && !f.cpu_out && st.cgroup && Clock::now() >= next_cpu_check) {
-      next_cpu_check = Clock::now() + std::chrono::milliseconds(100);
-      if (Since(st.cgroup->Stats(), st.base).cpu_usage_ms > f.cpu_limit_ms) {
-        f.cpu_out = true;
-        sys::KillPidfd(st.pidfd.get());
-      }
-    }
-    if (exited && (out_open || err_open) && ready == 0) break;  // writers gone yet no EOF: give up
+    EnforceLimits(st, s, f, cap, deadline);
+    // Writers gone yet no EOF: give up.
+    if (s.exited && (s.out_open || s.err_open) && ready == 0) break;
   }
-  p.in.write.Reset();
-  // The report (if any) is in the pipe now: init wrote it before exiting.
-  (void)sys::SetNonBlocking(p.report.read.get());
-  ssize_t got = ::read(p.report.read.get(), &seen.report, sizeof seen.report);
-  f.have_report = got == static_cast<ssize_t>(sizeof seen.report);
-  seen.stdout_text = out.Text();
-  seen.stderr_text = err.Text();
-  seen.stdout_truncated = out.truncated();
-  seen.stderr_truncated = err.truncated();
+  FinishSupervision(st, s, seen);
   return seen;
 }
 
