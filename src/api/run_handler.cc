@@ -416,8 +416,10 @@ HttpResponse Service::HandleRun(const HttpRequest& request, bool trusted) {
   // what one of them leaves charged (the restored files, a step's files in /tmp or the
   // workspace) counts against memory_mb for the rest of the run. Declared before the RunDir
   // so it is removed after the tmpfs charged to it is unmounted.
-  auto cgroup =
-      launcher_->CreateCgroup(id, static_cast<uint64_t>(limits.memory_mb) << 20, limits.processes);
+  sandbox::CgroupLimits cgroup_limits;
+  cgroup_limits.memory_bytes = static_cast<uint64_t>(limits.memory_mb) << 20;
+  cgroup_limits.processes = limits.processes;
+  auto cgroup = launcher_->CreateCgroup(id, cgroup_limits);
   if (!cgroup.ok()) {
     return ErrorResponse(500, "sandbox_error", "run " + id + ": " + cgroup.error().message);
   }

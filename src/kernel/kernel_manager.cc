@@ -166,8 +166,7 @@ Result<KernelManager::Acquired> KernelManager::Acquire(
   std::unique_ptr<Kernel> kernel = std::move(*made);
   // One cgroup for the restore and the kernel (issue 10 item 4): the session's tmpfs pages
   // stay charged to the kernel's memory limit.
-  auto cgroup =
-      launcher_->CreateCgroup(kernel->id(), spec.limits.memory_bytes, spec.limits.processes);
+  auto cgroup = launcher_->CreateCgroup(kernel->id(), sandbox::CgroupLimitsFor(spec.limits));
   if (!cgroup.ok()) return fail(MakeError("kernel", cgroup.error().message));
   if (Status s = populate(kernel->workspace(), cgroup->get()); !s.ok()) return fail(s.error());
   if (Status s = kernel->Boot(*launcher_, zmq_context_, std::move(*cgroup)); !s.ok()) {

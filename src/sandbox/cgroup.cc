@@ -6,7 +6,7 @@
 #include <sys/statfs.h>
 #include <unistd.h>
 
-#include <cerrno>
+#include <cerrno>  // the errno values of sys:: errors (EBUSY, EEXIST)
 #include <cstring>
 #include <fstream>
 #include <sstream>
@@ -61,13 +61,17 @@ int64_t ReadNumber(const std::string& path) {
 }
 
 // rmdir, retrying briefly: a cgroup stays busy for a moment after its last task is reaped.
+// A missing directory is not an error.
 Status RemoveCgroupDir(const std::string& path) {
+  Error last;
   for (int attempt = 0; attempt < 50; ++attempt) {
-    if (::rmdir(path.c_str()) == 0 || errno == ENOENT) return OkStatus();
-    if (errno != EBUSY) break;
+    Status s = sys::RemoveEmptyDir(path);
+    if (s.ok()) return s;
+    last = s.error();
+    if (last.err != EBUSY) break;
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }
-  return sys::ErrnoError("cgroup", "rmdir " + path);
+  return MakeError("cgroup", last.message, last.err);
 }
 
 // Kills every process in the cgroup at `dir` and waits until it is empty (bounded: a run's
@@ -179,14 +183,14 @@ class CgroupManagerV1 : public CgroupManager {
     for (const auto& base : bases_) ::rmdir(base.c_str());
   }
   std::string version() const override { return "v1"; }
-  Result<std::unique_ptr<RunCgroup>> Create(const std::string& run_id, uint64_t memory_bytes,
-                                            int64_t max_processes) override {
+  Result<std::unique_ptr<RunCgroup>> Create(const std::string& run_id,
+                                            const CgroupLimits& limits) override {
     std::vector<std::string> dirs;
     for (const auto& base : bases_) {
       // The base may have been removed under us (an operator, another instance's clean stop
       // while we were idle): make it again.
-      if (::mkdir(base.c_str(), 0755) != 0 && errno != EEXIST) {
-        return sys::ErrnoError("cgroup", "mkdir " + base);
+      if (Status s = sys::MakeDir(base); !s.ok() && s.error().err != EEXIST) {
+        return MakeError("cgroup", s.error().message, s.error().err);
       }
       std::string dir = base + "/" + run_id;
       if (::mkdir(dir.c_str(), 0755) != 0) {
@@ -198,14 +202,15 @@ class CgroupManagerV1 : public CgroupManager {
     }
     auto cg = std::make_unique<RunCgroupV1>(dirs, homes_);
     const std::string& mem = dirs[0];
-    Status s = Write(mem + "/memory.limit_in_bytes", std::to_string(memory_bytes));
+    const std::string memory = std::to_string(limits.memory_bytes);
+    Status s = Write(mem + "/memory.limit_in_bytes", memory);
     // memsw exists only with swap accounting; equal limits mean "no swap".
     if (s.ok() && ::access((mem + "/memory.memsw.limit_in_bytes").c_str(), W_OK) == 0) {
-      s = Write(mem + "/memory.memsw.limit_in_bytes", std::to_string(memory_bytes));
+      s = Write(mem + "/memory.memsw.limit_in_bytes", memory);
     }
     if (s.ok())
       (void)Write(mem + "/memory.swappiness", "0");  // refused in some kernels: best effort
-    if (s.ok()) s = Write(dirs[1] + "/pids.max", std::to_string(max_processes));
+    if (s.ok()) s = Write(dirs[1] + "/pids.max", std::to_string(limits.processes));
     if (!s.ok()) return s.error();
     return std::unique_ptr<RunCgroup>(std::move(cg));
   }
@@ -258,14 +263,14 @@ class CgroupManagerV2 : public CgroupManager {
  public:
   explicit CgroupManagerV2(std::string base) : base_(std::move(base)) {}
   std::string version() const override { return "v2"; }
-  Result<std::unique_ptr<RunCgroup>> Create(const std::string& run_id, uint64_t memory_bytes,
-                                            int64_t max_processes) override {
+  Result<std::unique_ptr<RunCgroup>> Create(const std::string& run_id,
+                                            const CgroupLimits& limits) override {
     std::string dir = base_ + "/runs/" + run_id;
     if (::mkdir(dir.c_str(), 0755) != 0) return sys::ErrnoError("cgroup", "mkdir " + dir);
     auto cg = std::make_unique<RunCgroupV2>(dir);
-    Status s = Write(dir + "/memory.max", std::to_string(memory_bytes));
+    Status s = Write(dir + "/memory.max", std::to_string(limits.memory_bytes));
     if (s.ok()) s = Write(dir + "/memory.swap.max", "0");
-    if (s.ok()) s = Write(dir + "/pids.max", std::to_string(max_processes));
+    if (s.ok()) s = Write(dir + "/pids.max", std::to_string(limits.processes));
     if (!s.ok()) return s.error();
     return std::unique_ptr<RunCgroup>(std::move(cg));
   }
@@ -315,8 +320,8 @@ Result<std::unique_ptr<CgroupManager>> DetectV1(const std::string& name) {
     std::string self = SelfPath(controller);
     std::string home = mount + (self == "/" ? "" : self);
     std::string base = home + "/" + name;
-    if (::mkdir(base.c_str(), 0755) != 0 && errno != EEXIST) {
-      return sys::ErrnoError("cgroup", "cgroup v1: mkdir " + base);
+    if (Status s = sys::MakeDir(base); !s.ok() && s.error().err != EEXIST) {
+      return MakeError("cgroup", "cgroup v1: " + s.error().message, s.error().err);
     }
     bases.push_back(base);
     homes.push_back(home);

@@ -20,6 +20,13 @@ struct CgroupStats {
   int64_t pids_limit_hits = 0;  // forks refused because the run was at its process limit
 };
 
+// What a run's cgroup bounds. A new limit (cpu.max, say) is a field here and a write in each
+// backend's Create; the callers pass this struct through unchanged.
+struct CgroupLimits {
+  uint64_t memory_bytes = 0;  // memory.max / memory.limit_in_bytes, without swap
+  int64_t processes = 0;      // pids.max
+};
+
 // One run's cgroup(s). Destroy() removes them; the destructor does too.
 class RunCgroup {
  public:
@@ -44,10 +51,10 @@ class CgroupManager {
  public:
   virtual ~CgroupManager() = default;
   virtual std::string version() const = 0;  // "v2" or "v1"
-  // Creates the cgroup of run `run_id` with the given limits (memory without swap).
+  // Creates the cgroup of run `run_id` with `limits`. Errors (code "cgroup") name the
+  // directory made or the file written.
   virtual Result<std::unique_ptr<RunCgroup>> Create(const std::string& run_id,
-                                                    uint64_t memory_bytes,
-                                                    int64_t max_processes) = 0;
+                                                    const CgroupLimits& limits) = 0;
   // Kills the processes of every run cgroup an earlier daemon with the same name left (a
   // crash, SIGKILL), whatever their age, and removes the cgroups. Returns how many. Call
   // before serving: every run cgroup of this name is then a leftover.

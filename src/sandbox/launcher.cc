@@ -222,27 +222,26 @@ Result<pid_t> CloneChild(ChildPlan& plan, uid_t owner, int* pidfd) {
   return pid;
 }
 
-Result<Started> Start(const SandboxSpec& spec, const MountPlan& mounts, const std::string& put_old,
-                      const SeccompFilter& filter, RunCgroup* cgroup, int init_exe) {
-  Started st;
-  Pipes& p = st.pipes;
+// The run's six pipes. The program's own streams belong to the sandbox user, so that
+// /dev/stdout and friends (links to /proc/self/fd/N) open as on any Linux box.
+Result<Pipes> MakePipes(const SandboxSpec& spec) {
+  Pipes p;
   for (sys::Pipe* pipe : {&p.in, &p.out, &p.err, &p.report, &p.sync, &p.lifeline}) {
     auto made = sys::MakePipe();
     if (!made.ok()) return made.error();
     *pipe = std::move(*made);
   }
-  // The program's own streams belong to the sandbox user, so that /dev/stdout and friends
-  // (links to /proc/self/fd/N) open as on any Linux box.
   for (const sys::Pipe* pipe : {&p.in, &p.out, &p.err}) {
     if (Status s = sys::ChownPipe(*pipe, spec.host_uid, spec.host_gid); !s.ok()) return s.error();
   }
-  auto plan_fd = sys::MemfdWith("sandrun-init-plan",
-                                EncodeInitPlan(MakeInitPlan(spec, filter.program(), cgroup)));
-  if (!plan_fd.ok()) return MakeError("sandbox", plan_fd.error().message);
-  st.plan_fd = std::move(*plan_fd);
-  util::StampPhase("pipes_plan");
-  st.cgroup = cgroup;
+  return p;
+}
 
+// What the cloned child gets: the child's ends of `st`'s pipes and the mount plan, as plain
+// fds and pointers (ChildMain allocates nothing). Pointers into `spec`, `mounts`, `put_old`.
+ChildPlan MakeChildPlan(const Started& st, const SandboxSpec& spec, const MountPlan& mounts,
+                        const std::string& put_old, int init_exe) {
+  const Pipes& p = st.pipes;
   ChildPlan plan{};
   plan.stdin_fd = p.in.read.get();
   plan.stdout_fd = p.out.write.get();
@@ -258,7 +257,13 @@ Result<Started> Start(const SandboxSpec& spec, const MountPlan& mounts, const st
   plan.mount_steps = mounts.steps.data();
   plan.mount_step_count = mounts.steps.size();
   plan.hostname = "sandbox";
+  return plan;
+}
 
+// Clones the child and records its pid, pidfd and start time, and the cgroup's counters
+// just before. Returns whether the child started inside the run's cgroup (else the parent
+// moves it there before the sync byte).
+Result<bool> CloneIntoRun(Started& st, ChildPlan& plan, uid_t owner) {
   int pidfd_raw = -1;
   // Cloning from inside the run's cgroup (cgroup.h EnterCallingThread: the child starts
   // there and no process migration waits on the request path) is switched off. It was
@@ -270,7 +275,7 @@ Result<Started> Start(const SandboxSpec& spec, const MountPlan& mounts, const st
   if (placed) util::StampPhase("thread_in_cgroup");
   if (st.cgroup) st.base = st.cgroup->Stats();
   st.start = Clock::now();
-  auto pid = CloneChild(plan, spec.host_uid, &pidfd_raw);
+  auto pid = CloneChild(plan, owner, &pidfd_raw);
   // This worker thread must not stay in a run's cgroup (it would count against the run and
   // keep the cgroup busy); its own cgroup exists while the daemon runs, so this cannot fail
   // short of a broken host, on which the daemon must not go on.
@@ -279,8 +284,13 @@ Result<Started> Start(const SandboxSpec& spec, const MountPlan& mounts, const st
   util::StampPhase("cloned");
   st.pid = *pid;
   st.pidfd = sys::UniqueFd(pidfd_raw);
-  // Close the child's ends now so EOF means "every process of the run is gone". The
-  // lifeline's write end stays with us alone until Run returns.
+  return placed;
+}
+
+// Closes the child's ends now so EOF means "every process of the run is gone". The
+// lifeline's write end stays with us alone until Run returns.
+void CloseChildEnds(Started& st) {
+  Pipes& p = st.pipes;
   p.in.read.Reset();
   p.out.write.Reset();
   p.err.write.Reset();
@@ -288,32 +298,148 @@ Result<Started> Start(const SandboxSpec& spec, const MountPlan& mounts, const st
   p.sync.read.Reset();
   p.lifeline.read.Reset();
   st.plan_fd.Reset();
+}
 
-  auto abort_child = [&](const Error& e) -> Error {
-    sys::KillPidfd(st.pidfd.get());
-    (void)sys::Reap(st.pid);
-    return MakeError("sandbox", e.message, e.err);
-  };
-  if (Status s = WriteIdMaps(st.pid, spec.host_uid, spec.host_gid); !s.ok()) {
-    return abort_child(s.error());
-  }
+// The parent's side of the start, in order, while the child waits for the sync byte: the
+// id maps, the cgroup (unless the child started in it), the network, then the sync byte.
+Status SetUpChildFromParent(Started& st, const SandboxSpec& spec, bool placed) {
+  if (Status s = WriteIdMaps(st.pid, spec.host_uid, spec.host_gid); !s.ok()) return s;
   util::StampPhase("id_maps");
   if (st.cgroup && !placed) {
-    if (Status s = st.cgroup->AddProcess(st.pid); !s.ok()) return abort_child(s.error());
+    if (Status s = st.cgroup->AddProcess(st.pid); !s.ok()) return s;
     util::StampPhase("cgroup_placed");
   }
   // The network and its firewall before the sync byte: the program starts with both.
   if (spec.network.enabled) {
     auto network = RunNetwork::Start(st.pid, spec.host_uid, spec.host_gid, spec.network);
-    if (!network.ok()) return abort_child(network.error());
+    if (!network.ok()) return network.error();
     st.network = std::move(*network);
   }
-  if (!sys::WriteAll(p.sync.write.get(), "G", 1)) {
-    return abort_child(sys::ErrnoError("sandbox", "write sync pipe"));
+  if (!sys::WriteAll(st.pipes.sync.write.get(), "G", 1)) {
+    return sys::ErrnoError("sandbox", "write sync pipe");
   }
-  p.sync.write.Reset();
+  st.pipes.sync.write.Reset();
   util::StampPhase("sync_sent");
+  return OkStatus();
+}
+
+// Starts the sandbox: pipes and init's plan, the clone, then the parent's side of the
+// set-up; the child is killed and reaped when that fails.
+Result<Started> Start(const SandboxSpec& spec, const MountPlan& mounts, const std::string& put_old,
+                      const SeccompFilter& filter, RunCgroup* cgroup, int init_exe) {
+  Started st;
+  auto pipes = MakePipes(spec);
+  if (!pipes.ok()) return pipes.error();
+  st.pipes = std::move(*pipes);
+  auto plan_fd = sys::MemfdWith("sandrun-init-plan",
+                                EncodeInitPlan(MakeInitPlan(spec, filter.program(), cgroup)));
+  if (!plan_fd.ok()) return MakeError("sandbox", plan_fd.error().message);
+  st.plan_fd = std::move(*plan_fd);
+  util::StampPhase("pipes_plan");
+  st.cgroup = cgroup;
+
+  ChildPlan plan = MakeChildPlan(st, spec, mounts, put_old, init_exe);
+  auto placed = CloneIntoRun(st, plan, spec.host_uid);
+  if (!placed.ok()) return placed.error();
+  CloseChildEnds(st);
+  if (Status s = SetUpChildFromParent(st, spec, *placed); !s.ok()) {
+    sys::KillPidfd(st.pidfd.get());
+    (void)sys::Reap(st.pid);
+    return MakeError("sandbox", s.error().message, s.error().err);
+  }
   return st;
+}
+
+// The poll loop's state between rounds.
+struct LoopState {
+  // Each stream keeps a head and a tail of half the output cap between them.
+  LoopState(uint64_t cap, Clock::time_point start)
+      : out(cap * 3 / 8, cap / 8), err(cap * 3 / 8, cap / 8), next_cpu_check(start) {}
+  util::HeadTailBuffer out, err;  // the captured streams
+  bool out_open = true, err_open = true, exited = false;
+  size_t stdin_written = 0;
+  Clock::time_point next_cpu_check;
+};
+
+// The fds one round waits on: the streams still open, the pidfd until the run exits, stdin
+// while input is left. An index is -1 for an fd not in the set.
+struct PollSet {
+  pollfd fds[4] = {};
+  nfds_t n = 0;
+  int out = -1, err = -1, pid = -1, in = -1;
+  int Add(int fd, short events) {
+    fds[n] = {fd, events, 0};
+    return static_cast<int>(n++);
+  }
+  bool Ready(int i) const { return i >= 0 && fds[i].revents != 0; }
+};
+
+PollSet MakePollSet(const Started& st, const LoopState& s) {
+  const Pipes& p = st.pipes;
+  PollSet set;
+  if (s.out_open) set.out = set.Add(p.out.read.get(), POLLIN);
+  if (s.err_open) set.err = set.Add(p.err.read.get(), POLLIN);
+  if (!s.exited) set.pid = set.Add(st.pidfd.get(), POLLIN);
+  if (p.in.write.valid()) set.in = set.Add(p.in.write.get(), POLLOUT);
+  return set;
+}
+
+// Until the deadline while the run lives; a second once it has exited (only its streams
+// are left to drain).
+int PollTimeoutMs(bool exited, Clock::time_point deadline) {
+  if (exited) return 1000;
+  auto left =
+      std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
+  // Wake at least every 100 ms to check the run's CPU time.
+  return static_cast<int>(std::max<int64_t>(0, std::min<int64_t>(left, 100)));
+}
+
+// Writes what the pipe takes of the rest of `data`; closes stdin once all of it is written
+// or the reader is gone.
+void FeedStdin(sys::Pipe& in, const std::string& data, size_t& written) {
+  ssize_t w = ::write(in.write.get(), data.data() + written, data.size() - written);
+  if (w > 0) written += static_cast<size_t>(w);
+  if ((w < 0 && sys::LastErrno() != EAGAIN && sys::LastErrno() != EINTR) ||
+      written == data.size()) {
+    in.write.Reset();
+  }
+}
+
+// While the run lives, kills it at the first limit it passes: the output cap, the deadline,
+// the CPU time of the run.
+void EnforceLimits(Started& st, LoopState& s, RunFacts& f, uint64_t cap,
+                   Clock::time_point deadline) {
+  if (s.exited) return;
+  if (!f.flooded && s.out.total_bytes() + s.err.total_bytes() > cap) {
+    f.flooded = true;
+    sys::KillPidfd(st.pidfd.get());
+  }
+  if (!f.timed_out && Clock::now() >= deadline) {
+    f.timed_out = true;
+    sys::KillPidfd(st.pidfd.get());
+  }
+  // CPU time of the whole run (all its processes and threads), which RLIMIT_CPU (per
+  // process) cannot bound: checked from the cgroup between polls.
+  if (!f.cpu_out && st.cgroup && Clock::now() >= s.next_cpu_check) {
+    s.next_cpu_check = Clock::now() + std::chrono::milliseconds(100);
+    if (Since(st.cgroup->Stats(), st.base).cpu_usage_ms > f.cpu_limit_ms) {
+      f.cpu_out = true;
+      sys::KillPidfd(st.pidfd.get());
+    }
+  }
+}
+
+// After the loop: closes stdin, reads init's report and hands over the captured streams.
+void FinishSupervision(Started& st, const LoopState& s, Supervised& seen) {
+  st.pipes.in.write.Reset();
+  // The report (if any) is in the pipe now: init wrote it before exiting.
+  (void)sys::SetNonBlocking(st.pipes.report.read.get());
+  ssize_t got = ::read(st.pipes.report.read.get(), &seen.report, sizeof seen.report);
+  seen.facts.have_report = got == static_cast<ssize_t>(sizeof seen.report);
+  seen.stdout_text = s.out.Text();
+  seen.stderr_text = s.err.Text();
+  seen.stdout_truncated = s.out.truncated();
+  seen.stderr_truncated = s.err.truncated();
 }
 
 // The I/O loop: feeds stdin, captures both streams with a shared byte cap, watches the
@@ -323,88 +449,29 @@ Supervised Supervise(Started& st, const SandboxSpec& spec) {
   Supervised seen;
   RunFacts& f = seen.facts;
   const uint64_t cap = spec.limits.output_bytes;
-  util::HeadTailBuffer out(cap * 3 / 8, cap / 8), err(cap * 3 / 8, cap / 8);
+  LoopState s(cap, st.start);
   for (int fd : {p.out.read.get(), p.err.read.get(), p.in.write.get()}) {
     (void)sys::SetNonBlocking(fd);
   }
-  size_t stdin_written = 0;
   if (spec.stdin_data.empty()) p.in.write.Reset();
-  bool out_open = true, err_open = true, exited = false;
   f.cpu_limit_ms = spec.limits.cpu_time_s * 1000;
-  auto next_cpu_check = st.start;
   const auto deadline = st.start + std::chrono::milliseconds(spec.limits.wall_time_ms);
-  while (out_open || err_open || !exited) {
-    pollfd fds[4];
-    int n = 0;
-    int i_out = -1, i_err = -1, i_pid = -1, i_in = -1;
-    if (out_open) {
-      i_out = n;
-      fds[n++] = {p.out.read.get(), POLLIN, 0};
-    }
-    if (err_open) {
-      i_err = n;
-      fds[n++] = {p.err.read.get(), POLLIN, 0};
-    }
-    if (!exited) {
-      i_pid = n;
-      fds[n++] = {st.pidfd.get(), POLLIN, 0};
-    }
-    if (p.in.write.valid()) {
-      i_in = n;
-      fds[n++] = {p.in.write.get(), POLLOUT, 0};
-    }
-    int timeout_ms = 1000;
-    if (!exited) {
-      auto left =
-          std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
-      // Wake at least every 100 ms to check the run's CPU time.
-      timeout_ms = static_cast<int>(std::max<int64_t>(0, std::min<int64_t>(left, 100)));
-    }
-    int ready = ::poll(fds, static_cast<nfds_t>(n), timeout_ms);
+  while (s.out_open || s.err_open || !s.exited) {
+    PollSet set = MakePollSet(st, s);
+    int ready = ::poll(set.fds, set.n, PollTimeoutMs(s.exited, deadline));
     if (ready < 0 && sys::LastErrno() != EINTR) break;
-    if (i_out >= 0 && fds[i_out].revents) out_open = Drain(p.out.read.get(), out);
-    if (i_err >= 0 && fds[i_err].revents) err_open = Drain(p.err.read.get(), err);
-    if (i_in >= 0 && fds[i_in].revents) {
-      ssize_t w = ::write(p.in.write.get(), spec.stdin_data.data() + stdin_written,
-                          spec.stdin_data.size() - stdin_written);
-      if (w > 0) stdin_written += static_cast<size_t>(w);
-      if ((w < 0 && sys::LastErrno() != EAGAIN && sys::LastErrno() != EINTR) ||
-          stdin_written == spec.stdin_data.size()) {
-        p.in.write.Reset();
-      }
-    }
-    if (i_pid >= 0 && fds[i_pid].revents) {
-      exited = true;
+    if (set.Ready(set.out)) s.out_open = Drain(p.out.read.get(), s.out);
+    if (set.Ready(set.err)) s.err_open = Drain(p.err.read.get(), s.err);
+    if (set.Ready(set.in)) FeedStdin(p.in, spec.stdin_data, s.stdin_written);
+    if (set.Ready(set.pid)) {
+      s.exited = true;
       util::StampPhase("exited");
     }
-    if (!exited && !f.flooded && out.total_bytes() + err.total_bytes() > cap) {
-      f.flooded = true;
-      sys::KillPidfd(st.pidfd.get());
-    }
-    if (!exited && !f.timed_out && Clock::now() >= deadline) {
-      f.timed_out = true;
-      sys::KillPidfd(st.pidfd.get());
-    }
-    // CPU time of the whole run (all its processes and threads), which RLIMIT_CPU (per
-    // process) cannot bound: checked from the cgroup between polls.
-    if (!exited && !f.cpu_out && st.cgroup && Clock::now() >= next_cpu_check) {
-      next_cpu_check = Clock::now() + std::chrono::milliseconds(100);
-      if (Since(st.cgroup->Stats(), st.base).cpu_usage_ms > f.cpu_limit_ms) {
-        f.cpu_out = true;
-        sys::KillPidfd(st.pidfd.get());
-      }
-    }
-    if (exited && (out_open || err_open) && ready == 0) break;  // writers gone yet no EOF: give up
+    EnforceLimits(st, s, f, cap, deadline);
+    // Writers gone yet no EOF: give up.
+    if (s.exited && (s.out_open || s.err_open) && ready == 0) break;
   }
-  p.in.write.Reset();
-  // The report (if any) is in the pipe now: init wrote it before exiting.
-  (void)sys::SetNonBlocking(p.report.read.get());
-  ssize_t got = ::read(p.report.read.get(), &seen.report, sizeof seen.report);
-  f.have_report = got == static_cast<ssize_t>(sizeof seen.report);
-  seen.stdout_text = out.Text();
-  seen.stderr_text = err.Text();
-  seen.stdout_truncated = out.truncated();
-  seen.stderr_truncated = err.truncated();
+  FinishSupervision(st, s, seen);
   return seen;
 }
 
@@ -420,18 +487,24 @@ std::string SetupFailure(const ChildReport& report, const MountPlan& mounts) {
 
 }  // namespace
 
+CgroupLimits CgroupLimitsFor(const SandboxLimits& limits) {
+  CgroupLimits out;
+  out.memory_bytes = limits.memory_bytes;
+  out.processes = limits.processes;
+  return out;
+}
+
 Result<std::unique_ptr<RunCgroup>> Launcher::CreateCgroup(const std::string& run_id,
-                                                          uint64_t memory_bytes,
-                                                          int64_t processes) const {
+                                                          const CgroupLimits& limits) const {
   if (!cgroups_) return std::unique_ptr<RunCgroup>();
-  auto created = cgroups_->Create(run_id, memory_bytes, processes);
+  auto created = cgroups_->Create(run_id, limits);
   if (!created.ok()) return MakeError("sandbox", "cgroup: " + created.error().message);
   util::StampPhase("cgroup_made");
   return created;
 }
 
 Result<SandboxResult> Launcher::Run(const SandboxSpec& spec) const {
-  auto cgroup = CreateCgroup(spec.run_id, spec.limits.memory_bytes, spec.limits.processes);
+  auto cgroup = CreateCgroup(spec.run_id, CgroupLimitsFor(spec.limits));
   if (!cgroup.ok()) return cgroup.error();
   auto result = Run(spec, cgroup->get());
   if (*cgroup) {
@@ -623,7 +696,7 @@ void LiveSandbox::Kill() {
 }
 
 Result<std::unique_ptr<LiveSandbox>> Launcher::Start(const SandboxSpec& spec) const {
-  auto cgroup = CreateCgroup(spec.run_id, spec.limits.memory_bytes, spec.limits.processes);
+  auto cgroup = CreateCgroup(spec.run_id, CgroupLimitsFor(spec.limits));
   if (!cgroup.ok()) return cgroup.error();
   return Start(spec, std::move(*cgroup));
 }

@@ -36,6 +36,9 @@ struct RunFacts {
 // limit is RLIMIT_CPU). Pure.
 RunOutcome ClassifyOutcome(const RunFacts& facts);
 
+// The cgroup limits of a sandbox with `limits` (memory without swap, pids.max). Pure.
+CgroupLimits CgroupLimitsFor(const SandboxLimits& limits);
+
 // A host helper program run by RunHelper.
 struct HelperResult {
   int wait_status = 0;
@@ -102,14 +105,14 @@ class Launcher {
   // cgroup's peak so far. Not safe after fork.
   Result<SandboxResult> Run(const SandboxSpec& spec, RunCgroup* cgroup) const;
 
-  // The cgroup of run `run_id` with a memory limit of `memory_bytes` (without swap) and
-  // `processes` as pids.max, for a caller that runs several processes in it one after the
+  // The cgroup of run `run_id` with `limits` (CgroupLimitsFor(spec.limits) for a spec), for a
+  // caller that runs several processes in it one after the
   // other (a session's restore, then each step of the run: issue 10 item 4), so that what
   // one leaves charged counts against the next. Null without cgroups. The caller owns it;
   // remove it (destroy it) once its last process is reaped and, so its charges go with it,
   // after the tmpfs filled from inside it is unmounted. Errors: "sandbox". Not safe after fork.
-  Result<std::unique_ptr<RunCgroup>> CreateCgroup(const std::string& run_id, uint64_t memory_bytes,
-                                                  int64_t processes) const;
+  Result<std::unique_ptr<RunCgroup>> CreateCgroup(const std::string& run_id,
+                                                  const CgroupLimits& limits) const;
 
   // Runs `argv` (a host program, as the daemon's user, outside every namespace) in the
   // run's `cgroup` (CreateCgroup), so the memory it uses — the tmpfs pages it writes

@@ -5,6 +5,7 @@
 #include <sys/statvfs.h>
 #include <unistd.h>
 
+#include "sandbox/init_plan.h"
 #include "sandbox/network_rules.h"
 
 namespace sandrun::sandbox {
@@ -82,12 +83,21 @@ void AddHostPath(PlanBuilder& b, const std::string& host) {
 }
 
 std::string Passwd() {
-  return "root:x:0:0:root:/root:/usr/sbin/nologin\n"
-         "user:x:1000:1000:sandbox user:/home/user:/bin/bash\n"
+  const std::string user = "user:x:" + std::to_string(kInsideUid) + ":" +
+                           std::to_string(kInsideGid) + ":sandbox user:/home/user:/bin/bash\n";
+  return "root:x:0:0:root:/root:/usr/sbin/nologin\n" + user +
          "nobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin\n";
 }
 
-std::string Group() { return "root:x:0:\nuser:x:1000:\nnogroup:x:65534:\n"; }
+std::string Group() {
+  return "root:x:0:\nuser:x:" + std::to_string(kInsideGid) + ":\nnogroup:x:65534:\n";
+}
+
+// Options of a tmpfs the sandbox user may write anywhere in (sticky, like any /tmp).
+std::string SharedTmpfsOptions(const std::string& size) {
+  return "size=" + size + ",mode=1777,uid=" + std::to_string(kInsideUid) +
+         ",gid=" + std::to_string(kInsideGid);
+}
 
 }  // namespace
 
@@ -129,7 +139,7 @@ MountPlan BuildMountPlan(const SandboxSpec& spec) {
     b.File("/etc/resolv.conf", std::string("nameserver ") + kSlirpDns + "\n");
 
   if (spec.tmp_dir.empty()) {
-    b.Tmpfs("/tmp", kSafe, "size=" + disk + ",mode=1777,uid=1000,gid=1000");
+    b.Tmpfs("/tmp", kSafe, SharedTmpfsOptions(disk));
   } else {
     b.Bind(spec.tmp_dir, "/tmp", kSafe);
   }
@@ -163,7 +173,7 @@ MountPlan BuildMountPlan(const SandboxSpec& spec) {
   b.Symlink("/proc/self/fd/1", "/dev/stdout");
   b.Symlink("/proc/self/fd/2", "/dev/stderr");
   b.Mkdir("/dev/shm");
-  b.Tmpfs("/dev/shm", kSafe, "size=" + disk + ",mode=1777,uid=1000,gid=1000");
+  b.Tmpfs("/dev/shm", kSafe, SharedTmpfsOptions(disk));
   // hidepid=invisible: the program sees only its own uid's processes, not the init (which
   // is a copy of the daemon, argv included). proc(5), Linux 5.8+.
   b.Add(MountOp::kProc, "", "/proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, "hidepid=invisible",

@@ -1,12 +1,11 @@
 #include "storage/digest.h"
 
 #include <openssl/evp.h>
-#include <unistd.h>
 
-#include <cerrno>
 #include <new>
 
 #include "storage/fs.h"
+#include "sys/syscalls.h"
 #include "util/text.h"
 
 namespace sandrun::storage {
@@ -32,11 +31,10 @@ Result<std::string> Sha256OfFd(int fd) {
   Sha256 sha;
   char buf[64 * 1024];
   while (true) {
-    const ssize_t n = read(fd, buf, sizeof buf);
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) return StorageError("read", std::to_string(fd), errno);
-    if (n == 0) return sha.FinalHex();
-    sha.Update(buf, static_cast<size_t>(n));
+    auto n = sys::Read(fd, buf, sizeof buf);
+    if (!n.ok()) return StorageError("read", std::to_string(fd), n.error().err);
+    if (*n == 0) return sha.FinalHex();
+    sha.Update(buf, *n);
   }
 }
 

@@ -84,6 +84,21 @@ Status MakeDirs(const std::string& path, int mode) {
   return OkStatus();
 }
 
+Status MakeDir(const std::string& path, int mode) {
+  if (::mkdir(path.c_str(), static_cast<mode_t>(mode)) != 0) {
+    return ErrnoError("mkdir", "mkdir " + path);
+  }
+  return OkStatus();
+}
+
+Result<size_t> Read(int fd, void* buf, size_t size) {
+  for (;;) {
+    const ssize_t n = ::read(fd, buf, size);
+    if (n >= 0) return static_cast<size_t>(n);
+    if (errno != EINTR) return ErrnoError("read", "read fd " + std::to_string(fd));
+  }
+}
+
 Status RemoveEmptyDir(const std::string& path) {
   if (::rmdir(path.c_str()) != 0 && errno != ENOENT) return ErrnoError("rmdir", "rmdir " + path);
   return OkStatus();

@@ -40,6 +40,13 @@ Result<std::string> ReadFile(const std::string& path, size_t max_bytes = 1 << 20
 
 // mkdir -p with mode. Errors name the path.
 Status MakeDirs(const std::string& path, int mode = 0755);
+// mkdir(2) of `path` alone. Errors: "mkdir" naming the path, with its errno (EEXIST when
+// something is there already: a caller that accepts that checks Error::err). Not child-safe.
+Status MakeDir(const std::string& path, int mode = 0755);
+// read(2) of up to `size` bytes, retrying on EINTR: the bytes read, 0 at end of file.
+// Errors: "read" naming the fd, with its errno (EAGAIN on an empty non-blocking fd).
+// Not child-safe (an error allocates).
+Result<size_t> Read(int fd, void* buf, size_t size);
 // rm -rf without following symlinks: RemoveTreeAt(AT_FDCWD, path) of sys/tree_walk.h
 // (crossing into another mount is refused). Errors name the path.
 Status RemoveTree(const std::string& path);

@@ -87,9 +87,48 @@ int SandboxProcesses() {
   return n;
 }
 
+// The directory of run `id`'s cgroup: in the hierarchy of `controller` on v1, in the unified
+// one on v2 (where DetectCgroups moved this process into <base>/daemon).
+std::string RunCgroupDir(const std::string& version, const std::string& controller,
+                         const std::string& id) {
+  auto self = sys::ReadFile("/proc/self/cgroup");
+  if (!self.ok()) return "";
+  const std::string key = version == "v1" ? ":" + controller + ":" : "0::";
+  const size_t at = self->find(key);
+  if (at == std::string::npos) return "";
+  const size_t from = at + key.size();
+  std::string path = self->substr(from, self->find('\n', from) - from);
+  if (path == "/") path.clear();
+  if (version == "v1") {
+    return "/sys/fs/cgroup/" + controller + path + "/sandrun-launcher-test/" + id;
+  }
+  return "/sys/fs/cgroup" + path.substr(0, path.rfind("/daemon")) + "/runs/" + id;
+}
+
 }  // namespace
 
 BOOST_FIXTURE_TEST_SUITE(Launcher, LauncherFixture)
+
+// Every field of CgroupLimits reaches its file (memory without swap, pids.max).
+BOOST_AUTO_TEST_CASE(cgroup_is_made_with_the_limits_of_the_spec) {
+  sandbox::SandboxLimits limits;
+  limits.memory_bytes = 96ull << 20;
+  limits.processes = 17;
+  const std::string id = "t" + std::to_string(::getpid()) + "-limits";
+  auto cgroup = launcher->CreateCgroup(id, sandbox::CgroupLimitsFor(limits));
+  BOOST_TEST_REQUIRE(cgroup.ok(), (cgroup.ok() ? "" : cgroup.error().message));
+  BOOST_TEST_REQUIRE(cgroup->get() != nullptr);
+  const std::string version = launcher->cgroups()->version();
+  const bool v1 = version == "v1";
+  auto memory = sys::ReadFile(RunCgroupDir(version, "memory", id) +
+                              (v1 ? "/memory.limit_in_bytes" : "/memory.max"));
+  auto pids = sys::ReadFile(RunCgroupDir(version, "pids", id) + "/pids.max");
+  BOOST_TEST_REQUIRE(memory.ok());
+  BOOST_TEST_REQUIRE(pids.ok());
+  BOOST_TEST(*memory == std::to_string(96ull << 20) + "\n");
+  BOOST_TEST(*pids == "17\n");
+  BOOST_TEST((*cgroup)->Destroy().ok());
+}
 
 BOOST_AUTO_TEST_CASE(runs_as_unprivileged_user_in_own_namespaces) {
   Run run("id -u; id -g; hostname; pwd; ls /home; cat /proc/self/status | grep CapEff");

@@ -5,7 +5,9 @@
 #include <unistd.h>
 
 #include <boost/test/unit_test.hpp>
+#include <cerrno>
 #include <cstdlib>
+#include <string>
 
 using sandrun::sys::FirstUnsearchableDir;
 
@@ -37,6 +39,39 @@ BOOST_AUTO_TEST_CASE(tree_removal_does_not_follow_symlinks) {
   BOOST_TEST(::access(tree.c_str(), F_OK) != 0);
   BOOST_TEST(::access((outside + "/keep").c_str(), F_OK) == 0);
   std::system(("rm -rf " + base).c_str());
+}
+
+// Callers outside sys/ tell "already there" from a failure by the error's errno.
+BOOST_AUTO_TEST_CASE(mkdir_error_carries_errno) {
+  char tmpl[] = "/tmp/sandrun-sys-XXXXXX";
+  const std::string base = ::mkdtemp(tmpl);
+  BOOST_TEST(sandrun::sys::MakeDir(base + "/one").ok());
+  auto again = sandrun::sys::MakeDir(base + "/one");
+  BOOST_TEST_REQUIRE(!again.ok());
+  BOOST_TEST(again.error().err == EEXIST);
+  BOOST_TEST(again.error().message.find("mkdir " + base + "/one") == 0u, again.error().message);
+  auto missing = sandrun::sys::MakeDir(base + "/no/two");
+  BOOST_TEST_REQUIRE(!missing.ok());
+  BOOST_TEST(missing.error().err == ENOENT);
+  std::system(("rm -rf " + base).c_str());
+}
+
+BOOST_AUTO_TEST_CASE(read_returns_bytes_then_zero_at_eof) {
+  auto pipe = sandrun::sys::MakePipe();
+  BOOST_TEST_REQUIRE(pipe.ok());
+  BOOST_TEST_REQUIRE(sandrun::sys::WriteAll(pipe->write.get(), "abc", 3));
+  pipe->write.Reset();
+  char buf[8];
+  auto got = sandrun::sys::Read(pipe->read.get(), buf, sizeof buf);
+  BOOST_TEST_REQUIRE(got.ok());
+  BOOST_TEST(*got == 3u);
+  BOOST_TEST(std::string(buf, 3) == "abc");
+  auto eof = sandrun::sys::Read(pipe->read.get(), buf, sizeof buf);
+  BOOST_TEST_REQUIRE(eof.ok());
+  BOOST_TEST(*eof == 0u);
+  auto bad = sandrun::sys::Read(-1, buf, sizeof buf);
+  BOOST_TEST_REQUIRE(!bad.ok());
+  BOOST_TEST(bad.error().err == EBADF);
 }
 
 // Both ends share one inode: the owner seen through either is the new one.
