@@ -120,6 +120,23 @@ bool IsInstallCode(const std::string& shell_code) {
   return false;
 }
 
+bool IsInstallOnlyCode(const std::string& shell_code) {
+  const markdown::ShellScript script = markdown::AnalyzeShell(shell_code);
+  if (!script.writes.empty()) return false;
+  bool installs = false;
+  for (const auto& line : script.lines) {
+    if (line.kind == markdown::LineKind::kEmpty) continue;
+    if (line.kind != markdown::LineKind::kInstall) return false;
+    for (const auto& cmd : line.commands) {
+      if (cmd.kind != markdown::CommandKind::kInstall && cmd.kind != markdown::CommandKind::kCd) {
+        return false;
+      }
+    }
+    installs = true;
+  }
+  return installs;
+}
+
 std::string CellInstallCode(const std::string& python_cell) {
   std::string out;
   std::istringstream lines(python_cell);

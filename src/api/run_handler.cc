@@ -168,11 +168,17 @@ std::string Sha256Hex(const std::string& data) {
   return sha.FinalHex();
 }
 
-// An install step (pip install ...) runs on its own budget (install_wall_time_s), not the
-// program's (issue 9 part 2).
+// An install step (pip install ..., and nothing else) runs on its own budget
+// (install_wall_time_s, install_disk_mb), not the program's (issue 9 part 2). The planner's
+// install steps are held to the same rule: a block that also runs something is a program.
 bool IsInstallStep(const CodeStep& step) {
-  return step.install ||
-         (step.language != nullptr && step.language->name == "bash" && IsInstallCode(step.code));
+  return step.language != nullptr && step.language->name == "bash" && IsInstallOnlyCode(step.code);
+}
+
+// A shell step with a pip install in it, install step or not: when pip finds nothing
+// without the network, it gets the network-off note.
+bool MentionsInstall(const CodeStep& step) {
+  return step.language != nullptr && step.language->name == "bash" && IsInstallCode(step.code);
 }
 
 // Several programs (snippets, markdown) each get their own directory in .sandrun.
@@ -704,7 +710,7 @@ RunResponse Service::RunSteps(const RunRequest& run, const std::string& id,
     }
     // Part 3 of issue 9: an install that found nothing because the run has no network says
     // so, and what is there already.
-    if (install && !run.network && sr.status != "ok" &&
+    if (MentionsInstall(step) && !run.network &&
         PipFoundNothing(sr.stdout_stream.text + sr.stderr_stream.text)) {
       const std::vector<std::string> requested = RequestedPackages(step.code);
       AppendLine(sr.stderr_stream.text,

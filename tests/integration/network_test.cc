@@ -405,6 +405,26 @@ BOOST_AUTO_TEST_CASE(an_installed_package_is_already_satisfied) {
   BOOST_TEST(Str(doc, "stderr").find("network is off") == std::string::npos);
 }
 
+// A shell program that also installs gets the program's budget, not the install budget (a
+// `pip install` line must not buy 300 s of CPU), and still gets the network-off note.
+BOOST_AUTO_TEST_CASE(a_program_with_an_install_line_runs_on_the_program_budget) {
+  auto doc = PostRun(R"({"language": "bash", "limits": {"wall_time_s": 2}, "code": )" +
+                     Q("pip install numpy\necho spinning\nwhile :; do :; done\n") + "}");
+  BOOST_TEST(Str(doc, "status") == "timeout", Output(doc));
+  BOOST_TEST(Str(doc, "stdout").find("spinning") != std::string::npos, Output(doc));
+  BOOST_TEST(!doc.HasMember("snippets"));
+  // The shape of hostile case net-05: pip's failure hidden behind a pipe, the script ends 0.
+  auto missing = PostRun(R"({"language": "bash", "code": )" +
+                         Q("pip install sandrun-not-on-this-host 2>&1 | tail -n 3\n"
+                           "echo \"pip exit: ${PIPESTATUS[0]}\"\n") +
+                         "}");
+  BOOST_TEST(Str(missing, "status") == "ok", Output(missing));
+  BOOST_TEST(Str(missing, "stdout").find("pip exit: 1") != std::string::npos, Output(missing));
+  BOOST_TEST(Str(missing, "stderr").find("the network is off for runs on this server") !=
+                 std::string::npos,
+             Output(missing));
+}
+
 // A Python program sent as `code` (the Tool's run_python, stateless) with notebook pip lines:
 // they run first on the install budget, as in a markdown block, not as a SyntaxError.
 BOOST_AUTO_TEST_CASE(pip_lines_of_a_python_program_run_first) {

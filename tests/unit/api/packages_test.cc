@@ -69,6 +69,21 @@ BOOST_AUTO_TEST_CASE(available_reads_pips_satisfied_lines) {
              boost::test_tools::per_element());
 }
 
+BOOST_AUTO_TEST_CASE(only_a_pure_install_step_is_install_only) {
+  BOOST_TEST(api::IsInstallOnlyCode("pip install yfinance matplotlib\n"));
+  BOOST_TEST(
+      api::IsInstallOnlyCode("# deps\ncd /tmp && python3 -m pip install -q x\n\npip3 install y\n"));
+  // A program that also installs buys no install budget.
+  BOOST_TEST(!api::IsInstallOnlyCode("pip install x\nwhile :; do :; done\n"));
+  BOOST_TEST(!api::IsInstallOnlyCode("pip install x && python app.py\n"));
+  BOOST_TEST(!api::IsInstallOnlyCode("pip install x 2>&1 | tail -n 3\n"));
+  BOOST_TEST(!api::IsInstallOnlyCode("pip install x\necho hi > out.txt\n"));
+  BOOST_TEST(!api::IsInstallOnlyCode("echo hi\n"));
+  BOOST_TEST(!api::IsInstallOnlyCode(""));
+  // ...but still counts as mentioning an install (the network-off note).
+  BOOST_TEST(api::IsInstallCode("pip install x\nwhile :; do :; done\n"));
+}
+
 BOOST_AUTO_TEST_CASE(pip_found_nothing_is_its_two_messages) {
   BOOST_TEST(api::PipFoundNothing("ERROR: No matching distribution found for yfinance"));
   BOOST_TEST(api::PipFoundNothing(
