@@ -56,6 +56,6 @@ std::vector<std::string> HostSiteDirs();
 // `requested` are already available, and what the user or the admin can do. One line. Pure.
 std::string NetworkOffNote(const std::vector<std::string>& requested,
                            const std::vector<std::string>& available,
-                           const std::string& network_mode = "off");
+                           const std::string& network_mode);
 
 }  // namespace sandrun::api

@@ -92,7 +92,7 @@ BOOST_AUTO_TEST_CASE(pip_found_nothing_is_its_two_messages) {
 }
 
 BOOST_AUTO_TEST_CASE(the_note_says_off_what_is_there_and_what_to_do) {
-  const std::string note = api::NetworkOffNote({"numpy", "yfinance"}, {"numpy"});
+  const std::string note = api::NetworkOffNote({"numpy", "yfinance"}, {"numpy"}, "off");
   BOOST_TEST(note.find("the network is off for runs on this server") != std::string::npos);
   BOOST_TEST(note.find("Already available: numpy.") != std::string::npos);
   BOOST_TEST(note.find("Not available: yfinance.") != std::string::npos);
@@ -100,7 +100,8 @@ BOOST_AUTO_TEST_CASE(the_note_says_off_what_is_there_and_what_to_do) {
     BOOST_TEST(note.find(fix) != std::string::npos, fix);
   }
   BOOST_TEST(note.find('\n') == std::string::npos);  // one line
-  BOOST_TEST(api::NetworkOffNote({"x"}, {}).find("Already available: none.") != std::string::npos);
+  BOOST_TEST(api::NetworkOffNote({"x"}, {}, "off").find("Already available: none.") !=
+             std::string::npos);
   BOOST_TEST(note.find("environments_prebuild") != std::string::npos);
 }
 
