@@ -31,6 +31,11 @@ constexpr int kMaxQueuedMessages = 64;
 // ipykernel's sockets: shell, iopub, stdin, control (the heartbeat is not used: the pidfd
 // says whether the kernel lives).
 constexpr const char* kSocketNames[] = {"k-1", "k-2", "k-3", "k-4"};
+// Every socket ipykernel binds, the heartbeat's (k-5) included: the directory becomes root's
+// only once all are there. ipykernel binds the heartbeat last, from a thread of its own
+// (IPKernelApp.init_heartbeat after init_sockets); taking the directory before that made the
+// bind fail and the kernel exit with code 1 now and then ("the kernel ended while starting").
+constexpr const char* kBoundSocketNames[] = {"k-1", "k-2", "k-3", "k-4", "k-5"};
 
 // Run by the kernel before the first cell (an item of IPKernelApp.exec_lines), in a dict of
 // its own so no name reaches the user's namespace:
@@ -226,7 +231,7 @@ Status Kernel::Boot(const sandbox::Launcher& launcher, void* zmq_context,
                          "): " + util::SanitizeUtf8(early.substr(0, 4096)));
     }
     bool bound = true;
-    for (const char* name : kSocketNames) {
+    for (const char* name : kBoundSocketNames) {
       struct stat st;
       bound = bound && ::fstatat(socket_dir_.get(), name, &st, AT_SYMLINK_NOFOLLOW) == 0 &&
               S_ISSOCK(st.st_mode);
@@ -323,7 +328,8 @@ Status Kernel::WaitReady() {
   while (!(replied && published)) {
     if (Clock::now() >= deadline) return KernelError("the kernel did not answer kernel_info");
     if (sandbox_->Exited()) {
-      return KernelError("the kernel ended while starting (" + sandbox_->ExitDescription() + ")");
+      return KernelError("the kernel ended while starting (" + sandbox_->ExitDescription() +
+                         "): " + util::SanitizeUtf8(sandbox_->DrainOutput().substr(0, 4096)));
     }
     if (MsSince(sent) > 500) {  // iopub joined too late for that one: ask again
       replied = published = false;
