@@ -5,6 +5,7 @@
 #include <zmq.h>
 
 #include <chrono>
+#include <cstdio>
 #include <vector>
 
 #include "kernel/kernel_policy.h"
@@ -160,17 +161,30 @@ Result<KernelManager::Acquired> KernelManager::Acquire(
     if (it != live_.end() && it->second == entry) live_.erase(it);
     return e;
   };
-  auto made = Kernel::Create(options_.runs_dir + "/k-" + util::RandomHex(8),
-                             "k-" + util::RandomHex(8), spec);
-  if (!made.ok()) return fail(made.error());
-  std::unique_ptr<Kernel> kernel = std::move(*made);
-  // One cgroup for the restore and the kernel (issue 10 item 4): the session's tmpfs pages
-  // stay charged to the kernel's memory limit.
-  auto cgroup = launcher_->CreateCgroup(kernel->id(), sandbox::CgroupLimitsFor(spec.limits));
-  if (!cgroup.ok()) return fail(MakeError("kernel", cgroup.error().message));
-  if (Status s = populate(kernel->workspace(), cgroup->get()); !s.ok()) return fail(s.error());
-  if (Status s = kernel->Boot(*launcher_, zmq_context_, std::move(*cgroup)); !s.ok()) {
-    return fail(s.error());
+  std::unique_ptr<Kernel> kernel;
+  // A kernel that ends while starting is started once more, from scratch (a new directory,
+  // cgroup and restore): now and then ipykernel exits with code 1 before it answers, printing
+  // nothing (cause not found yet; seen about once in three full test runs). The first
+  // failure is logged.
+  for (int attempt = 0; !kernel; ++attempt) {
+    auto made = Kernel::Create(options_.runs_dir + "/k-" + util::RandomHex(8),
+                               "k-" + util::RandomHex(8), spec);
+    if (!made.ok()) return fail(made.error());
+    // One cgroup for the restore and the kernel (issue 10 item 4): the session's tmpfs pages
+    // stay charged to the kernel's memory limit.
+    auto cgroup = launcher_->CreateCgroup((*made)->id(), sandbox::CgroupLimitsFor(spec.limits));
+    if (!cgroup.ok()) return fail(MakeError("kernel", cgroup.error().message));
+    if (Status s = populate((*made)->workspace(), cgroup->get()); !s.ok()) {
+      return fail(s.error());
+    }
+    Status s = (*made)->Boot(*launcher_, zmq_context_, std::move(*cgroup));
+    if (s.ok()) {
+      kernel = std::move(*made);
+    } else if (attempt > 0 || s.error().message.find("ended while starting") == std::string::npos) {
+      return fail(s.error());
+    } else {
+      std::fprintf(stderr, "sandrund: %s; starting it again\n", s.error().message.c_str());
+    }
   }
   {
     std::lock_guard<std::mutex> lock(mu_);
