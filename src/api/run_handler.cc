@@ -72,6 +72,15 @@ class RunDir {
   bool mounted_ = false;
 };
 
+// What a stateless run leaves to clean up, in the order it must go: the tmpfs charged to the
+// cgroup first (members are destroyed in reverse order), then the cgroup.
+struct RunTeardown {
+  RunTeardown(std::unique_ptr<sandbox::RunCgroup> c, std::string dir_path)
+      : cgroup(std::move(c)), dir(std::move(dir_path)) {}
+  std::unique_ptr<sandbox::RunCgroup> cgroup;  // null without cgroups
+  RunDir dir;
+};
+
 }  // namespace
 
 std::vector<std::string> SandboxEnv(const config::Config& config) {
@@ -429,7 +438,10 @@ HttpResponse Service::HandleRun(const HttpRequest& request, bool trusted) {
   if (!cgroup.ok()) {
     return ErrorResponse(500, "sandbox_error", "run " + id + ": " + cgroup.error().message);
   }
-  RunDir dir(config_.runs_dir + "/" + id);
+  // Released after the response is sent (HttpResponse::after_send): the run's tmpfs is
+  // unmounted and its cgroup removed off the client's clock.
+  auto teardown = std::make_shared<RunTeardown>(std::move(*cgroup), config_.runs_dir + "/" + id);
+  RunDir& dir = teardown->dir;
   // Installed packages land in the workspace (~/.local): room for them on top of disk_mb.
   const bool installs = std::any_of(run.steps.begin(), run.steps.end(), IsInstallStep);
   const int64_t disk_mb = limits.disk_mb + (installs ? config_.install_disk_mb : 0);
@@ -447,7 +459,7 @@ HttpResponse Service::HandleRun(const HttpRequest& request, bool trusted) {
   storage::FileDigests before;
   if (session.held()) {
     if (auto refused =
-            RestoreSession(session, dir.workspace(), id, limits, cgroup->get(), &before)) {
+            RestoreSession(session, dir.workspace(), id, limits, teardown->cgroup.get(), &before)) {
       return *refused;
     }
   }
@@ -478,8 +490,8 @@ HttpResponse Service::HandleRun(const HttpRequest& request, bool trusted) {
   }
 
   util::StampPhase("files_placed");
-  RunResponse response =
-      RunSteps(run, id, dir.workspace(), dir.tmp(), dir.root(), dir.outputs(), cgroup->get());
+  RunResponse response = RunSteps(run, id, dir.workspace(), dir.tmp(), dir.root(), dir.outputs(),
+                                  teardown->cgroup.get());
   if (plan && response.steps) {
     MarkBlocksNotRun(run.steps, *response.steps, response.status, &*plan);
   }
@@ -492,8 +504,10 @@ HttpResponse Service::HandleRun(const HttpRequest& request, bool trusted) {
     return ErrorResponse(500, "sandbox_error", "run " + id + ": " + response.stderr_stream.text);
   }
 
-  return ExportAndRespond(request, run, *live, dir.workspace(), dir.outputs(), &before, session,
-                          response);
+  HttpResponse http = ExportAndRespond(request, run, *live, dir.workspace(), dir.outputs(), &before,
+                                       session, response);
+  http.after_send = std::move(teardown);
+  return http;
 }
 
 storage::PublishOptions Service::MakePublishOptions(const HttpRequest& request,
@@ -587,7 +601,7 @@ HttpResponse Service::ExportAndRespond(const HttpRequest& request, const RunRequ
   Notes().run_ms = response.wall_ms;
   HttpResponse http;
   http.body = EncodeRunResponse(response);
-  util::StampPhase("encoded");  // then ~RunDir: the run's tmpfs unmounted, its directory removed
+  util::StampPhase("encoded");  // the run's tmpfs and cgroup go after the response is sent
   return http;
 }
 

@@ -265,13 +265,13 @@ ChildPlan MakeChildPlan(const Started& st, const SandboxSpec& spec, const MountP
 // moves it there before the sync byte).
 Result<bool> CloneIntoRun(Started& st, ChildPlan& plan, uid_t owner) {
   int pidfd_raw = -1;
-  // Cloning from inside the run's cgroup (cgroup.h EnterCallingThread: the child starts
-  // there and no process migration waits on the request path) is switched off. It was
-  // blamed for a prebuild that hung at start-up (integration.EnvironmentsOff), whose cause
-  // turned out to be glibc's setxid broadcast in the child (sys::SetIdsOfThisThread); it
-  // stays off until it is measured again with one cgroup per run (RunCgroup).
-  constexpr bool kCloneInRunCgroup = false;
-  const bool placed = kCloneInRunCgroup && st.cgroup && st.cgroup->EnterCallingThread().ok();
+  // The child is cloned from inside the run's cgroup (cgroup.h EnterCallingThread): it
+  // starts there and no process migration waits on the request path (on v1 ~10 ms of RCU
+  // grace period per run; measured by scripts/bench --profile, issue 11 part 1). The
+  // thread's move needs no global lock. On v2 (no thread may sit in a domain cgroup) and when
+  // the clone is refused inside (pids.max reached by this thread and init together, say,
+  // processes = 1) the parent moves the child instead, as before.
+  bool placed = st.cgroup && st.cgroup->EnterCallingThread().ok();
   if (placed) util::StampPhase("thread_in_cgroup");
   if (st.cgroup) st.base = st.cgroup->Stats();
   st.start = Clock::now();
@@ -280,6 +280,11 @@ Result<bool> CloneIntoRun(Started& st, ChildPlan& plan, uid_t owner) {
   // keep the cgroup busy); its own cgroup exists while the daemon runs, so this cannot fail
   // short of a broken host, on which the daemon must not go on.
   if (placed && !st.cgroup->LeaveCallingThread().ok()) std::abort();
+  if (!pid.ok() && placed) {
+    placed = false;
+    st.base = st.cgroup->Stats();  // the refused fork is not the run's
+    pid = CloneChild(plan, owner, &pidfd_raw);
+  }
   if (!pid.ok()) return pid.error();
   util::StampPhase("cloned");
   st.pid = *pid;
