@@ -272,6 +272,8 @@ int main(int argc, char** argv) {
   // environments_prebuild: built in the background while the daemon serves (on threads that
   // inherit the signal mask).
   service.PrebuildEnvironments();
+  // The warm pool fills in the background (its thread inherits the signal mask).
+  service.StartWarmPool();
 
   // Started after the signal mask, which its thread inherits. Its first sweep runs here,
   // before any request, and also clears what a crash left half-published or half-deleted.
@@ -328,6 +330,7 @@ int main(int argc, char** argv) {
     while (service.RunsInFlight() > 0 && std::chrono::steady_clock::now() < deadline) {
       std::this_thread::sleep_for(std::chrono::milliseconds(50));
     }
+    service.StopWarmPool();
     service.EndKernels();  // no kernel outlives the daemon: processes, cgroups, directories
     server.Stop();
     std::this_thread::sleep_for(std::chrono::seconds(3));
@@ -340,6 +343,7 @@ int main(int argc, char** argv) {
   });
   waiter.detach();
   server.Serve([&](const api::HttpRequest& r) { return service.Handle(r); });
+  service.StopWarmPool();
   service.EndKernels();
   SweepRuns(config.runs_dir);
   if (runs_dir_fallback) RemoveFallbackRunsDir(config.runs_dir);

@@ -519,17 +519,11 @@ Result<SandboxResult> Launcher::Run(const SandboxSpec& spec) const {
   return result;
 }
 
-Result<SandboxResult> Launcher::Run(const SandboxSpec& spec, RunCgroup* cgroup) const {
-  if (spec.argv.empty() || spec.argv[0].empty() || spec.argv[0][0] != '/') {
-    return MakeError("sandbox", "argv[0] must be an absolute path inside the sandbox");
-  }
-  util::StampPhase("launch");
-  MountPlan mounts = BuildMountPlan(spec);
-  const std::string put_old = spec.root_dir + "/.oldroot";
-  auto started = sandbox::Start(spec, mounts, put_old, filter_, cgroup, init_exe_.get());
-  if (!started.ok()) return started.error();
-  Started& st = *started;
-  Supervised seen = Supervise(st, spec);
+namespace {
+
+// The run's result from what supervision saw, once init is reaped: the setup failure as an
+// error, else the outcome, usage and streams.
+Result<SandboxResult> Conclude(Started& st, Supervised& seen, const MountPlan& mounts) {
   auto reaped = sys::Reap(st.pid);
   const auto end = Clock::now();
   util::StampPhase("reaped");
@@ -573,6 +567,108 @@ Result<SandboxResult> Launcher::Run(const SandboxSpec& spec, RunCgroup* cgroup) 
   result.outcome = ClassifyOutcome(facts);
   if (!facts.have_report && result.outcome == RunOutcome::kSignaled) result.signal = SIGKILL;
   return result;
+}
+
+}  // namespace
+
+Result<SandboxResult> Launcher::Run(const SandboxSpec& spec, RunCgroup* cgroup) const {
+  if (spec.argv.empty() || spec.argv[0].empty() || spec.argv[0][0] != '/') {
+    return MakeError("sandbox", "argv[0] must be an absolute path inside the sandbox");
+  }
+  util::StampPhase("launch");
+  MountPlan mounts = BuildMountPlan(spec);
+  const std::string put_old = spec.root_dir + "/.oldroot";
+  auto started = sandbox::Start(spec, mounts, put_old, filter_, cgroup, init_exe_.get());
+  if (!started.ok()) return started.error();
+  Supervised seen = Supervise(*started, spec);
+  return Conclude(*started, seen, mounts);
+}
+
+struct WaitingSandbox::State {
+  Started st;
+  MountPlan mounts;
+  bool used = false;
+  bool reaped = false;
+  std::string exit_description;
+};
+
+WaitingSandbox::WaitingSandbox(std::unique_ptr<State> state) : state_(std::move(state)) {}
+
+WaitingSandbox::~WaitingSandbox() {
+  State& s = *state_;
+  if (!s.used && !s.reaped) {
+    // init's death takes every process of its pid namespace with it.
+    sys::KillPidfd(s.st.pidfd.get());
+    (void)sys::Reap(s.st.pid);
+  }
+}
+
+bool WaitingSandbox::Exited() const {
+  if (state_->reaped || state_->used) return true;
+  pollfd p{state_->st.pidfd.get(), POLLIN, 0};
+  return ::poll(&p, 1, 0) > 0;
+}
+
+bool WaitingSandbox::used() const { return state_->used; }
+
+std::string WaitingSandbox::ExitDescription() {
+  State& s = *state_;
+  if (s.used || !Exited()) return "";
+  if (!s.reaped) {
+    auto reaped = sys::Reap(s.st.pid);
+    s.reaped = true;
+    ChildReport report{};
+    (void)sys::SetNonBlocking(s.st.pipes.report.read.get());
+    const bool have = ::read(s.st.pipes.report.read.get(), &report, sizeof report) ==
+                      static_cast<ssize_t>(sizeof report);
+    if (have && report.kind == ChildReport::kSetupFailed) {
+      s.exit_description = SetupFailure(report, s.mounts);
+    } else if (have) {
+      s.exit_description =
+          "ended while waiting (wait status " + std::to_string(report.wait_status) + ")";
+    } else {
+      s.exit_description = "killed while waiting";
+    }
+  }
+  return s.exit_description;
+}
+
+Result<std::unique_ptr<WaitingSandbox>> Launcher::StartWaiting(const SandboxSpec& spec,
+                                                               RunCgroup* cgroup) const {
+  if (spec.argv.empty() || spec.argv[0].empty() || spec.argv[0][0] != '/') {
+    return MakeError("sandbox", "argv[0] must be an absolute path inside the sandbox");
+  }
+  auto state = std::make_unique<WaitingSandbox::State>();
+  state->mounts = BuildMountPlan(spec);
+  const std::string put_old = spec.root_dir + "/.oldroot";
+  auto started = sandbox::Start(spec, state->mounts, put_old, filter_, cgroup, init_exe_.get());
+  if (!started.ok()) return started.error();
+  state->st = std::move(*started);
+  return std::make_unique<WaitingSandbox>(std::move(state));
+}
+
+Result<SandboxResult> Launcher::RunWaiting(WaitingSandbox& sandbox, const std::string& start_line,
+                                           const SandboxSpec& spec) const {
+  WaitingSandbox::State& s = *sandbox.state_;
+  if (s.used || sandbox.Exited()) {
+    return MakeError("sandbox", "the waiting sandbox has ended or served a run already");
+  }
+  s.used = true;
+  Started& st = s.st;
+  util::StampPhase("launch");
+  if (st.cgroup) {
+    if (Status set = st.cgroup->SetLimits(CgroupLimitsFor(spec.limits)); !set.ok()) {
+      sys::KillPidfd(st.pidfd.get());
+      (void)sys::Reap(st.pid);
+      return MakeError("sandbox", "cgroup: " + set.error().message, set.error().err);
+    }
+    st.base = st.cgroup->Stats();
+  }
+  st.start = Clock::now();
+  SandboxSpec run = spec;
+  run.stdin_data = start_line + spec.stdin_data;
+  Supervised seen = Supervise(st, run);
+  return Conclude(st, seen, s.mounts);
 }
 
 Result<HelperResult> Launcher::RunHelper(const std::vector<std::string>& argv,
