@@ -15,6 +15,7 @@ byte of the program's own stdin is taken from it (a child process it starts read
 One sandbox, one run: the process exits when the program ends.
 """
 
+import importlib
 import os
 import resource
 import sys
@@ -41,6 +42,9 @@ def _main():
     # SIGXCPU at the soft limit, SIGKILL a second later, as the cold start sets them.
     resource.setrlimit(resource.RLIMIT_CPU, (cpu, cpu + 1))
     resource.setrlimit(resource.RLIMIT_FSIZE, (fsize, fsize))
+    # The run's files were written after this process started: forget what the import system
+    # cached of the workspace's directories while it waited.
+    importlib.invalidate_caches()
     sandrun_main.run([path])
 
 
