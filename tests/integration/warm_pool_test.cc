@@ -226,7 +226,7 @@ BOOST_AUTO_TEST_CASE(no_pooled_sandbox_outlives_the_daemon) {
     int n = 0;
     for (const auto& [pid, argv] : ProcessArgvs()) {
       const std::string cgroups = ReadFile("/proc/" + std::to_string(pid) + "/cgroup");
-      if (cgroups.find("/pool-") != std::string::npos) ++n;
+      if (cgroups.find("/" + Stack::Get().cgroup_name() + "/pool-") != std::string::npos) ++n;
     }
     if (const std::string mounts = ReadFile("/proc/self/mountinfo");
         mounts.find(Stack::Get().state_dir() + "/runs/pool-") != std::string::npos) {
