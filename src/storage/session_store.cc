@@ -39,8 +39,21 @@ Error CopyError(const char* call, const std::string& path) {
 
 Error OverBudget(const std::string& what) { return MakeError("over_budget", what); }
 
-// The walk's own bounds: a tree deeper or wider than these is refused whatever the budget.
-constexpr sys::TreeLimits kCopyLimits{kMaxDepth, kMaxEntries, sys::TreeLimits{}.max_bytes};
+// Entries a copy may have: its budget's, and never more than kMaxEntries.
+uint64_t EntryBound(const CopyTreeOptions& options) {
+  return std::min(options.budget.max_entries, kMaxEntries);
+}
+
+// The walk's bounds: kMaxDepth, and EntryBound entries (plus skip_top's one), so that the
+// walk reads no more names than the copy could take (a directory of 100000 empty files costs
+// neither their names in memory nor their copies). Entries it walks but does not copy
+// (symlinks, FIFOs, ...) count too.
+sys::TreeLimits CopyLimits(const CopyTreeOptions& options) {
+  sys::TreeLimits limits;
+  limits.max_depth = kMaxDepth;
+  limits.max_entries = EntryBound(options) + (options.skip_top.empty() ? 0 : 1);
+  return limits;
+}
 
 // One copy of a tree (CopyTree), as a visitor of sys::WalkTree. Keeps the first destination
 // path of every source inode with more than one link, so its other names become links of
@@ -103,7 +116,7 @@ sys::TreeStep TreeCopier::Enter(const sys::TreeEntry& entry) {
 }
 
 Status TreeCopier::AddEntry(const std::string& path) {
-  const uint64_t max = std::min(options_.budget.max_entries, kMaxEntries);
+  const uint64_t max = EntryBound(options_);
   if (usage_.files + 1 > max) {
     return OverBudget("more than " + std::to_string(max) + " files and directories (at " + path +
                       ")");
@@ -169,18 +182,20 @@ Status TreeCopier::CopyFile(const sys::TreeEntry& entry, int to_dir) {
   return OkStatus();
 }
 
-// The error for a copy the walk stopped at one of kCopyLimits (worded as before the walker).
-Error WalkLimitError(const std::string& from, const sys::TreeReport& report) {
+// The error for a copy the walk stopped at one of CopyLimits (worded as before the walker).
+Error WalkLimitError(const std::string& from, const CopyTreeOptions& options,
+                     const sys::TreeReport& report) {
   const std::string at = " (at " + report.stopped_at + ")";
   switch (report.stop) {
     case sys::TreeStop::kDepth:
       return OverBudget("deeper than " + std::to_string(kMaxDepth) + " directories" + at);
     case sys::TreeStop::kEntries:
-      return OverBudget("more than " + std::to_string(kMaxEntries) + " files and directories" + at);
+      return OverBudget("more than " + std::to_string(EntryBound(options)) +
+                        " files and directories" + at);
     case sys::TreeStop::kRootOpen:
       return StorageError("readdir", from, report.err);
     default:
-      return MakeError("storage", from + ": " + report.Describe(kCopyLimits));
+      return MakeError("storage", from + ": " + report.Describe(CopyLimits(options)));
   }
 }
 
@@ -276,9 +291,9 @@ Result<Usage> CopyTree(const std::string& from, const std::string& to,
   UniqueFd to_fd(open(to.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
   if (!to_fd.valid()) return CopyError("open", to);
   TreeCopier copier(options, to_fd.get());
-  const sys::TreeReport report = sys::WalkTree(from_fd.get(), kCopyLimits, copier);
+  const sys::TreeReport report = sys::WalkTree(from_fd.get(), CopyLimits(options), copier);
   if (!copier.status().ok()) return copier.status().error();
-  if (!report.complete()) return WalkLimitError(from, report);
+  if (!report.complete()) return WalkLimitError(from, options, report);
   return copier.usage();
 }
 
