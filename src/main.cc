@@ -223,6 +223,8 @@ int RunDaemon(const Flags& flags, const config::Config& started, const config::C
   const sigset_t stop = api::BlockStopSignals();
   // environments_prebuild: built in the background while the daemon serves.
   service.PrebuildEnvironments();
+  // The warm pool fills in the background (its thread inherits the signal mask).
+  service.StartWarmPool();
   std::unique_ptr<storage::Janitor> janitor = api::StartJanitor(config, service);
 
   server::ServerOptions options;
@@ -249,6 +251,7 @@ int RunDaemon(const Flags& flags, const config::Config& started, const config::C
   signals.Start();
   server.Serve([&](const api::HttpRequest& r) { return service.Handle(r); });
   signals.Join();
+  service.StopWarmPool();
   service.EndKernels();
   CleanRunsDir(config.runs_dir, runs_dir_fallback);
   std::fprintf(stderr, "sandrund: stopped\n");

@@ -12,6 +12,7 @@
 #include "api/environments.h"
 #include "api/packages.h"
 #include "api/run_codec.h"
+#include "api/run_dir.h"
 #include "api/run_displays.h"
 #include "api/service.h"
 #include "api/session_continuity.h"
@@ -30,47 +31,6 @@ namespace sandrun::api {
 namespace {
 
 constexpr char kProgramDir[] = "/home/user/.sandrun";
-
-// Directory of one run on the host: one size-limited tmpfs (so hard links to outside inodes
-// fail with EXDEV and a disk-filling loop hits ENOSPC, not the host's disk) holding the
-// workspace and the run's /tmp, and an empty directory for the new root. Removed whole.
-class RunDir {
- public:
-  explicit RunDir(std::string path) : path_(std::move(path)) {}
-  ~RunDir() {
-    if (mounted_) (void)sys::Unmount(path_ + "/fs");
-    (void)sys::RemoveTree(path_);
-  }
-  Status Create(uint64_t disk_bytes, uid_t uid, gid_t gid) {
-    Status s = sys::MakeDirs(path_ + "/fs", 0755);
-    if (s.ok()) s = sys::MakeDirs(root(), 0755);
-    if (s.ok()) s = sys::MountTmpfs(path_ + "/fs", disk_bytes, 0, 0, 0755);
-    mounted_ = s.ok();
-    if (s.ok()) s = MakeOwnedDir(workspace(), 0755, uid, gid);
-    if (s.ok()) s = MakeOwnedDir(tmp(), 01777, uid, gid);
-    // The sandbox user's (not host root's, which shows as nobody:nogroup in `ls -la`); it
-    // still cannot change it: it is bound read-only at both names of the workspace (mounts.cc).
-    if (s.ok()) s = MakeOwnedDir(workspace() + "/.sandrun", 0755, uid, gid);
-    // Shown figures land here, on the run's tmpfs but outside the workspace (issue 14).
-    if (s.ok()) s = MakeOwnedDir(outputs(), 0755, uid, gid);
-    return s;
-  }
-  std::string workspace() const { return path_ + "/fs/ws"; }
-  std::string outputs() const { return path_ + "/fs/out"; }
-  std::string tmp() const { return path_ + "/fs/tmp"; }
-  std::string root() const { return path_ + "/root"; }
-
- private:
-  static Status MakeOwnedDir(const std::string& path, int mode, uid_t uid, gid_t gid) {
-    if (::mkdir(path.c_str(), 0700) != 0) return sys::ErrnoError("sandbox_error", "mkdir " + path);
-    if (::chown(path.c_str(), uid, gid) != 0 || ::chmod(path.c_str(), mode) != 0) {
-      return sys::ErrnoError("sandbox_error", "chown/chmod " + path);
-    }
-    return OkStatus();
-  }
-  std::string path_;
-  bool mounted_ = false;
-};
 
 }  // namespace
 
@@ -425,29 +385,41 @@ HttpResponse Service::HandleRun(const HttpRequest& request, bool trusted) {
   sandbox::CgroupLimits cgroup_limits;
   cgroup_limits.memory_bytes = static_cast<uint64_t>(limits.memory_mb) << 20;
   cgroup_limits.processes = limits.processes;
-  auto cgroup = launcher_->CreateCgroup(id, cgroup_limits);
-  if (!cgroup.ok()) {
-    return ErrorResponse(500, "sandbox_error", "run " + id + ": " + cgroup.error().message);
+  // A sandbox of the warm pool, started ahead with its directory and cgroup, when the run
+  // fits one (warm_start.cc); else both are made now and the sandbox started cold.
+  std::unique_ptr<WarmSandbox> warm = TakeWarmSandbox(run, session.held(), id);
+  // Released after the response is sent (HttpResponse::after_send): the run's tmpfs is
+  // unmounted and its cgroup removed off the client's clock.
+  std::shared_ptr<RunTeardown> teardown;
+  if (warm) {
+    teardown = warm->teardown;
+    util::StampPhase("warm_taken");
+  } else {
+    auto cgroup = launcher_->CreateCgroup(id, cgroup_limits);
+    if (!cgroup.ok()) {
+      return ErrorResponse(500, "sandbox_error", "run " + id + ": " + cgroup.error().message);
+    }
+    teardown = std::make_shared<RunTeardown>(std::move(*cgroup), config_.runs_dir + "/" + id);
+    // Installed packages land in the workspace (~/.local): room for them on top of disk_mb.
+    const bool installs = std::any_of(run.steps.begin(), run.steps.end(), IsInstallStep);
+    const int64_t disk_mb = limits.disk_mb + (installs ? config_.install_disk_mb : 0);
+    if (Status s = teardown->dir.Create(static_cast<uint64_t>(disk_mb) << 20, uid, gid); !s.ok()) {
+      return ErrorResponse(500, "sandbox_error", "run " + id + ": " + s.error().message);
+    }
+    util::StampPhase("run_dir");
+    // matplotlib's font cache, built at start-up (font_cache.cc), in the run's MPLCONFIGDIR.
+    if (!font_cache_name_.empty()) {
+      (void)storage::PlaceFile(teardown->dir.tmp(), "matplotlib/" + font_cache_name_, font_cache_,
+                               uid, gid);
+    }
   }
-  RunDir dir(config_.runs_dir + "/" + id);
-  // Installed packages land in the workspace (~/.local): room for them on top of disk_mb.
-  const bool installs = std::any_of(run.steps.begin(), run.steps.end(), IsInstallStep);
-  const int64_t disk_mb = limits.disk_mb + (installs ? config_.install_disk_mb : 0);
-  if (Status s = dir.Create(static_cast<uint64_t>(disk_mb) << 20, uid, gid); !s.ok()) {
-    return ErrorResponse(500, "sandbox_error", "run " + id + ": " + s.error().message);
-  }
-  util::StampPhase("run_dir");
-
-  // matplotlib's font cache, built at start-up (font_cache.cc), in the run's MPLCONFIGDIR.
-  if (!font_cache_name_.empty()) {
-    (void)storage::PlaceFile(dir.tmp(), "matplotlib/" + font_cache_name_, font_cache_, uid, gid);
-  }
+  RunDir& dir = teardown->dir;
 
   // The files the run starts with: exported again only when changed.
   storage::FileDigests before;
   if (session.held()) {
     if (auto refused =
-            RestoreSession(session, dir.workspace(), id, limits, cgroup->get(), &before)) {
+            RestoreSession(session, dir.workspace(), id, limits, teardown->cgroup.get(), &before)) {
       return *refused;
     }
   }
@@ -478,8 +450,8 @@ HttpResponse Service::HandleRun(const HttpRequest& request, bool trusted) {
   }
 
   util::StampPhase("files_placed");
-  RunResponse response =
-      RunSteps(run, id, dir.workspace(), dir.tmp(), dir.root(), dir.outputs(), cgroup->get());
+  RunResponse response = RunSteps(run, id, dir.workspace(), dir.tmp(), dir.root(), dir.outputs(),
+                                  teardown->cgroup.get(), warm ? warm->sandbox.get() : nullptr);
   if (plan && response.steps) {
     MarkBlocksNotRun(run.steps, *response.steps, response.status, &*plan);
   }
@@ -492,8 +464,12 @@ HttpResponse Service::HandleRun(const HttpRequest& request, bool trusted) {
     return ErrorResponse(500, "sandbox_error", "run " + id + ": " + response.stderr_stream.text);
   }
 
-  return ExportAndRespond(request, run, *live, dir.workspace(), dir.outputs(), &before, session,
-                          response);
+  HttpResponse http = ExportAndRespond(request, run, *live, dir.workspace(), dir.outputs(), &before,
+                                       session, response);
+  // The warm sandbox (reaped by now) goes first, then its directory and cgroup.
+  warm.reset();
+  http.after_send = std::move(teardown);
+  return http;
 }
 
 storage::PublishOptions Service::MakePublishOptions(const HttpRequest& request,
@@ -587,14 +563,14 @@ HttpResponse Service::ExportAndRespond(const HttpRequest& request, const RunRequ
   Notes().run_ms = response.wall_ms;
   HttpResponse http;
   http.body = EncodeRunResponse(response);
-  util::StampPhase("encoded");  // then ~RunDir: the run's tmpfs unmounted, its directory removed
+  util::StampPhase("encoded");  // the run's tmpfs and cgroup go after the response is sent
   return http;
 }
 
 RunResponse Service::RunSteps(const RunRequest& run, const std::string& id,
                               const std::string& workspace, const std::string& tmp,
                               const std::string& root, const std::string& outputs,
-                              sandbox::RunCgroup* cgroup) const {
+                              sandbox::RunCgroup* cgroup, sandbox::WaitingSandbox* warm) const {
   const config::Limits& limits = run.limits;
   RunResponse response;
   response.id = id;
@@ -678,7 +654,12 @@ RunResponse Service::RunSteps(const RunRequest& run, const std::string& id,
     spec.network.allow_cidrs = config_.network_allow_cidrs;
 
     // Steps run one after the other in the run's cgroup; each one's outcome is its own.
-    auto result = launcher_->Run(spec, cgroup);
+    const bool warm_start = warm != nullptr && !warm->used();
+    auto result = warm_start ? launcher_->RunWaiting(*warm, WarmStartLine(spec), spec)
+                             : launcher_->Run(spec, cgroup);
+    // A pooled sandbox that ended while waiting is not the run's failure: start cold, in
+    // the same directory and cgroup.
+    if (warm_start && !result.ok() && !warm->used()) result = launcher_->Run(spec, cgroup);
     if (!result.ok()) {
       response.status = "sandbox_error";
       response.stderr_stream.text = result.error().message;

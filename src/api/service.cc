@@ -55,6 +55,8 @@ Service::Service(const config::Config& config, const sandbox::Launcher* launcher
       // A kernel never outlives its session's expiry.
       kernels_(launcher, {config.runs_dir, std::min(config.kernel_idle_s, config.session_idle_s),
                           config.max_kernels}),
+      pool_(WarmPoolSizes(config, launcher != nullptr),
+            [this](const std::string& language) { return MakeWarmSandbox(language); }),
       duration_buckets_(std::size(kDurationBucketsMs), 0) {
   if (launcher_ != nullptr) environments_ = MakeEnvironmentStore();
 }
@@ -149,6 +151,32 @@ HttpResponse Service::HandleHealth() const {
   w.Int64(admission_.active());
   w.Key("queued");
   w.Int64(admission_.queued());
+  // The warm pool per language (warm_pool.h): {"python": {"size", "ready", "refilling",
+  // "hits", "misses", "failures"[, "last_error"]}}; {} without one.
+  w.Key("pool");
+  w.StartObject();
+  for (const auto& [language, stats] : pool_.Stats()) {
+    w.Key(language.c_str());
+    w.StartObject();
+    w.Key("size");
+    w.Int64(stats.size);
+    w.Key("ready");
+    w.Int64(stats.ready);
+    w.Key("refilling");
+    w.Bool(stats.refilling);
+    w.Key("hits");
+    w.Int64(stats.hits);
+    w.Key("misses");
+    w.Int64(stats.misses);
+    w.Key("failures");
+    w.Int64(stats.failures);
+    if (!stats.last_error.empty()) {
+      w.Key("last_error");
+      w.String(util::SanitizeUtf8(stats.last_error).c_str());
+    }
+    w.EndObject();
+  }
+  w.EndObject();
   w.EndObject();
   HttpResponse r;
   r.status = health_error_.empty() && !draining_ ? 200 : 503;
@@ -195,6 +223,28 @@ HttpResponse Service::HandleMetrics() const {
       << "# HELP sandrun_sandboxes_queued Requests waiting for a sandbox.\n"
       << "# TYPE sandrun_sandboxes_queued gauge\n"
       << "sandrun_sandboxes_queued " << admission_.queued() << "\n";
+  const auto pool = pool_.Stats();
+  auto per_language = [&out, &pool](const char* name, const char* type, const char* help,
+                                    auto field) {
+    out << "# HELP " << name << " " << help << "\n# TYPE " << name << " " << type << "\n";
+    for (const auto& [language, stats] : pool) {
+      out << name << "{language=\"" << language << "\"} " << field(stats) << "\n";
+    }
+  };
+  per_language("sandrun_pool_ready", "gauge", "Warm sandboxes waiting for a run.",
+               [](const WarmPoolStats& s) { return s.ready; });
+  per_language("sandrun_pool_size", "gauge", "Warm sandboxes configured (pool).",
+               [](const WarmPoolStats& s) { return s.size; });
+  per_language("sandrun_pool_refilling", "gauge", "1 while a warm sandbox is being started.",
+               [](const WarmPoolStats& s) { return s.refilling ? 1 : 0; });
+  per_language("sandrun_pool_hits_total", "counter", "Runs served by a warm sandbox.",
+               [](const WarmPoolStats& s) { return s.hits; });
+  per_language("sandrun_pool_misses_total", "counter",
+               "Runs that fit the pool but found no warm sandbox ready (ran cold).",
+               [](const WarmPoolStats& s) { return s.misses; });
+  per_language("sandrun_pool_failures_total", "counter",
+               "Warm sandboxes that failed to start or ended while waiting.",
+               [](const WarmPoolStats& s) { return s.failures; });
   HttpResponse r;
   r.content_type = "text/plain; version=0.0.4";
   r.body = out.str();

@@ -13,6 +13,7 @@
 #include "api/admission.h"
 #include "api/http.h"
 #include "api/run_codec.h"
+#include "api/warm_pool.h"
 #include "config/config.h"
 #include "kernel/kernel_manager.h"
 #include "sandbox/launcher.h"
@@ -23,6 +24,17 @@ namespace sandrun::api {
 
 // The sandbox's environment (HOME, PATH, LANG, pip's settings, ...), for runs and kernels.
 std::vector<std::string> SandboxEnv(const config::Config& config);
+
+// The languages of `config.pool` that can be pooled (a warm argv, WarmArgv) with their sizes;
+// none without a sandbox (`can_sandbox` false). Pure.
+std::map<std::string, int64_t> WarmPoolSizes(const config::Config& config, bool can_sandbox);
+// The argv of a waiting sandbox of `language`: for the Python loader form [python,
+// "{loader}", "{file}"] the warm loader (sandrun_warm.py); for [.../bash, "{file}"] a bash that
+// reads the start line; nullopt for any other form (such a language always runs cold). Pure.
+std::optional<std::vector<std::string>> WarmArgv(const config::Language& language);
+// The start line a waiting sandbox reads: "<cpu_time_s> <file_size_bytes> <program>\n" with
+// the limits of `spec` and its program path (the last argv entry). Pure.
+std::string WarmStartLine(const sandbox::SandboxSpec& spec);
 
 class Service {
  public:
@@ -64,6 +76,11 @@ class Service {
   // Ends every Python kernel of stateful sessions (the daemon stops; before the runs
   // directory is swept).
   void EndKernels() { kernels_.EndAll(); }
+  // The warm pool (warm_pool.h, config `pool`): starts filling it in the background (call
+  // after PrepareFontCache, once the signal mask is set), and ends it (every waiting sandbox
+  // killed, its directory and cgroup removed; before the runs directory is swept).
+  void StartWarmPool();
+  void StopWarmPool() { pool_.Stop(); }
   // Runs holding a sandbox slot now.
   int64_t RunsInFlight() const { return admission_.active(); }
 
@@ -89,9 +106,22 @@ class Service {
   // continue_on_error) and joins their results. status "sandbox_error" (message in
   // stderr) when a sandbox could not be built.
   // `outputs` is the run's outputs area (run_displays.h).
+  // `warm`: a pooled sandbox for the one program step (WarmShapeFits), or null.
   RunResponse RunSteps(const RunRequest& run, const std::string& id, const std::string& workspace,
                        const std::string& tmp, const std::string& root, const std::string& outputs,
-                       sandbox::RunCgroup* cgroup) const;
+                       sandbox::RunCgroup* cgroup, sandbox::WaitingSandbox* warm) const;
+  // Whether `run` can take a sandbox of the warm pool (warm_start.cc): a stateless run of one
+  // program step in a pooled language, with no session, prepared environment, network or
+  // install step, and the pool's disk_mb (the default).
+  bool WarmShapeFits(const RunRequest& run, bool session_held) const;
+  // One sandbox of the warm pool for `language`, with its run directory and cgroup: the
+  // support files and font cache in place, rlimits at the ceilings (the start line lowers
+  // them), the default memory and process limits (RunWaiting writes the run's).
+  Result<std::unique_ptr<WarmSandbox>> MakeWarmSandbox(const std::string& language) const;
+  // A sandbox of the warm pool for `run` when it fits one and one is ready, its directory
+  // and cgroup renamed to `run_id`; null otherwise (the run starts cold).
+  std::unique_ptr<WarmSandbox> TakeWarmSandbox(const RunRequest& run, bool session_held,
+                                               const std::string& run_id);
   // A stateless Python program sent as `code` with notebook lines (`!pip install x`,
   // `%pip install x`, `%matplotlib inline`): the pip lines run first as an install step of
   // the shell, as in a markdown block, and stay in the program as comments (issue 9 part 2).
@@ -170,6 +200,7 @@ class Service {
   WaiterGate environment_waiters_;  // requests waiting for an environment's build
   std::unique_ptr<storage::EnvironmentStore> environments_;  // null without a launcher
   kernel::KernelManager kernels_;
+  WarmPool pool_;
   mutable std::mutex metrics_mu_;
   std::map<std::string, int64_t> runs_by_status_;
   std::vector<int64_t> duration_buckets_;  // counts per kDurationBucketsMs bound

@@ -55,6 +55,7 @@ void StopSignals::Wait() {
   while (service_.RunsInFlight() > 0 && std::chrono::steady_clock::now() < deadline) {
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
   }
+  service_.StopWarmPool();
   service_.EndKernels();  // no kernel outlives the daemon: processes, cgroups, directories
   hooks_.stop_server();
   // The owner is blocked in Join() (which waits for this thread) once Serve() returned, so

@@ -354,6 +354,21 @@ Status ParseLanguages(const rapidjson::Value& v, std::vector<Language>& out) {
   return OkStatus();
 }
 
+Status ParsePool(const rapidjson::Value& v, std::map<std::string, int64_t>& out) {
+  if (!v.IsObject()) {
+    return KeyError("pool", "expected an object of language name -> sandboxes kept ready");
+  }
+  out.clear();
+  for (auto it = v.MemberBegin(); it != v.MemberEnd(); ++it) {
+    const std::string key = std::string("pool.") + it->name.GetString();
+    if (!it->value.IsInt64() || it->value.GetInt64() < 0 || it->value.GetInt64() > 64) {
+      return KeyError(key, "expected an integer from 0 to 64");
+    }
+    out[it->name.GetString()] = it->value.GetInt64();
+  }
+  return OkStatus();
+}
+
 std::vector<Language> DefaultLanguages() {
   return {
       {"python", {"py", "python3", "py3"}, "main.py", {"/usr/bin/python3", "{loader}", "{file}"}},
@@ -661,8 +676,8 @@ const std::vector<LimitKey>& LimitKeys() {
        "CPU time: of each process (RLIMIT_CPU) and of the whole run (cgroup) (s)"},
       {"memory_mb", &Limits::memory_mb, "MiB", 512, 16, 8192,
        "memory of the whole run, no swap (MiB)"},
-      {"processes", &Limits::processes, "", 64, 1, 1024,
-       "processes and threads of the run, sandrun's init and the program included"},
+      {"processes", &Limits::processes, "", 64, 2, 1024,
+       "processes and threads of the run, sandrun's init and the program included (so at least 2)"},
       {"output_bytes", &Limits::output_bytes, "bytes", 1 << 20, 1024, 64 << 20,
        "stdout + stderr captured (bytes)"},
       {"max_files", &Limits::max_files, "", 100, 0, 10000, "generated files exported"},
@@ -737,6 +752,8 @@ Result<Config> Load(const std::string& path, bool read_secrets) {
         s = ParseLimits(it->value, name, config.ceilings);
       } else if (name == "languages") {
         s = ParseLanguages(it->value, config.languages);
+      } else if (name == "pool") {
+        s = ParsePool(it->value, config.pool);
       } else {
         const Key* key = nullptr;
         for (const auto& k : Keys()) {
@@ -793,6 +810,7 @@ std::vector<std::string> ChangedKeys(const Config& a, const Config& b) {
     changed.emplace_back("tokens");
   }
   if (a.link_secret != b.link_secret) changed.emplace_back("link_secret");
+  if (a.pool != b.pool) changed.emplace_back("pool");
   return changed;
 }
 
@@ -852,6 +870,13 @@ std::string EffectiveConfigJson(const Config& config) {
     w.EndObject();
   }
   w.EndObject();
+  w.Key("pool");
+  w.StartObject();
+  for (const auto& [language, size] : config.pool) {
+    w.Key(language.c_str());
+    w.Int64(size);
+  }
+  w.EndObject();
   w.EndObject();
   return std::string(buffer.GetString(), buffer.GetSize()) + "\n";
 }
@@ -866,6 +891,8 @@ std::string HelpText() {
   out << "  (sets keys: a JSON array of arrays of strings, or one string of sets separated by "
          "';')\n";
   out << "  limits (object): defaults of a run; ceilings (object): the most a request may ask\n";
+  out << "  pool (object): language -> sandboxes kept started and waiting for a run (default "
+         "{\"python\": 2, \"bash\": 1}; {} = no warm pool)\n";
   for (const auto& lk : LimitKeys()) {
     out << "    " << lk.name << ": " << lk.help << " [default " << lk.default_value << ", minimum "
         << lk.min << ", ceiling " << lk.default_ceiling << "]\n";

@@ -163,6 +163,10 @@ struct Config {
   Limits limits;                        // a run's limits unless its request says
   Limits ceilings = DefaultCeilings();  // the most a request may ask
   std::vector<Language> languages;      // default: python, bash
+  // The warm pool (issue 11 part 2, api/warm_pool.h): language name -> sandboxes kept started
+  // and waiting for a run; 0 or absent: none for that language. Python (the "{loader}" argv)
+  // and bash can be pooled. Default {"python": 2, "bash": 1}; {} turns the pool off.
+  std::map<std::string, int64_t> pool = {{"python", 2}, {"bash", 1}};
 };
 
 // Where `sandrund check` reads its config when no --config is given.
@@ -193,7 +197,7 @@ Result<Config> Load(const std::string& path, bool read_secrets = true);
 
 // The effective config `Load` made (defaults, the file, SANDRUN_* overrides and the derived
 // paths merged) as a pretty-printed JSON object in the file's format: every key of the table,
-// "limits", "ceilings" and "languages". Secrets are not in it: bearer_tokens prints as
+// "limits", "ceilings", "languages" and "pool". Secrets are not in it: bearer_tokens prints as
 // "(secret)" when set, link_secret and tokens not at all. Pure.
 std::string EffectiveConfigJson(const Config& config);
 
@@ -201,7 +205,7 @@ std::string EffectiveConfigJson(const Config& config);
 std::string HelpText();
 
 // The keys whose values differ between `a` and `b`, named as in the file: top-level keys,
-// "limits.<name>", "ceilings.<name>", "languages", and "tokens" / "link_secret" for what
+// "limits.<name>", "ceilings.<name>", "languages", "pool", and "tokens" / "link_secret" for what
 // tokens_file / link_secret_file held when loaded (a SIGHUP reload, config/reload.h). Pure.
 std::vector<std::string> ChangedKeys(const Config& a, const Config& b);
 

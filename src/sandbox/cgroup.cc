@@ -143,6 +143,29 @@ class RunCgroupV1 : public RunCgroup {
     }
     return result;
   }
+  Status SetLimits(const CgroupLimits& limits) override {
+    const std::string& mem = dirs_[0];
+    const std::string memory = std::to_string(limits.memory_bytes);
+    // memsw (only with swap accounting) may never be below the memory limit: a lower limit
+    // goes to memory first, a higher one to memsw first. Equal limits mean "no swap".
+    const bool memsw = ::access((mem + "/memory.memsw.limit_in_bytes").c_str(), W_OK) == 0;
+    const int64_t current = ReadNumber(mem + "/memory.limit_in_bytes");
+    const bool raising = current >= 0 && static_cast<uint64_t>(current) < limits.memory_bytes;
+    Status s = OkStatus();
+    if (memsw && raising) s = Write(mem + "/memory.memsw.limit_in_bytes", memory);
+    if (s.ok()) s = Write(mem + "/memory.limit_in_bytes", memory);
+    if (s.ok() && memsw && !raising) s = Write(mem + "/memory.memsw.limit_in_bytes", memory);
+    if (s.ok()) s = Write(dirs_[1] + "/pids.max", std::to_string(limits.processes));
+    return s;
+  }
+  Status Rename(const std::string& run_id) override {
+    for (auto& dir : dirs_) {
+      std::string renamed = dir.substr(0, dir.rfind('/') + 1) + run_id;
+      if (Status s = sys::Rename(dir, renamed); !s.ok()) return s;
+      dir = std::move(renamed);
+    }
+    return OkStatus();
+  }
   CgroupStats Stats() const override {
     CgroupStats stats;
     // dirs_[0] is memory, dirs_[1] pids, dirs_[2] cpuacct (optional).
@@ -201,17 +224,8 @@ class CgroupManagerV1 : public CgroupManager {
       dirs.push_back(dir);
     }
     auto cg = std::make_unique<RunCgroupV1>(dirs, homes_);
-    const std::string& mem = dirs[0];
-    const std::string memory = std::to_string(limits.memory_bytes);
-    Status s = Write(mem + "/memory.limit_in_bytes", memory);
-    // memsw exists only with swap accounting; equal limits mean "no swap".
-    if (s.ok() && ::access((mem + "/memory.memsw.limit_in_bytes").c_str(), W_OK) == 0) {
-      s = Write(mem + "/memory.memsw.limit_in_bytes", memory);
-    }
-    if (s.ok())
-      (void)Write(mem + "/memory.swappiness", "0");  // refused in some kernels: best effort
-    if (s.ok()) s = Write(dirs[1] + "/pids.max", std::to_string(limits.processes));
-    if (!s.ok()) return s.error();
+    (void)Write(dirs[0] + "/memory.swappiness", "0");  // refused in some kernels: best effort
+    if (Status s = cg->SetLimits(limits); !s.ok()) return s.error();
     return std::unique_ptr<RunCgroup>(std::move(cg));
   }
   int SweepStale() override {
@@ -237,6 +251,12 @@ class RunCgroupV2 : public RunCgroup {
     return MakeError("cgroup", "cgroup v2: a thread cannot enter a run's domain cgroup alone");
   }
   Status LeaveCallingThread() override { return OkStatus(); }
+  Status Rename(const std::string&) override { return OkStatus(); }
+  Status SetLimits(const CgroupLimits& limits) override {
+    Status s = Write(dir_ + "/memory.max", std::to_string(limits.memory_bytes));
+    if (s.ok()) s = Write(dir_ + "/pids.max", std::to_string(limits.processes));
+    return s;
+  }
   CgroupStats Stats() const override {
     CgroupStats stats;
     stats.oom_kills = std::max<int64_t>(0, ReadKeyed(dir_ + "/memory.events", "oom_kill"));
@@ -268,9 +288,8 @@ class CgroupManagerV2 : public CgroupManager {
     std::string dir = base_ + "/runs/" + run_id;
     if (::mkdir(dir.c_str(), 0755) != 0) return sys::ErrnoError("cgroup", "mkdir " + dir);
     auto cg = std::make_unique<RunCgroupV2>(dir);
-    Status s = Write(dir + "/memory.max", std::to_string(limits.memory_bytes));
-    if (s.ok()) s = Write(dir + "/memory.swap.max", "0");
-    if (s.ok()) s = Write(dir + "/pids.max", std::to_string(limits.processes));
+    Status s = Write(dir + "/memory.swap.max", "0");
+    if (s.ok()) s = cg->SetLimits(limits);
     if (!s.ok()) return s.error();
     return std::unique_ptr<RunCgroup>(std::move(cg));
   }

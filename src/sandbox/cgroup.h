@@ -42,6 +42,13 @@ class RunCgroup {
   virtual Status EnterCallingThread() = 0;
   // Moves the calling thread back to the daemon's own cgroup(s). Errors name the file.
   virtual Status LeaveCallingThread() = 0;
+  // Writes `limits` (memory, pids.max) again, for a cgroup made ahead of its run (the warm
+  // pool). Errors name the file; lowering memory below what is in use fails (EBUSY on v1).
+  virtual Status SetLimits(const CgroupLimits& limits) = 0;
+  // Renames the cgroup to `run_id` (same parent), its processes staying in it: a warm
+  // pool's sandbox takes the id of the run it serves. v1 only (rename(2) of a cgroup
+  // directory); v2 has no rename and keeps the name (returns OK). Errors name the directory.
+  virtual Status Rename(const std::string& run_id) = 0;
   virtual CgroupStats Stats() const = 0;
   // Removes the run's cgroup directories (all processes must be gone).
   virtual Status Destroy() = 0;

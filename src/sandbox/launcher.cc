@@ -265,13 +265,13 @@ ChildPlan MakeChildPlan(const Started& st, const SandboxSpec& spec, const MountP
 // moves it there before the sync byte).
 Result<bool> CloneIntoRun(Started& st, ChildPlan& plan, uid_t owner) {
   int pidfd_raw = -1;
-  // Cloning from inside the run's cgroup (cgroup.h EnterCallingThread: the child starts
-  // there and no process migration waits on the request path) is switched off. It was
-  // blamed for a prebuild that hung at start-up (integration.EnvironmentsOff), whose cause
-  // turned out to be glibc's setxid broadcast in the child (sys::SetIdsOfThisThread); it
-  // stays off until it is measured again with one cgroup per run (RunCgroup).
-  constexpr bool kCloneInRunCgroup = false;
-  const bool placed = kCloneInRunCgroup && st.cgroup && st.cgroup->EnterCallingThread().ok();
+  // The child is cloned from inside the run's cgroup (cgroup.h EnterCallingThread): it
+  // starts there and no process migration waits on the request path (on v1 ~10 ms of RCU
+  // grace period per run; measured by scripts/bench --profile, issue 11 part 1). The
+  // thread's move needs no global lock. On v2 (no thread may sit in a domain cgroup) and when
+  // the clone is refused inside (pids.max reached by this thread and init together, say,
+  // processes = 1) the parent moves the child instead, as before.
+  bool placed = st.cgroup && st.cgroup->EnterCallingThread().ok();
   if (placed) util::StampPhase("thread_in_cgroup");
   if (st.cgroup) st.base = st.cgroup->Stats();
   st.start = Clock::now();
@@ -280,6 +280,11 @@ Result<bool> CloneIntoRun(Started& st, ChildPlan& plan, uid_t owner) {
   // keep the cgroup busy); its own cgroup exists while the daemon runs, so this cannot fail
   // short of a broken host, on which the daemon must not go on.
   if (placed && !st.cgroup->LeaveCallingThread().ok()) std::abort();
+  if (!pid.ok() && placed) {
+    placed = false;
+    st.base = st.cgroup->Stats();  // the refused fork is not the run's
+    pid = CloneChild(plan, owner, &pidfd_raw);
+  }
   if (!pid.ok()) return pid.error();
   util::StampPhase("cloned");
   st.pid = *pid;
@@ -514,17 +519,11 @@ Result<SandboxResult> Launcher::Run(const SandboxSpec& spec) const {
   return result;
 }
 
-Result<SandboxResult> Launcher::Run(const SandboxSpec& spec, RunCgroup* cgroup) const {
-  if (spec.argv.empty() || spec.argv[0].empty() || spec.argv[0][0] != '/') {
-    return MakeError("sandbox", "argv[0] must be an absolute path inside the sandbox");
-  }
-  util::StampPhase("launch");
-  MountPlan mounts = BuildMountPlan(spec);
-  const std::string put_old = spec.root_dir + "/.oldroot";
-  auto started = sandbox::Start(spec, mounts, put_old, filter_, cgroup, init_exe_.get());
-  if (!started.ok()) return started.error();
-  Started& st = *started;
-  Supervised seen = Supervise(st, spec);
+namespace {
+
+// The run's result from what supervision saw, once init is reaped: the setup failure as an
+// error, else the outcome, usage and streams.
+Result<SandboxResult> Conclude(Started& st, Supervised& seen, const MountPlan& mounts) {
   auto reaped = sys::Reap(st.pid);
   const auto end = Clock::now();
   util::StampPhase("reaped");
@@ -568,6 +567,108 @@ Result<SandboxResult> Launcher::Run(const SandboxSpec& spec, RunCgroup* cgroup) 
   result.outcome = ClassifyOutcome(facts);
   if (!facts.have_report && result.outcome == RunOutcome::kSignaled) result.signal = SIGKILL;
   return result;
+}
+
+}  // namespace
+
+Result<SandboxResult> Launcher::Run(const SandboxSpec& spec, RunCgroup* cgroup) const {
+  if (spec.argv.empty() || spec.argv[0].empty() || spec.argv[0][0] != '/') {
+    return MakeError("sandbox", "argv[0] must be an absolute path inside the sandbox");
+  }
+  util::StampPhase("launch");
+  MountPlan mounts = BuildMountPlan(spec);
+  const std::string put_old = spec.root_dir + "/.oldroot";
+  auto started = sandbox::Start(spec, mounts, put_old, filter_, cgroup, init_exe_.get());
+  if (!started.ok()) return started.error();
+  Supervised seen = Supervise(*started, spec);
+  return Conclude(*started, seen, mounts);
+}
+
+struct WaitingSandbox::State {
+  Started st;
+  MountPlan mounts;
+  bool used = false;
+  bool reaped = false;
+  std::string exit_description;
+};
+
+WaitingSandbox::WaitingSandbox(std::unique_ptr<State> state) : state_(std::move(state)) {}
+
+WaitingSandbox::~WaitingSandbox() {
+  State& s = *state_;
+  if (!s.used && !s.reaped) {
+    // init's death takes every process of its pid namespace with it.
+    sys::KillPidfd(s.st.pidfd.get());
+    (void)sys::Reap(s.st.pid);
+  }
+}
+
+bool WaitingSandbox::Exited() const {
+  if (state_->reaped || state_->used) return true;
+  pollfd p{state_->st.pidfd.get(), POLLIN, 0};
+  return ::poll(&p, 1, 0) > 0;
+}
+
+bool WaitingSandbox::used() const { return state_->used; }
+
+std::string WaitingSandbox::ExitDescription() {
+  State& s = *state_;
+  if (s.used || !Exited()) return "";
+  if (!s.reaped) {
+    auto reaped = sys::Reap(s.st.pid);
+    s.reaped = true;
+    ChildReport report{};
+    (void)sys::SetNonBlocking(s.st.pipes.report.read.get());
+    const bool have = ::read(s.st.pipes.report.read.get(), &report, sizeof report) ==
+                      static_cast<ssize_t>(sizeof report);
+    if (have && report.kind == ChildReport::kSetupFailed) {
+      s.exit_description = SetupFailure(report, s.mounts);
+    } else if (have) {
+      s.exit_description =
+          "ended while waiting (wait status " + std::to_string(report.wait_status) + ")";
+    } else {
+      s.exit_description = "killed while waiting";
+    }
+  }
+  return s.exit_description;
+}
+
+Result<std::unique_ptr<WaitingSandbox>> Launcher::StartWaiting(const SandboxSpec& spec,
+                                                               RunCgroup* cgroup) const {
+  if (spec.argv.empty() || spec.argv[0].empty() || spec.argv[0][0] != '/') {
+    return MakeError("sandbox", "argv[0] must be an absolute path inside the sandbox");
+  }
+  auto state = std::make_unique<WaitingSandbox::State>();
+  state->mounts = BuildMountPlan(spec);
+  const std::string put_old = spec.root_dir + "/.oldroot";
+  auto started = sandbox::Start(spec, state->mounts, put_old, filter_, cgroup, init_exe_.get());
+  if (!started.ok()) return started.error();
+  state->st = std::move(*started);
+  return std::make_unique<WaitingSandbox>(std::move(state));
+}
+
+Result<SandboxResult> Launcher::RunWaiting(WaitingSandbox& sandbox, const std::string& start_line,
+                                           const SandboxSpec& spec) const {
+  WaitingSandbox::State& s = *sandbox.state_;
+  if (s.used || sandbox.Exited()) {
+    return MakeError("sandbox", "the waiting sandbox has ended or served a run already");
+  }
+  s.used = true;
+  Started& st = s.st;
+  util::StampPhase("launch");
+  if (st.cgroup) {
+    if (Status set = st.cgroup->SetLimits(CgroupLimitsFor(spec.limits)); !set.ok()) {
+      sys::KillPidfd(st.pidfd.get());
+      (void)sys::Reap(st.pid);
+      return MakeError("sandbox", "cgroup: " + set.error().message, set.error().err);
+    }
+    st.base = st.cgroup->Stats();
+  }
+  st.start = Clock::now();
+  SandboxSpec run = spec;
+  run.stdin_data = start_line + spec.stdin_data;
+  Supervised seen = Supervise(st, run);
+  return Conclude(st, seen, s.mounts);
 }
 
 Result<HelperResult> Launcher::RunHelper(const std::vector<std::string>& argv,

@@ -85,6 +85,33 @@ class LiveSandbox {
   std::unique_ptr<State> state_;
 };
 
+// A sandbox started ahead of its run (issue 11 part 2, the warm pool): built like a run's
+// sandbox — namespaces, mounts, rlimits, seccomp filter, in the cgroup it was given — with its
+// program started and blocked reading the first line of its stdin (a warm start line: see
+// api/warm_pool.h). Launcher::RunWaiting serves exactly one run with it; unused, the
+// destructor kills and reaps it (the cgroup stays: the caller owns it). Not thread-safe (one
+// owner at a time); not safe after fork.
+class WaitingSandbox {
+ public:
+  struct State;
+  explicit WaitingSandbox(std::unique_ptr<State> state);
+  ~WaitingSandbox();
+  WaitingSandbox(const WaitingSandbox&) = delete;
+  WaitingSandbox& operator=(const WaitingSandbox&) = delete;
+
+  // True once it has ended while waiting (killed from outside, or its setup failed): it
+  // cannot serve a run. Does not block.
+  bool Exited() const;
+  // Its setup failure or exit, once Exited() ("" before).
+  std::string ExitDescription();
+  // Whether RunWaiting has used it.
+  bool used() const;
+
+ private:
+  friend class Launcher;
+  std::unique_ptr<State> state_;
+};
+
 class Launcher {
  public:
   // `cgroups` may be null (require_cgroups = false): memory is then capped by RLIMIT_AS and
@@ -131,6 +158,22 @@ class Launcher {
   // LiveSandbox then owns and removes with Kill().
   Result<std::unique_ptr<LiveSandbox>> Start(const SandboxSpec& spec,
                                              std::unique_ptr<RunCgroup> cgroup) const;
+
+  // Starts spec.argv in a new sandbox in `cgroup` (CreateCgroup; null without cgroups; the
+  // caller keeps it and removes it after the sandbox is gone) and leaves it waiting: its
+  // stdin stays open and nothing is written to it, no limit of the run is watched yet (the
+  // cgroup's and the rlimits are those of `spec`). Errors as Run's. Not safe after fork.
+  Result<std::unique_ptr<WaitingSandbox>> StartWaiting(const SandboxSpec& spec,
+                                                       RunCgroup* cgroup) const;
+  // Serves one run with `sandbox`: writes the memory and process limits of spec.limits to
+  // its cgroup, sends `start_line` (ending in '\n') and then spec.stdin_data on its stdin, and
+  // supervises it as Run does with spec.limits (wall-clock time from now; CPU time, OOM kills
+  // and refused forks counted from now, so what the waiting program did before is not the
+  // run's). Only limits, stdin and the start line come from `spec`: argv, mounts and the
+  // rest are the sandbox's own. Errors ("sandbox"): the sandbox was used or has ended, or
+  // its cgroup refused the limits (memory in use already above them). Not safe after fork.
+  Result<SandboxResult> RunWaiting(WaitingSandbox& sandbox, const std::string& start_line,
+                                   const SandboxSpec& spec) const;
 
   const CgroupManager* cgroups() const { return cgroups_.get(); }
 

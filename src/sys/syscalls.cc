@@ -104,6 +104,15 @@ Status RemoveEmptyDir(const std::string& path) {
   return OkStatus();
 }
 
+Status Rename(const std::string& from, const std::string& to) {
+  // cgroupfs (kernfs) has no RENAME_NOREPLACE (EINVAL): a plain rename there.
+  if (::renameat2(AT_FDCWD, from.c_str(), AT_FDCWD, to.c_str(), RENAME_NOREPLACE) == 0) {
+    return OkStatus();
+  }
+  if (errno == EINVAL && ::rename(from.c_str(), to.c_str()) == 0) return OkStatus();
+  return ErrnoError("rename", "rename " + from + " to " + to);
+}
+
 Result<uint64_t> AvailableBytes(const std::string& path) {
   struct statvfs fs;
   if (::statvfs(path.c_str(), &fs) != 0) return ErrnoError("statvfs", "statvfs " + path);

@@ -53,6 +53,9 @@ Status RemoveTree(const std::string& path);
 // rmdir(2): removes `path` only if it is an empty directory. Errors name the path
 // (ENOTEMPTY: something is still in it). A missing path is not an error.
 Status RemoveEmptyDir(const std::string& path);
+// rename(2) of `from` to `to` (not replacing: RENAME_NOREPLACE where the file system has it,
+// else a plain rename). Errors name both paths. Not child-safe.
+Status Rename(const std::string& from, const std::string& to);
 // statvfs(2): bytes an unprivileged writer may still use on the file system of `path`
 // (f_bavail * f_frsize). Errors name the path. Not child-safe.
 Result<uint64_t> AvailableBytes(const std::string& path);

@@ -187,16 +187,23 @@ class SandrunClient:
 class SandrunCase(Case):
     """POST /run; the row's samples are end-to-end ms, `daemon` collects usage.wall_ms."""
 
-    def __init__(self, group, client, language, code, expected, files=()):
-        super().__init__(group, "sandrun, HTTP end-to-end",
-                         f"POST /run {json.dumps({'language': language, 'code': code})}")
+    def __init__(self, group, client, language, code, expected, files=(), cold=False):
+        # warm: the request as users send it, which a waiting sandbox of the pool serves when
+        # one is ready; cold: the same with limits.disk_mb one below the default, a shape the
+        # pool does not fit, so its sandbox is built for it (as with pool 0).
+        kind = "cold" if cold else "warm"
+        request = {"language": language, "code": code}
+        if cold:
+            request["limits"] = {"disk_mb": COLD_DISK_MB}
+        super().__init__(group, f"sandrun {kind}, HTTP end-to-end",
+                         f"POST /run {json.dumps(request)}")
         self.client = client
-        self.body = json.dumps({"language": language, "code": code}).encode()
+        self.body = json.dumps(request).encode()
         self.files = tuple(files)  # names the run must have published
         self.log_offsets = []  # the daemon log's size before each measured request
         self.expected = expected.decode()
-        self.daemon = Case(group, "sandrun, daemon `usage.wall_ms`",
-                           "the same requests: the daemon's own wall time (clone to reap)")
+        self.daemon = Case(group, f"sandrun {kind}, daemon `usage.wall_ms`",
+                           "the same requests: the daemon's own wall time (start to reap)")
 
     def run_once(self):
         status, _, data, elapsed = self.client.request("POST", "/run", self.body)
@@ -219,6 +226,22 @@ class SandrunCase(Case):
             raise BenchError(f"{self.describe}: no usage.wall_ms in {data[:500]!r}")
         self._last_wall = float(wall)
         return elapsed
+
+
+# disk_mb of the cold requests: one below the default (100), so the warm pool never serves them.
+COLD_DISK_MB = 99
+
+
+def pool_hits(client):
+    """sandrun_pool_hits_total summed over languages, from /metrics (None if absent)."""
+    status, _, data, _ = client.request("GET", "/metrics")
+    if status != 200:
+        return None
+    total = None
+    for line in data.decode(errors="replace").splitlines():
+        if line.startswith("sandrun_pool_hits_total"):
+            total = (total or 0) + int(float(line.rsplit(" ", 1)[1]))
+    return total
 
 
 def probe(case):
@@ -475,17 +498,18 @@ def main():
         bwrap = ProcessCase(label, "bwrap", BWRAP + argv, expected, workdir)
         runsc = ProcessCase(label, "gVisor `runsc do`", runsc_base + argv, expected, workdir)
         sandrun = SandrunCase(label, client, language, code, expected, files)
-        for case in (bare, bwrap, runsc, sandrun):
+        cold = SandrunCase(label, client, language, code, expected, files, cold=True)
+        for case in (bare, bwrap, runsc, sandrun, cold):
             case.warmup = 1 if heavy else args.warmup
             case.max_samples = args.heavy_runs if heavy else args.runs
-        groups.append((label, bare, bwrap, runsc, sandrun))
+        groups.append((label, bare, bwrap, runsc, sandrun, cold))
 
     # Probe every case once; bare and sandrun must work, bwrap/gVisor may be "n/a".
     # A runner that failed once (gVisor without a working platform) is not tried again.
     runnable = []
     failed_runners = {}
-    for label, bare, bwrap, runsc, sandrun in groups:
-        cases = (bare, sandrun) if args.profile else (bare, bwrap, runsc, sandrun)
+    for label, bare, bwrap, runsc, sandrun, cold in groups:
+        cases = (bare, sandrun, cold) if args.profile else (bare, bwrap, runsc, sandrun, cold)
         for case in cases:
             if case.runner in failed_runners:
                 case.unavailable, case.short_reason = failed_runners[case.runner]
@@ -495,7 +519,7 @@ def main():
                 failed_runners[case.runner] = (case.unavailable, case.short_reason)
             if case.unavailable is None:
                 runnable.append(case)
-            elif case in (bare, sandrun):
+            elif case in (bare, sandrun, cold):
                 raise BenchError(case.unavailable)
             else:
                 log(f"n/a: {case.unavailable}")
@@ -511,6 +535,7 @@ def main():
         return spent
 
     # 1. Latency of one run, all runners interleaved round by round.
+    hits_before = pool_hits(client)
     total = max(c.warmup + c.max_samples for c in runnable)
     for r in range(total):
         for case in runnable:
@@ -526,21 +551,25 @@ def main():
         spent = check_time(f"round {r + 1} of {total}")
         log(f"round {r + 1}/{total} done, {spent:.0f} s")
 
+    hits_after = pool_hits(client)
+    warm_runs = sum(s.warmup + s.max_samples for _, _, _, _, s, _ in groups if s in runnable)
+
     # The phase profile: each sandrun request's own log line (the request is sequential, so
     # the first /run line after the offset taken before it is its own).
     profile_rows = []
     if args.daemon_log:
         time.sleep(0.2)  # the daemon logs after the response is sent
-        for label, bare, bwrap, runsc, sandrun in groups:
+        for label, bare, bwrap, runsc, sandrun, cold in groups:
             if label not in PROFILED:
                 continue
-            stamps = []
-            for offset in sandrun.log_offsets:
-                lines = read_phases(args.daemon_log, offset)
-                if lines:
-                    stamps.append(lines[0])
-            if stamps:
-                profile_rows += phase_table(label, stamps)
+            for kind, case in (("warm", sandrun), ("cold", cold)):
+                stamps = []
+                for offset in case.log_offsets:
+                    lines = read_phases(args.daemon_log, offset)
+                    if lines:
+                        stamps.append(lines[0])
+                if stamps:
+                    profile_rows += phase_table(f"{label}, {kind}", stamps)
 
     facts = machine_facts()
     out = []
@@ -557,10 +586,10 @@ def main():
     out.append("")
     out.append("| program | runner | median ms | p90 ms | median − bare ms | vs bare | vs bwrap |")
     out.append("|---|---|--:|--:|--:|--:|--:|")
-    for label, bare, bwrap, runsc, sandrun in groups:
+    for label, bare, bwrap, runsc, sandrun, cold in groups:
         bare_med = statistics.median(bare.samples)
         bwrap_med = statistics.median(bwrap.samples) if bwrap.samples else None
-        for case in (bare, bwrap, runsc, sandrun, sandrun.daemon):
+        for case in (bare, bwrap, runsc, sandrun, sandrun.daemon, cold, cold.daemon):
             if args.profile and case in (bwrap, runsc):
                 continue
             if case.unavailable is not None:
@@ -576,6 +605,12 @@ def main():
             delta = f"{med - bare_med:+.1f}" if case is not bare else "–"
             out.append(f"| {label} | {case.runner} | {fmt_ms(med)} | {fmt_ms(p90)} | {delta} | "
                        f"{vs_bare} | {vs_bwrap} |")
+    if hits_before is not None and hits_after is not None:
+        out.append("")
+        out.append(f"Warm pool: {hits_after - hits_before} of the {warm_runs} warm requests "
+                   f"(warm-up included) were served by a waiting sandbox; the rest found none "
+                   f"ready and ran cold. Cold requests ask for disk_mb {COLD_DISK_MB} (the "
+                   f"default is 100), which the pool does not fit.")
     if profile_rows:
         out.append("")
         out.append("Phase profile of the sandrun runs above, from the daemon's own CLOCK_MONOTONIC "
@@ -591,7 +626,7 @@ def main():
 
     # 2. Throughput of print(1) at 1, 4 and 8 clients: bare spawns and sandrun alternate,
     # round by round; each block is --load-requests requests per client count.
-    py_bare, py_sandrun = groups[0][1], groups[0][4]
+    py_bare, py_sandrun = groups[0][1], groups[0][4]  # warm requests (the pool when ready)
     throughput = {}  # (runner, clients) -> [requests/s per round]
     latencies8 = {"bare": [], "sandrun": []}
     for rnd in range(args.load_rounds):

@@ -26,6 +26,16 @@ BOOST_AUTO_TEST_CASE(unknown_field_is_400_naming_it) {
       "error names the field: " << response.body);
 }
 
+// processes counts sandrun's init and the program: 1 could never run anything. It was a 500
+// "sandbox setup failed at fork program"; now it is refused up front, naming the limit.
+BOOST_AUTO_TEST_CASE(one_process_is_400_naming_the_limit) {
+  HttpResponse response =
+      Post("/run", R"json({"language":"bash","code":"echo hi","limits":{"processes":1}})json");
+  BOOST_TEST(response.status == 400, response.body);
+  ServiceError error = ParseServiceError(response.body);
+  BOOST_TEST(error.field == "limits.processes", response.body);
+}
+
 BOOST_AUTO_TEST_CASE(unknown_language_is_400) {
   HttpResponse response = Post("/run", R"json({"language":"cobol","code":"DISPLAY 'HI'."})json");
   BOOST_TEST(response.status == 400);

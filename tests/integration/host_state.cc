@@ -1,11 +1,14 @@
 #include "host_state.h"
 
 #include <dirent.h>
+#include <rapidjson/document.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <fstream>
 #include <functional>
+#include <thread>
 #include <vector>
 
 #include "helpers.h"
@@ -35,11 +38,26 @@ void FindSandboxOwned(const std::string& dir, int depth, std::vector<std::string
   ::closedir(d);
 }
 
+// The warm pool's directories and cgroups (api/warm_start.cc kWarmPrefix).
+constexpr char kPoolPrefix[] = "pool-";
+
+bool IsPoolName(const std::string& name) { return name.rfind(kPoolPrefix, 0) == 0; }
+
+// Whether process `pid` sits in a warm pool's cgroup.
+bool InPoolCgroup(const std::string& pid) {
+  std::ifstream cgroups("/proc/" + pid + "/cgroup");
+  std::string line;
+  while (std::getline(cgroups, line)) {
+    if (line.find(std::string("/") + kPoolPrefix) != std::string::npos) return true;
+  }
+  return false;
+}
+
 int CountEntries(const std::string& dir) {
   int n = 0;
   DIR* d = ::opendir(dir.c_str());
   while (struct dirent* e = d ? ::readdir(d) : nullptr) {
-    if (e->d_name[0] != '.') ++n;
+    if (e->d_name[0] != '.' && !IsPoolName(e->d_name)) ++n;
   }
   if (d) ::closedir(d);
   return n;
@@ -54,7 +72,7 @@ int SandboxProcessCount() {
     if (e->d_name[0] < '0' || e->d_name[0] > '9') continue;
     struct stat st;
     if (::stat((std::string("/proc/") + e->d_name).c_str(), &st) != 0) continue;
-    if (IsSandboxUid(st.st_uid)) ++n;
+    if (IsSandboxUid(st.st_uid) && !InPoolCgroup(e->d_name)) ++n;
   }
   ::closedir(proc);
   return n;
@@ -71,7 +89,9 @@ std::vector<std::string> RunCgroupDirs() {
       if (e->d_type != DT_DIR || e->d_name[0] == '.') continue;
       const std::string name = e->d_name;
       // v2 keeps "daemon" and "runs" below the stack's directory; everything else is a run.
-      if (inside && name != "daemon" && name != "runs") out.push_back(dir + "/" + name);
+      if (inside && name != "daemon" && name != "runs" && !IsPoolName(name)) {
+        out.push_back(dir + "/" + name);
+      }
       walk(dir + "/" + name, depth - 1, inside || name == Stack::Get().cgroup_name());
     }
     ::closedir(d);
@@ -89,7 +109,10 @@ int RunMountCount() {
   std::string line;
   int n = 0;
   while (std::getline(mounts, line)) {
-    if (line.find(Stack::Get().state_dir() + "/runs/") != std::string::npos) ++n;
+    if (line.find(Stack::Get().state_dir() + "/runs/") != std::string::npos &&
+        line.find(Stack::Get().state_dir() + "/runs/" + kPoolPrefix) == std::string::npos) {
+      ++n;
+    }
   }
   return n;
 }
@@ -111,7 +134,37 @@ std::set<std::string> SandboxOwnedOutsideWorkspace() {
   std::vector<std::string> owned;
   for (const char* dir : {"/tmp", "/var/tmp", "/dev/shm", "/run"}) FindSandboxOwned(dir, 0, &owned);
   FindSandboxOwned(Stack::Get().state_dir() + "/runs", 3, &owned);
-  return {owned.begin(), owned.end()};
+  std::set<std::string> out;
+  const std::string pool = Stack::Get().state_dir() + "/runs/" + kPoolPrefix;
+  for (auto& path : owned) {
+    if (path.rfind(pool, 0) != 0) out.insert(std::move(path));
+  }
+  return out;
+}
+
+bool WaitForQuietHost(double seconds) {
+  auto pool_full = [] {
+    HttpResponse health = Get("/healthz");
+    rapidjson::Document doc;
+    doc.Parse(health.body.c_str());
+    if (doc.HasParseError() || !doc.IsObject() || !doc.HasMember("pool")) return false;
+    for (const auto& language : doc["pool"].GetObject()) {
+      const auto& p = language.value;
+      if (p["ready"].GetInt64() != p["size"].GetInt64() || p["refilling"].GetBool()) return false;
+    }
+    return true;
+  };
+  auto runs_gone = [] {
+    return RunDirCount() == 0 && RunMountCount() == 0 && LeftoverRunCgroups() == 0 &&
+           SandboxProcessCount() == 0;
+  };
+  const auto deadline = std::chrono::steady_clock::now() +
+                        std::chrono::milliseconds(static_cast<int>(seconds * 1000));
+  while (!(pool_full() && runs_gone())) {
+    if (std::chrono::steady_clock::now() >= deadline) return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  return true;
 }
 
 }  // namespace sandrun::integration

@@ -1,5 +1,7 @@
 // What a stack's runs may leave on the host, counted from /proc, /sys/fs/cgroup and the
-// state directory: the integration tests compare these before and after runs.
+// state directory: the integration tests compare these before and after runs. The warm
+// pool's sandboxes (issue 11; named pool-<hex> on the host until a run takes one) are not a
+// run's: every count here leaves them out (their daemon fds aside: WaitForWarmPool first).
 #pragma once
 
 #include <sys/types.h>
@@ -20,6 +22,10 @@ int LeftoverRunCgroups();
 int RunDirCount();
 // Mounts below <state>/runs in this mount namespace.
 int RunMountCount();
+// Waits (up to `seconds`) until the warm pool is full and idle (/healthz "pool": every
+// language ready == size, none refilling) and no run's directory, mount, cgroup or process
+// is left (a run's teardown follows its response). Returns whether both happened in time.
+bool WaitForQuietHost(double seconds = 20);
 // Open file descriptors of the stack's sandrund; -1 if it cannot be found.
 int DaemonFdCount();
 // Paths owned by the sandbox's host uids in /tmp, /var/tmp, /dev/shm, /run (top level only:

@@ -117,6 +117,8 @@ HostListener& Listener() {
 
 void CheckHostIsClean(const std::string& id, const std::set<std::string>& owned_before) {
   BOOST_TEST_CONTEXT("case " << id << ": host after the run") {
+    // A run's directory, tmpfs and cgroup go just after its response; the pool refills.
+    (void)WaitForQuietHost(10);
     BOOST_TEST(SandboxProcessCount() == 0, "a process of the run is still alive");
     BOOST_TEST(RunDirCount() == 0, "run directories left");
     BOOST_TEST(RunMountCount() == 0, "workspace mounts left");

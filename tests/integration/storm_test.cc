@@ -58,7 +58,10 @@ struct Counts {
   int processes, cgroups, run_dirs, mounts, daemon_fds;
 };
 
+// With the warm pool full and idle and the last run's teardown done, so that the daemon's
+// fds (the pool's sandboxes hold some) are counted in the same state before and after.
 Counts Measure() {
+  BOOST_TEST(WaitForQuietHost(30), "the warm pool refills and the runs' teardown ends");
   return {SandboxProcessCount(), LeftoverRunCgroups(), RunDirCount(), RunMountCount(),
           DaemonFdCount()};
 }

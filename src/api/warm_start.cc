@@ -1,0 +1,169 @@
+// The run side of the warm pool (issue 11 part 2; warm_pool.h): which runs fit a pooled
+// sandbox, and how one is made.
+#include <cstdio>
+
+#include "api/packages.h"
+#include "api/run_displays.h"
+#include "api/service.h"
+#include "python/support_files.h"
+#include "storage/workspace_file.h"
+#include "sys/syscalls.h"
+#include "util/reserved_dirs.h"
+#include "util/text.h"
+
+namespace sandrun::api {
+namespace {
+
+// The waiting bash: reads the start line one byte at a time (bash's `read` on a pipe takes
+// nothing past the newline), lowers RLIMIT_CPU (SIGXCPU at the limit, SIGKILL a second later,
+// as the cold start sets them) and RLIMIT_FSIZE (1024-byte blocks), then becomes `bash
+// PROGRAM` as a cold start runs it (SHLVL unset so the program sees 1, as there).
+constexpr char kBashWarmScript[] =
+    "IFS=' ' read -r cpu fsize program || exit 0; "
+    "ulimit -St \"$cpu\" && ulimit -Ht \"$((cpu + 1))\" && ulimit -f \"$((fsize / 1024))\" || "
+    "exit 126; unset SHLVL cpu fsize; exec \"$0\" \"$program\"";
+
+constexpr char kWarmPrefix[] = "pool-";
+constexpr char kWarmLoaderPath[] = "/home/user/.sandrun/python/sandrun_warm.py";
+
+}  // namespace
+
+std::optional<std::vector<std::string>> WarmArgv(const config::Language& language) {
+  const std::vector<std::string>& argv = language.argv;
+  if (argv.size() == 3 && argv[1] == "{loader}" && argv[2] == "{file}") {
+    return std::vector<std::string>{argv[0], kWarmLoaderPath};
+  }
+  const std::string& shell = argv[0];
+  if (argv.size() == 2 && argv[1] == "{file}" && shell.size() >= 5 &&
+      shell.compare(shell.size() - 5, 5, "/bash") == 0) {
+    return std::vector<std::string>{shell, "-c", kBashWarmScript, shell};
+  }
+  return std::nullopt;
+}
+
+std::map<std::string, int64_t> WarmPoolSizes(const config::Config& config, bool can_sandbox) {
+  std::map<std::string, int64_t> sizes;
+  if (!can_sandbox) return sizes;
+  for (const auto& [name, size] : config.pool) {
+    const config::Language* language = nullptr;
+    for (const auto& l : config.languages) {
+      if (l.name == name) language = &l;
+    }
+    if (language != nullptr && WarmArgv(*language) && size > 0) sizes[name] = size;
+  }
+  return sizes;
+}
+
+std::string WarmStartLine(const sandbox::SandboxSpec& spec) {
+  return std::to_string(spec.limits.cpu_time_s) + " " +
+         std::to_string(spec.limits.file_size_bytes) + " " + spec.argv.back() + "\n";
+}
+
+std::unique_ptr<WarmSandbox> Service::TakeWarmSandbox(const RunRequest& run, bool session_held,
+                                                      const std::string& run_id) {
+  if (!WarmShapeFits(run, session_held)) return nullptr;
+  const CodeStep* program = nullptr;
+  for (const auto& step : run.steps) {
+    if (step.save_as.empty()) program = &step;
+  }
+  std::unique_ptr<WarmSandbox> warm = pool_.Take(program->language->name, run.limits.disk_mb);
+  if (!warm) return nullptr;
+  // The run's id on its directory and (v1) cgroup, as a cold run has them.
+  RunTeardown& t = *warm->teardown;
+  Status s = t.dir.Rename(config_.runs_dir + "/" + run_id);
+  if (s.ok() && t.cgroup) s = t.cgroup->Rename(run_id);
+  if (!s.ok()) {
+    std::fprintf(stderr, "sandrund: warm pool: %s; the run starts cold\n",
+                 s.error().message.c_str());
+    return nullptr;
+  }
+  warm->id = run_id;
+  return warm;
+}
+
+void Service::StartWarmPool() {
+  if (launcher_ != nullptr && health_error_.empty()) pool_.Start();
+}
+
+bool Service::WarmShapeFits(const RunRequest& run, bool session_held) const {
+  if (session_held || run.stateful || run.network || !run.environment_dir.empty()) return false;
+  const CodeStep* program = nullptr;
+  for (const auto& step : run.steps) {
+    if (!step.save_as.empty()) continue;
+    if (program != nullptr) return false;  // several programs: cold
+    program = &step;
+  }
+  if (program == nullptr || program->language == nullptr) return false;
+  // An install step runs on the install budget (run_handler.cc IsInstallStep): cold.
+  if (program->language->name == "bash" && IsInstallOnlyCode(program->code)) return false;
+  // The pool's sandboxes have the default disk_mb: its tmpfs and /dev/shm are that size.
+  return pool_.Serves(program->language->name) &&
+         run.limits.disk_mb == LiveConfig()->limits.disk_mb;
+}
+
+Result<std::unique_ptr<WarmSandbox>> Service::MakeWarmSandbox(const std::string& language) const {
+  const config::Language* lang = nullptr;
+  for (const auto& l : config_.languages) {
+    if (l.name == language) lang = &l;
+  }
+  auto argv = lang ? WarmArgv(*lang) : std::nullopt;
+  if (!argv) return MakeError("sandbox", "language " + language + " has no warm start");
+  const std::shared_ptr<const config::Config> live = LiveConfig();
+  const config::Limits& limits = live->limits;
+  const uid_t uid = static_cast<uid_t>(config_.sandbox_uid);
+  const gid_t gid = static_cast<gid_t>(config_.sandbox_gid);
+  auto sandbox = std::make_unique<WarmSandbox>();
+  // "pool-<hex>" until a run takes it and renames both to its id (TakeWarmSandbox): what
+  // is named so on the host belongs to the pool, not to a run.
+  sandbox->id = std::string(kWarmPrefix) + util::RandomHex(16);
+  sandbox->language = language;
+  sandbox->disk_mb = limits.disk_mb;
+  sandbox::CgroupLimits cgroup_limits;
+  cgroup_limits.memory_bytes = static_cast<uint64_t>(limits.memory_mb) << 20;
+  cgroup_limits.processes = limits.processes;
+  auto cgroup = launcher_->CreateCgroup(sandbox->id, cgroup_limits);
+  if (!cgroup.ok()) return cgroup.error();
+  sandbox->teardown =
+      std::make_shared<RunTeardown>(std::move(*cgroup), config_.runs_dir + "/" + sandbox->id);
+  RunDir& dir = sandbox->teardown->dir;
+  if (Status s = dir.Create(static_cast<uint64_t>(limits.disk_mb) << 20, uid, gid); !s.ok()) {
+    return s.error();
+  }
+  const std::string support = dir.workspace() + "/" + python::kSupportDirInWorkspace;
+  if (Status s = sys::MakeDirs(support, 0755); !s.ok()) return s.error();
+  for (const auto& file : python::SupportFiles()) {
+    if (Status s = sys::WriteFile(support + "/" + file.name, std::string(file.content), 0644);
+        !s.ok()) {
+      return s.error();
+    }
+  }
+  if (!font_cache_name_.empty()) {
+    (void)storage::PlaceFile(dir.tmp(), "matplotlib/" + font_cache_name_, font_cache_, uid, gid);
+  }
+  sandbox::SandboxSpec spec;
+  spec.argv = std::move(*argv);
+  spec.env = SandboxEnv(config_);
+  for (auto& line : NotebookEnv(config_)) spec.env.push_back(std::move(line));
+  spec.outputs_dir = dir.outputs();
+  spec.workspace_dir = dir.workspace();
+  spec.readonly_workspace_dirs = {util::kProgramDir};
+  spec.tmp_dir = dir.tmp();
+  spec.root_dir = dir.root();
+  spec.host_uid = uid;
+  spec.host_gid = gid;
+  spec.run_id = sandbox->id;
+  // The rlimits at the ceilings until the start line lowers them to the run's (nothing of
+  // the user's runs before); the cgroup's limits are the run's from RunWaiting on.
+  spec.limits.cpu_time_s = live->ceilings.cpu_time_s;
+  spec.limits.file_size_bytes = static_cast<uint64_t>(live->ceilings.file_size_mb) << 20;
+  spec.limits.memory_bytes = cgroup_limits.memory_bytes;
+  spec.limits.processes = limits.processes;
+  spec.limits.output_bytes = static_cast<uint64_t>(limits.output_bytes);
+  spec.limits.disk_bytes = static_cast<uint64_t>(limits.disk_mb) << 20;
+  auto waiting = launcher_->StartWaiting(spec, sandbox->teardown->cgroup.get());
+  if (!waiting.ok()) return waiting.error();
+  sandbox->sandbox = std::move(*waiting);
+  return sandbox;
+}
+
+}  // namespace sandrun::api
