@@ -1,11 +1,16 @@
 # shellcheck shell=bash
 # Shared by scripts/serve and scripts/test: Debian packages, build, state directory, and
 # starting/stopping the local stack (nginx + sandrund). Source it; it defines functions and
-# SR_* variables and runs nothing by itself.
+# SR_* variables and runs nothing by itself but sr_take_old_knob_names (below).
+#
+# The scripts' own knobs are SANDRUN_SCRIPT_<NAME> (SANDRUN_SCRIPT_STATE_DIR, ..._SKIP_BUILD,
+# each script's header lists its own). sandrund reads SANDRUN_<KEY> as config overrides and
+# no config key starts with "script_" (tests/unit/config checks it), so a knob is never taken
+# for a key, as SANDRUN_STATE_DIR once was (state_dir).
 #
 # Variables set by the functions (read them after the call that sets them):
 #   SR_REPO            repository root
-#   SR_BUILD           build directory (SANDRUN_BUILD_DIR, default <repo>/build)
+#   SR_BUILD           build directory (SANDRUN_SCRIPT_BUILD_DIR, default <repo>/build)
 #   SR_STATE           state directory (absolute)
 #   SR_CONFIG          generated daemon config, <state>/sandrun.jsonc
 #   SR_NGINX_DIR       nginx prefix, <state>/nginx
@@ -15,8 +20,29 @@
 #   SR_NODE_ID         config key node_id ("" on a single machine), for nginx's /files/ location
 #   SR_DAEMON_PID, SR_NGINX_PID                                           while running
 
+# The knobs' names before the SANDRUN_SCRIPT_ prefix (README named several) still work: each
+# is taken as its new name when that is unset, and removed from the environment, so that it
+# reaches neither sandrund (SANDRUN_STATE_DIR would set its state_dir) nor a nested script.
+sr_take_old_knob_names() {
+  local name old new
+  for name in STATE_DIR CONFIG_EXTRA SKIP_INSTALL SKIP_BUILD BUILD_DIR BUILD_TYPE DAEMON \
+    HEALTH_TIMEOUT_S TEST_PAGES_DIR LISTEN_ADDR ISOLATED ISOLATED_DIR CTEST_ARGS \
+    TEST_TIMEOUT_S SKIP_FUZZ; do
+    old="SANDRUN_$name"
+    new="SANDRUN_SCRIPT_$name"
+    [[ -n ${!old+set} ]] || continue
+    [[ -n ${!new+set} ]] || export "$new=${!old}"
+    unset "$old"
+  done
+  # scripts/test's knob for tests/fuzz/run, which keeps its own name for it.
+  if [[ -n ${SANDRUN_FUZZ_TIME_S+set} && -z ${SANDRUN_SCRIPT_FUZZ_TIME_S+set} ]]; then
+    export SANDRUN_SCRIPT_FUZZ_TIME_S="$SANDRUN_FUZZ_TIME_S"
+  fi
+}
+sr_take_old_knob_names
+
 SR_REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
-SR_BUILD="${SANDRUN_BUILD_DIR:-$SR_REPO/build}"
+SR_BUILD="${SANDRUN_SCRIPT_BUILD_DIR:-$SR_REPO/build}"
 SR_DAEMON_PID=""
 SR_NGINX_PID=""
 SR_APT_UPDATED=0
@@ -106,7 +132,7 @@ sr_install_browser_test() {
 # -DSANDRUN_WERROR=ON is added when CI=true. SR_BUILD_TARGETS (an array, e.g. (sandrund))
 # limits the build to those targets; empty or unset: everything, tests included.
 sr_build() {
-  local -a args=(-DCMAKE_BUILD_TYPE="${SANDRUN_BUILD_TYPE:-RelWithDebInfo}")
+  local -a args=(-DCMAKE_BUILD_TYPE="${SANDRUN_SCRIPT_BUILD_TYPE:-RelWithDebInfo}")
   if [[ ${CI:-} == true ]]; then
     args+=(-DSANDRUN_WERROR=ON)
   fi
@@ -119,9 +145,9 @@ sr_build() {
   cmake --build "$SR_BUILD" -j "$(nproc)" "${targets[@]}"
 }
 
-# The daemon binary: SANDRUN_DAEMON, or the one in the build directory.
+# The daemon binary: SANDRUN_SCRIPT_DAEMON, or the one in the build directory.
 sr_daemon_binary() {
-  printf '%s\n' "${SANDRUN_DAEMON:-$SR_BUILD/src/sandrund}"
+  printf '%s\n' "${SANDRUN_SCRIPT_DAEMON:-$SR_BUILD/src/sandrund}"
 }
 
 # Writes docs/sandrun.example.jsonc to OUT with public_url set to URL, after the HEADER lines
@@ -141,12 +167,12 @@ sr_render_config() {
 
 # Creates the state directory and the daemon config <state>/sandrun.jsonc, regenerated on every
 # start from: the quick-start defaults below (anonymous use allowed: ONLY this local config does
-# that), merged with the JSON object in the file SANDRUN_CONFIG_EXTRA if set (plain JSON, no
+# that), merged with the JSON object in the file SANDRUN_SCRIPT_CONFIG_EXTRA if set (plain JSON, no
 # comments; nested objects such as "limits" and "ceilings" merge key by key).
 # Usage: sr_setup_state PORT
 sr_setup_state() {
   local port="$1" base extra effective key value
-  SR_STATE="${SANDRUN_STATE_DIR:-$SR_REPO/.state}"
+  SR_STATE="${SANDRUN_SCRIPT_STATE_DIR:-$SR_REPO/.state}"
   mkdir -p "$SR_STATE"
   SR_STATE="$(cd "$SR_STATE" && pwd)"
   # nginx workers (www-data) must be able to traverse it to reach files and the socket.
@@ -163,21 +189,21 @@ sr_setup_state() {
     allow_anonymous: true
   }')"
   extra='{}'
-  if [[ -n ${SANDRUN_CONFIG_EXTRA:-} ]]; then
-    [[ -r $SANDRUN_CONFIG_EXTRA ]] || sr_die "SANDRUN_CONFIG_EXTRA=$SANDRUN_CONFIG_EXTRA is not readable"
+  if [[ -n ${SANDRUN_SCRIPT_CONFIG_EXTRA:-} ]]; then
+    [[ -r $SANDRUN_SCRIPT_CONFIG_EXTRA ]] || sr_die "SANDRUN_SCRIPT_CONFIG_EXTRA=$SANDRUN_SCRIPT_CONFIG_EXTRA is not readable"
     extra="$(jq -e 'if type == "object" then . else error("not a JSON object") end' \
-      "$SANDRUN_CONFIG_EXTRA")" || sr_die "SANDRUN_CONFIG_EXTRA=$SANDRUN_CONFIG_EXTRA: need a JSON object (no comments)"
+      "$SANDRUN_SCRIPT_CONFIG_EXTRA")" || sr_die "SANDRUN_SCRIPT_CONFIG_EXTRA=$SANDRUN_SCRIPT_CONFIG_EXTRA: need a JSON object (no comments)"
   fi
   {
     printf '// Generated by scripts/serve on every start; edits here are lost.\n'
     printf '// Local quick start only: anonymous use is allowed. Override keys with a JSON file named\n'
-    printf '// by SANDRUN_CONFIG_EXTRA, or SANDRUN_<KEY> variables. All keys: docs/sandrun.example.jsonc\n'
+    printf '// by SANDRUN_SCRIPT_CONFIG_EXTRA, or SANDRUN_<KEY> variables. All keys: docs/sandrun.example.jsonc\n'
     jq -n --argjson a "$base" --argjson b "$extra" '$a * $b'
   } >"$SR_CONFIG.tmp"
   mv -f "$SR_CONFIG.tmp" "$SR_CONFIG"
 
   # The config as sandrund reads it, defaults merged (sandrund print-config), from the file
-  # alone: `env -i` keeps this shell's SANDRUN_* knobs (SANDRUN_STATE_DIR, ...) out of it.
+  # alone: `env -i` keeps this shell's SANDRUN_<KEY> overrides out of it.
   effective="$(env -i "$(sr_daemon_binary)" print-config --config "$SR_CONFIG")" ||
     sr_die "sandrund print-config --config $SR_CONFIG failed (see above)"
 
@@ -200,7 +226,7 @@ sr_setup_state() {
   done
   # A unix socket path must fit in sun_path (108 bytes with the NUL).
   [[ ${#SR_FCGI_SOCKET} -lt 108 ]] ||
-    sr_die "socket path $SR_FCGI_SOCKET is too long for a unix socket; use a shorter SANDRUN_STATE_DIR"
+    sr_die "socket path $SR_FCGI_SOCKET is too long for a unix socket; use a shorter SANDRUN_SCRIPT_STATE_DIR"
 
   # runs_dir is left to the daemon, which owns its permissions.
   mkdir -p "$SR_ARTIFACTS_DIR" "$(dirname "$SR_FCGI_SOCKET")" \
@@ -225,7 +251,7 @@ sr_pick_nginx_user() {
       SR_NGINX_USER=root
       sr_warn "www-data cannot reach $dir (is a parent directory mode 0700, like /root?):" \
         "nginx workers run as root. Put the state directory elsewhere, e.g." \
-        "SANDRUN_STATE_DIR=/var/lib/sandrun, to run them as www-data."
+        "SANDRUN_SCRIPT_STATE_DIR=/var/lib/sandrun, to run them as www-data."
       return 0
     fi
   done
@@ -251,7 +277,7 @@ sr_render_nginx_includes() {
   if [[ -n $pages ]]; then
     [[ $pages =~ ^/[A-Za-z0-9_./-]+$ ]] || sr_die "unsafe test pages directory '$pages'"
     cat >"$dir/test_pages.conf.tmp" <<EOF
-# Test pages (SANDRUN_TEST_PAGES_DIR): only integration-test stacks have this location.
+# Test pages (SANDRUN_SCRIPT_TEST_PAGES_DIR): only integration-test stacks have this location.
 location ^~ /_test/ {
   alias $pages/;
   autoindex off;
@@ -267,7 +293,7 @@ location ^~ /_test/ {
 }
 EOF
   else
-    printf '# No test pages (SANDRUN_TEST_PAGES_DIR is not set).\n' >"$dir/test_pages.conf.tmp"
+    printf '# No test pages (SANDRUN_SCRIPT_TEST_PAGES_DIR is not set).\n' >"$dir/test_pages.conf.tmp"
   fi
   mv -f "$dir/trusted_proxies.conf.tmp" "$dir/trusted_proxies.conf"
   mv -f "$dir/trusted_proxies.geo.tmp" "$dir/trusted_proxies.geo"
@@ -370,11 +396,11 @@ sr_check_not_running() {
 sr_stack_start() {
   local listen="$1" daemon
   daemon="$(sr_daemon_binary)"
-  [[ -x $daemon ]] || sr_die "$daemon not found: build first (or unset SANDRUN_SKIP_BUILD)"
+  [[ -x $daemon ]] || sr_die "$daemon not found: build first (or unset SANDRUN_SCRIPT_SKIP_BUILD)"
   sr_check_not_running
   sr_pick_nginx_user
   sr_render_nginx "$listen" "$SR_NGINX_DIR" "$SR_FCGI_SOCKET" "$SR_ARTIFACTS_DIR" \
-    "$SR_LINK_SECRET_FILE" "$SR_NGINX_USER" "${SR_TRUSTED_PROXIES:-}" "${SANDRUN_TEST_PAGES_DIR:-}" \
+    "$SR_LINK_SECRET_FILE" "$SR_NGINX_USER" "${SR_TRUSTED_PROXIES:-}" "${SANDRUN_SCRIPT_TEST_PAGES_DIR:-}" \
     "${SR_NODE_ID:-}"
   sr_nginx_test "$SR_NGINX_DIR" 2>"$SR_NGINX_DIR/logs/test.log" || {
     cat "$SR_NGINX_DIR/logs/test.log" >&2
@@ -384,11 +410,9 @@ sr_stack_start() {
   rm -f "$SR_FCGI_SOCKET"
 
   sr_log "starting sandrund: $daemon --config $SR_CONFIG (log: $SR_STATE/logs/sandrund.log)"
-  # The script's own knobs are not daemon keys; keep them out of its SANDRUN_* environment.
-  env -u SANDRUN_STATE_DIR -u SANDRUN_SKIP_INSTALL -u SANDRUN_SKIP_BUILD \
-    -u SANDRUN_CONFIG_EXTRA -u SANDRUN_BUILD_DIR -u SANDRUN_BUILD_TYPE -u SANDRUN_DAEMON \
-    -u SANDRUN_HEALTH_TIMEOUT_S -u SANDRUN_TEST_PAGES_DIR -u SANDRUN_LISTEN_ADDR \
-    setpriv --pdeathsig TERM -- "$daemon" --config "$SR_CONFIG" \
+  # The scripts' knobs (SANDRUN_SCRIPT_*) are never config keys, and the older names of them
+  # were taken out of the environment (sr_take_old_knob_names): only SANDRUN_<KEY> reach it.
+  setpriv --pdeathsig TERM -- "$daemon" --config "$SR_CONFIG" \
     </dev/null >>"$SR_STATE/logs/sandrund.log" 2>&1 &
   SR_DAEMON_PID=$!
   # For whoever watches this stack from outside (scripts/cluster's nodes, tests).

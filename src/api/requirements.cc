@@ -35,6 +35,64 @@ void SortUnique(std::vector<T>* v) {
   v->erase(std::unique(v->begin(), v->end()), v->end());
 }
 
+// The "[extra, ...]" after a name, at *at (just past the '['), into `extras`; "" or why not.
+std::string TakeExtras(const std::string& text, size_t* at, std::vector<std::string>* extras) {
+  while (true) {
+    SkipSpaces(text, at);
+    const std::string extra = TakeName(text, at);
+    if (extra.empty() || extra.size() > kMaxPackageNameBytes) return "has a malformed extra";
+    extras->push_back(NormalizePackageName(extra));
+    SkipSpaces(text, at);
+    if (*at < text.size() && text[*at] == ',') {
+      ++*at;
+      continue;
+    }
+    if (*at < text.size() && text[*at] == ']') {
+      ++*at;
+      return "";
+    }
+    return "has a malformed list of extras";
+  }
+}
+
+// The version specifiers from *at to the end ("op version", ',' between), into `specs`;
+// "" or why not.
+std::string TakeSpecs(const std::string& text, size_t* at, std::vector<std::string>* specs) {
+  while (*at < text.size()) {
+    static const char* const kOps[] = {"===", "==", "!=", "<=", ">=", "~=", "<", ">"};
+    std::string op;
+    for (const char* candidate : kOps) {
+      if (text.compare(*at, std::char_traits<char>::length(candidate), candidate) == 0) {
+        op = candidate;
+        break;
+      }
+    }
+    if (op.empty()) {
+      if (text[*at] == '@') return "is a direct reference (name @ URL); only index packages";
+      if (text[*at] == ';') return "has an environment marker; they are not supported";
+      return "has '" + std::string(1, text[*at]) +
+             "' where a version specifier (==, >=, <=, !=, ~=, <, >) was expected";
+    }
+    *at += op.size();
+    SkipSpaces(text, at);
+    const size_t start = *at;
+    while (*at < text.size() && VersionChar(text[*at])) ++*at;
+    if (*at == start) return "has a version operator without a version";
+    specs->push_back(op + text.substr(start, *at - start));
+    SkipSpaces(text, at);
+    if (*at < text.size()) {
+      if (text[*at] != ',') {
+        return text[*at] == ';' ? "has an environment marker; they are not supported"
+                                : "has '" + std::string(1, text[*at]) + "' after a version";
+      }
+      ++*at;
+      SkipSpaces(text, at);
+      if (*at == text.size()) return "ends with ','";
+    }
+  }
+  return "";
+}
+
 }  // namespace
 
 std::string Requirement::Text() const {
@@ -75,56 +133,10 @@ std::string ParseRequirement(const std::string& text, Requirement* out) {
   SkipSpaces(text, &at);
   if (at < text.size() && text[at] == '[') {
     ++at;
-    while (true) {
-      SkipSpaces(text, &at);
-      const std::string extra = TakeName(text, &at);
-      if (extra.empty() || extra.size() > kMaxPackageNameBytes) return "has a malformed extra";
-      out->extras.push_back(NormalizePackageName(extra));
-      SkipSpaces(text, &at);
-      if (at < text.size() && text[at] == ',') {
-        ++at;
-        continue;
-      }
-      if (at < text.size() && text[at] == ']') {
-        ++at;
-        break;
-      }
-      return "has a malformed list of extras";
-    }
+    if (std::string why = TakeExtras(text, &at, &out->extras); !why.empty()) return why;
   }
   SkipSpaces(text, &at);
-  while (at < text.size()) {
-    static const char* const kOps[] = {"===", "==", "!=", "<=", ">=", "~=", "<", ">"};
-    std::string op;
-    for (const char* candidate : kOps) {
-      if (text.compare(at, std::char_traits<char>::length(candidate), candidate) == 0) {
-        op = candidate;
-        break;
-      }
-    }
-    if (op.empty()) {
-      if (text[at] == '@') return "is a direct reference (name @ URL); only index packages";
-      if (text[at] == ';') return "has an environment marker; they are not supported";
-      return "has '" + std::string(1, text[at]) +
-             "' where a version specifier (==, >=, <=, !=, ~=, <, >) was expected";
-    }
-    at += op.size();
-    SkipSpaces(text, &at);
-    const size_t start = at;
-    while (at < text.size() && VersionChar(text[at])) ++at;
-    if (at == start) return "has a version operator without a version";
-    out->specs.push_back(op + text.substr(start, at - start));
-    SkipSpaces(text, &at);
-    if (at < text.size()) {
-      if (text[at] != ',') {
-        return text[at] == ';' ? "has an environment marker; they are not supported"
-                               : "has '" + std::string(1, text[at]) + "' after a version";
-      }
-      ++at;
-      SkipSpaces(text, &at);
-      if (at == text.size()) return "ends with ','";
-    }
-  }
+  if (std::string why = TakeSpecs(text, &at, &out->specs); !why.empty()) return why;
   SortUnique(&out->extras);
   SortUnique(&out->specs);
   return "";

@@ -38,9 +38,9 @@ struct Key {
   const char* help;
 };
 
-// The one key table: parsing, env overrides, validation and --help all read it.
-const std::vector<Key>& Keys() {
-  static const std::vector<Key> kKeys = {
+// Where the daemon keeps its files, and how download links are made.
+std::vector<Key> PlaceKeys() {
+  return {
       {"state_dir", &Config::state_dir, "string", 0, "directory for sockets, runs, artifacts"},
       {"fcgi_socket", &Config::fcgi_socket, "string", 0,
        "FastCGI unix socket path (default <state_dir>/sandrun.sock)"},
@@ -56,6 +56,12 @@ const std::vector<Key>& Keys() {
       {"trust_forwarded_headers", &Config::trust_forwarded_headers, "bool", 0,
        "build links from X-Forwarded-Proto/Host when public_url is empty"},
       {"link_ttl_s", &Config::link_ttl_s, "int", 1, "lifetime of a download link (s)"},
+  };
+}
+
+// Who may call the service.
+std::vector<Key> AccessKeys() {
+  return {
       {"allow_anonymous", &Config::allow_anonymous, "bool", 0,
        "accept requests without a bearer token (local quick-start only)"},
       {"tokens_file", &Config::tokens_file, "string", 0,
@@ -67,6 +73,12 @@ const std::vector<Key>& Keys() {
       {"allowed_origins", &Config::allowed_origins, "string", 0,
        "origins (scheme://host[:port], space/comma-separated) whose web pages may call /run; "
        "a request with another Origin header gets 403"},
+  };
+}
+
+// How long published files stay, and how many one user may keep.
+std::vector<Key> ArtifactKeys() {
+  return {
       {"artifact_max_age_s", &Config::artifact_max_age_s, "int", 1,
        "a run's published files are deleted this long after the run (s); links expire no later"},
       {"user_quota_files", &Config::user_quota_files, "int", 1,
@@ -75,6 +87,12 @@ const std::vector<Key>& Keys() {
        "MiB on disk one user may keep published, sessions included; older runs are evicted first"},
       {"janitor_interval_s", &Config::janitor_interval_s, "int", 1,
        "how often the janitor deletes expired runs (s); it also runs at start-up"},
+  };
+}
+
+// What the front may send, and how many runs are taken at once.
+std::vector<Key> AdmissionKeys() {
+  return {
       {"trusted_proxies", &Config::trusted_proxies, "string", 0,
        "addresses or CIDR ranges of reverse proxies whose X-Forwarded-* headers nginx believes "
        "(space/comma-separated; rendered into nginx by scripts/serve)"},
@@ -83,6 +101,12 @@ const std::vector<Key>& Keys() {
       {"max_queue", &Config::max_queue, "int", 0, "requests waiting for a sandbox before 503"},
       {"queue_wait_s", &Config::queue_wait_s, "int", 0, "longest wait in the queue before 503 (s)"},
       {"max_body_bytes", &Config::max_body_bytes, "int", 1024, "largest request body (bytes)"},
+  };
+}
+
+// The sandbox's ids, cgroup and clock.
+std::vector<Key> SandboxKeys() {
+  return {
       {"sandbox_uid", &Config::sandbox_uid, "int", 1,
        "unprivileged host uid of the sandbox user; uid+1 is the sandbox's root"},
       {"sandbox_gid", &Config::sandbox_gid, "int", 1, "host gid of the sandbox user (and gid+1)"},
@@ -91,6 +115,12 @@ const std::vector<Key>& Keys() {
       {"cgroup_name", &Config::cgroup_name, "string", 0,
        "directory created under the daemon's cgroup"},
       {"timezone", &Config::timezone, "string", 0, "TZ inside the sandbox (default the host's)"},
+  };
+}
+
+// Per-chat sessions.
+std::vector<Key> SessionKeys() {
+  return {
       {"session_wait_s", &Config::session_wait_s, "int", 0,
        "longest wait for a session's previous run before 409 (s)"},
       {"session_max_waiters", &Config::session_max_waiters, "int", 0,
@@ -100,6 +130,12 @@ const std::vector<Key>& Keys() {
        "max_concurrent_runs + max_queue + 4); each holds a worker thread"},
       {"session_idle_s", &Config::session_idle_s, "int", 1,
        "sessions unused this long are deleted (s)"},
+  };
+}
+
+// Figures and images a run shows.
+std::vector<Key> FigureKeys() {
+  return {
       {"max_figures", &Config::max_figures, "int", 0,
        "figures and images a run may show (plt.show(), Image.show(), display()); more are "
        "listed in files_skipped as too_many_figures"},
@@ -107,6 +143,12 @@ const std::vector<Key>& Keys() {
        "largest DPI a shown figure is drawn at (a figure's own lower DPI is kept)"},
       {"figure_max_pixels", &Config::figure_max_pixels, "int", 10000,
        "largest shown figure in pixels (width x height); a larger one is drawn at a lower DPI"},
+  };
+}
+
+// The network of runs, and pip inside them.
+std::vector<Key> NetworkKeys() {
+  return {
       {"network", &Config::network, "string", 0,
        "outbound network of runs: \"off\" (a request's \"network\": true gets 403), "
        "\"on_request\" (a request may ask with \"network\": true) or \"always\"; the public "
@@ -126,6 +168,12 @@ const std::vector<Key>& Keys() {
        "wall_time_s (s)"},
       {"install_disk_mb", &Config::install_disk_mb, "int", 1,
        "workspace + /tmp size of a run with an install step, instead of its disk_mb (MiB)"},
+  };
+}
+
+// Prepared environments (request "packages").
+std::vector<Key> EnvironmentKeys() {
+  return {
       {"environments_dir", &Config::environments_dir, "string", 0,
        "where prepared environments (request \"packages\") are kept (default "
        "<state_dir>/environments)"},
@@ -140,6 +188,12 @@ const std::vector<Key>& Keys() {
       {"environments_prebuild", &Config::environments_prebuild, "sets", 0,
        "sets of requirements built at start in the background, e.g. [[\"numpy\", "
        "\"pandas>=2\"]]; with \"network\": \"off\" only these are served"},
+  };
+}
+
+// Stateful sessions' kernels, and this node among others.
+std::vector<Key> KernelKeys() {
+  return {
       {"kernel_idle_s", &Config::kernel_idle_s, "int", 1,
        "a stateful session's Python kernel ends after this long without a run (s); also when "
        "its session expires"},
@@ -150,6 +204,20 @@ const std::vector<Key>& Keys() {
        "this node's name behind a front nginx (1-32 of a-z 0-9 -): download links become "
        "/files/<node_id>/...; empty = a single machine, links /files/..."},
   };
+}
+
+// The one key table: parsing, env overrides, validation and --help all read it, in this
+// order (the groups above, one after the other).
+const std::vector<Key>& Keys() {
+  static const std::vector<Key> kKeys = [] {
+    std::vector<Key> keys;
+    for (auto group : {PlaceKeys, AccessKeys, ArtifactKeys, AdmissionKeys, SandboxKeys, SessionKeys,
+                       FigureKeys, NetworkKeys, EnvironmentKeys, KernelKeys}) {
+      std::vector<Key> part = group();
+      keys.insert(keys.end(), part.begin(), part.end());
+    }
+    return keys;
+  }();
   return kKeys;
 }
 

@@ -354,6 +354,125 @@ Status Kernel::WaitReady() {
   return OkStatus();
 }
 
+// One cell as Execute follows it: what came back, what it cost and which limit it met.
+struct CellProgress {
+  CellProgress(const ExecuteLimits& limits, ExecuteResult& result) : limits(limits), r(result) {}
+  const ExecuteLimits& limits;
+  ExecuteResult& r;
+  uint64_t output = 0;  // bytes of text and displays kept, against limits.output_bytes
+  bool replied = false, idle = false, died = false;
+  bool timed_out = false, cpu_out = false, flooded = false;
+  Clock::time_point kill_at{};  // when r.interrupted: the end of the interrupt's grace
+};
+
+namespace {
+
+// `text` appended to `to` as far as the cell's output budget goes (r.truncated past it).
+void AddOutput(CellProgress& cell, std::string& to, const std::string& text) {
+  if (cell.output >= cell.limits.output_bytes) {
+    cell.r.truncated = true;
+    return;
+  }
+  const size_t room = static_cast<size_t>(cell.limits.output_bytes - cell.output);
+  if (text.size() > room) cell.r.truncated = true;
+  const std::string kept = text.substr(0, room);
+  cell.output += kept.size();
+  to += kept;
+}
+
+// An execute_result or display_data message's content `c`.
+void TakeDisplay(CellProgress& cell, const std::string& msg_type, const rapidjson::Value& c) {
+  auto data = c.FindMember("data");
+  if (data == c.MemberEnd() || !data->value.IsObject()) return;
+  std::optional<RichOutput> rich = RichForm(data->value);
+  // A notebook shows the plain form of a result; every client sees it in stdout.
+  if (msg_type == "execute_result" || !rich) {
+    std::string plain = Member(data->value, "text/plain");
+    if (!plain.empty()) plain.push_back('\n');
+    AddOutput(cell, cell.r.stdout_text, plain);
+  }
+  if (rich) {
+    const uint64_t size = rich->bytes.size() + rich->text.size();
+    if (cell.output + size > cell.limits.output_bytes) {
+      cell.r.truncated = true;
+    } else {
+      cell.output += size;
+      cell.r.displays.push_back(std::move(*rich));
+    }
+  }
+}
+
+// An error message's content `c`: the exception and its traceback (without colours).
+void TakeError(CellProgress& cell, const rapidjson::Value& c) {
+  std::string trace;
+  auto tb = c.FindMember("traceback");
+  if (tb != c.MemberEnd() && tb->value.IsArray()) {
+    for (const auto& line : tb->value.GetArray()) {
+      if (line.IsString()) trace += std::string(line.GetString(), line.GetStringLength()) + "\n";
+    }
+  }
+  cell.r.ename = Member(c, "ename");
+  cell.r.evalue = Member(c, "evalue");
+  if (trace.empty()) trace = cell.r.ename + ": " + cell.r.evalue + "\n";
+  AddOutput(cell, cell.r.traceback, StripAnsi(trace));
+  if (cell.r.status == ExecuteStatus::kOk) cell.r.status = ExecuteStatus::kError;
+}
+
+// One iopub message of the cell.
+void TakeIopub(CellProgress& cell, const IncomingMessage& m) {
+  const rapidjson::Value& c = m.content;
+  if (m.msg_type == "stream") {
+    AddOutput(cell, Member(c, "name") == "stderr" ? cell.r.stderr_text : cell.r.stdout_text,
+              Member(c, "text"));
+  } else if (m.msg_type == "execute_result" || m.msg_type == "display_data") {
+    TakeDisplay(cell, m.msg_type, c);
+  } else if (m.msg_type == "error") {
+    TakeError(cell, c);
+  } else if (m.msg_type == "status" && Member(c, "execution_state") == "idle") {
+    cell.idle = true;
+  }
+}
+
+// The cell's execute_reply.
+void TakeExecuteReply(CellProgress& cell, const IncomingMessage& m) {
+  cell.replied = true;
+  cell.r.execution_count = IntMember(m.content, "execution_count");
+  if (Member(m.content, "status") != "ok" && cell.r.status == ExecuteStatus::kOk) {
+    cell.r.status = ExecuteStatus::kError;
+  }
+}
+
+// What the cell cost, from the sandbox's counters before and after it.
+void TakeUsage(ExecuteResult& r, const sandbox::CgroupStats& before,
+               const sandbox::CgroupStats& after, const sandbox::CounterBytes& net_before,
+               const sandbox::CounterBytes& net_after) {
+  if (after.cpu_usage_ms >= 0 && before.cpu_usage_ms >= 0) {
+    r.cpu_ms = after.cpu_usage_ms - before.cpu_usage_ms;
+  }
+  r.max_rss_kb = after.peak_memory_kb;
+  if (net_before.rx >= 0 && net_after.rx >= 0) {
+    r.net_rx_bytes = net_after.rx - net_before.rx;
+    r.net_tx_bytes = net_after.tx - net_before.tx;
+  }
+}
+
+// The cell's status from the limit it met, the first of these that applies.
+void SetLimitStatus(CellProgress& cell, bool oom_killed) {
+  if (oom_killed) {
+    cell.r.status = ExecuteStatus::kMemoryLimit;
+  } else if (cell.flooded) {
+    cell.r.status = ExecuteStatus::kOutputLimit;
+  } else if (cell.timed_out) {
+    cell.r.status = ExecuteStatus::kWallTimeout;
+  } else if (cell.cpu_out) {
+    cell.r.status = ExecuteStatus::kCpuTimeout;
+  } else if (cell.died) {
+    cell.r.status = ExecuteStatus::kKilled;
+  }
+}
+
+}  // namespace
+
 ExecuteResult Kernel::Execute(const std::string& code, const ExecuteLimits& limits) {
   ExecuteResult r;
   const auto start = Clock::now();
@@ -372,142 +491,72 @@ ExecuteResult Kernel::Execute(const std::string& code, const ExecuteLimits& limi
     r.kernel_lost = true;
     return r;
   }
-  const auto deadline = start + std::chrono::milliseconds(limits.wall_ms);
-  bool replied = false, idle = false, died = false;
-  bool timed_out = false, cpu_out = false, flooded = false;
-  Clock::time_point kill_at{};
-  uint64_t output = 0;
-  auto add_output = [&](std::string& to, const std::string& text) {
-    if (output >= limits.output_bytes) {
-      r.truncated = true;
-      return;
-    }
-    const size_t room = static_cast<size_t>(limits.output_bytes - output);
-    if (text.size() > room) r.truncated = true;
-    const std::string kept = text.substr(0, room);
-    output += kept.size();
-    to += kept;
-  };
+  CellProgress cell(limits, r);
+  FollowCell(cell, id, start, before.cpu_usage_ms);
+  const sandbox::CgroupStats after = sandbox_->Stats();
+  r.wall_ms = MsSince(start);
+  TakeUsage(r, before, after, net_before, sandbox_->NetworkUsage());
+  if (cell.died) {
+    Shutdown();
+    r.kernel_lost = true;
+  }
+  SetLimitStatus(cell, after.oom_kills > before.oom_kills);
+  return r;
+}
+
+void Kernel::FollowCell(CellProgress& cell, const std::string& id, Clock::time_point start,
+                        int64_t cpu_before_ms) {
+  const auto deadline = start + std::chrono::milliseconds(cell.limits.wall_ms);
   auto interrupt = [&] {
-    if (r.interrupted) return;
-    r.interrupted = true;
+    if (cell.r.interrupted) return;
+    cell.r.interrupted = true;
     (void)Send(sockets_->control, "interrupt_request", "{}", nullptr);
-    kill_at = Clock::now() + std::chrono::milliseconds(kInterruptGraceMs);
+    cell.kill_at = Clock::now() + std::chrono::milliseconds(kInterruptGraceMs);
   };
   std::vector<std::string> frames;
   auto next_cpu_check = start;
-  while (!(replied && idle)) {
+  while (!(cell.replied && cell.idle)) {
     zmq_pollitem_t items[] = {{sockets_->shell, 0, ZMQ_POLLIN, 0},
                               {sockets_->iopub, 0, ZMQ_POLLIN, 0},
                               {nullptr, sandbox_->pidfd(), ZMQ_POLLIN, 0}};
     zmq_poll(items, 3, 100);
     while (Receive(sockets_->iopub, &frames)) {
       auto m = DecodeMessage(frames, key_);
-      if (!m.ok() || m->parent_msg_id != id) continue;
-      const rapidjson::Value& c = m->content;
-      if (m->msg_type == "stream") {
-        add_output(Member(c, "name") == "stderr" ? r.stderr_text : r.stdout_text,
-                   Member(c, "text"));
-      } else if (m->msg_type == "execute_result" || m->msg_type == "display_data") {
-        auto data = c.FindMember("data");
-        if (data == c.MemberEnd() || !data->value.IsObject()) continue;
-        std::optional<RichOutput> rich = RichForm(data->value);
-        // A notebook shows the plain form of a result; every client sees it in stdout.
-        if (m->msg_type == "execute_result" || !rich) {
-          std::string plain = Member(data->value, "text/plain");
-          if (!plain.empty()) plain.push_back('\n');
-          add_output(r.stdout_text, plain);
-        }
-        if (rich) {
-          const uint64_t size = rich->bytes.size() + rich->text.size();
-          if (output + size > limits.output_bytes) {
-            r.truncated = true;
-          } else {
-            output += size;
-            r.displays.push_back(std::move(*rich));
-          }
-        }
-      } else if (m->msg_type == "error") {
-        std::string trace;
-        auto tb = c.FindMember("traceback");
-        if (tb != c.MemberEnd() && tb->value.IsArray()) {
-          for (const auto& line : tb->value.GetArray()) {
-            if (line.IsString())
-              trace += std::string(line.GetString(), line.GetStringLength()) + "\n";
-          }
-        }
-        r.ename = Member(c, "ename");
-        r.evalue = Member(c, "evalue");
-        if (trace.empty()) trace = r.ename + ": " + r.evalue + "\n";
-        add_output(r.traceback, StripAnsi(trace));
-        if (r.status == ExecuteStatus::kOk) r.status = ExecuteStatus::kError;
-      } else if (m->msg_type == "status" && Member(c, "execution_state") == "idle") {
-        idle = true;
-      }
+      if (m.ok() && m->parent_msg_id == id) TakeIopub(cell, *m);
     }
     while (Receive(sockets_->shell, &frames)) {
       auto m = DecodeMessage(frames, key_);
-      if (!m.ok() || m->parent_msg_id != id || m->msg_type != "execute_reply") continue;
-      replied = true;
-      r.execution_count = IntMember(m->content, "execution_count");
-      if (Member(m->content, "status") != "ok" && r.status == ExecuteStatus::kOk) {
-        r.status = ExecuteStatus::kError;
+      if (m.ok() && m->parent_msg_id == id && m->msg_type == "execute_reply") {
+        TakeExecuteReply(cell, *m);
       }
     }
     DrainOutput();
     if (sandbox_->Exited()) {
-      died = true;
-      break;
+      cell.died = true;
+      return;
     }
     const auto now = Clock::now();
-    if (!flooded && output >= limits.output_bytes && r.truncated) {
-      flooded = true;
+    if (!cell.flooded && cell.output >= cell.limits.output_bytes && cell.r.truncated) {
+      cell.flooded = true;
       interrupt();
     }
-    if (!timed_out && now >= deadline) {
-      timed_out = true;
+    if (!cell.timed_out && now >= deadline) {
+      cell.timed_out = true;
       interrupt();
     }
-    if (!cpu_out && now >= next_cpu_check) {
+    if (!cell.cpu_out && now >= next_cpu_check) {
       next_cpu_check = now + std::chrono::milliseconds(100);
-      const int64_t used = sandbox_->Stats().cpu_usage_ms - before.cpu_usage_ms;
-      if (before.cpu_usage_ms >= 0 && used > limits.cpu_ms) {
-        cpu_out = true;
+      const int64_t used = sandbox_->Stats().cpu_usage_ms - cpu_before_ms;
+      if (cpu_before_ms >= 0 && used > cell.limits.cpu_ms) {
+        cell.cpu_out = true;
         interrupt();
       }
     }
-    if (r.interrupted && now >= kill_at) {  // the interrupt did not end the cell
-      died = true;
-      break;
+    if (cell.r.interrupted && now >= cell.kill_at) {  // the interrupt did not end the cell
+      cell.died = true;
+      return;
     }
   }
-  const sandbox::CgroupStats after = sandbox_->Stats();
-  r.wall_ms = MsSince(start);
-  if (after.cpu_usage_ms >= 0 && before.cpu_usage_ms >= 0) {
-    r.cpu_ms = after.cpu_usage_ms - before.cpu_usage_ms;
-  }
-  r.max_rss_kb = after.peak_memory_kb;
-  const sandbox::CounterBytes net_after = sandbox_->NetworkUsage();
-  if (net_before.rx >= 0 && net_after.rx >= 0) {
-    r.net_rx_bytes = net_after.rx - net_before.rx;
-    r.net_tx_bytes = net_after.tx - net_before.tx;
-  }
-  if (died) {
-    Shutdown();
-    r.kernel_lost = true;
-  }
-  if (after.oom_kills > before.oom_kills) {
-    r.status = ExecuteStatus::kMemoryLimit;
-  } else if (flooded) {
-    r.status = ExecuteStatus::kOutputLimit;
-  } else if (timed_out) {
-    r.status = ExecuteStatus::kWallTimeout;
-  } else if (cpu_out) {
-    r.status = ExecuteStatus::kCpuTimeout;
-  } else if (died) {
-    r.status = ExecuteStatus::kKilled;
-  }
-  return r;
 }
 
 bool Kernel::alive() const {

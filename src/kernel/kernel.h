@@ -18,6 +18,7 @@
 
 #include <sys/types.h>
 
+#include <chrono>
 #include <cstdint>
 #include <map>
 #include <memory>
@@ -92,6 +93,8 @@ struct ExecuteResult {
   int64_t net_tx_bytes = -1;
 };
 
+struct CellProgress;  // kernel.cc: one cell as Execute follows it
+
 class Kernel {
  public:
   // Makes `dir` (must not exist): a tmpfs of spec.limits.disk_bytes holding the workspace
@@ -139,6 +142,11 @@ class Kernel {
   Status WaitReady();
   bool Send(void* socket, const std::string& msg_type, const std::string& content,
             std::string* msg_id);
+  // Execute's loop: takes the cell's messages (request `id`) until its reply and idle status,
+  // interrupting it at a limit and giving up after kInterruptGraceMs (cell.died), or until
+  // the sandbox exits (cell.died). `cpu_before_ms`: the cgroup's CPU time at the start.
+  void FollowCell(CellProgress& cell, const std::string& id,
+                  std::chrono::steady_clock::time_point start, int64_t cpu_before_ms);
 
   std::string dir_, id_, workspace_, tmp_;
   KernelSpec spec_;

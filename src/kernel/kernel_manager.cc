@@ -103,10 +103,75 @@ void KernelManager::Remember(const std::string& key, const std::string& why) {
   ended_[key] = why;
 }
 
-Result<KernelManager::Acquired> KernelManager::Acquire(
-    const std::string& key, const KernelSpec& spec,
-    const std::function<Status(const std::string& workspace, sandbox::RunCgroup* cgroup)>&
-        populate) {
+Status KernelManager::ClaimUnderLock(const std::string& key, const KernelSpec& spec,
+                                     const std::shared_ptr<Entry>& entry, Acquired* out,
+                                     std::vector<std::unique_ptr<Kernel>>* gone) {
+  if (stopping_) return MakeError("busy", "sandrun is stopping");
+  auto it = live_.find(key);
+  if (it != live_.end()) {
+    Entry& e = *it->second;
+    if (e.leased || !e.kernel) return MakeError("busy", "the session's kernel is in use");
+    const std::string why = ReplaceReason(TermsOf(e.kernel->spec()), TermsOf(spec));
+    if (e.kernel->alive() && why.empty()) {
+      e.leased = true;
+      out->lease = Lease(this, it->second);
+      out->status = "kept";
+      return OkStatus();
+    }
+    out->status = "restarted";
+    out->note = e.kernel->alive() ? why : "the kernel died between runs";
+    gone->push_back(std::move(e.kernel));
+    live_.erase(it);
+  } else if (auto why = ended_.find(key); why != ended_.end()) {
+    out->status = "restarted";
+    out->note = why->second;
+    ended_.erase(why);
+  }
+  std::vector<KernelSlot> slots;
+  for (const auto& [k, e] : live_) slots.push_back({k, e->last_used_ms, e->leased});
+  Room room = MakeRoom(slots, options_.max_kernels);
+  if (!room.enough) {
+    return MakeError("busy", "all " + std::to_string(options_.max_kernels) +
+                                 " kernels (max_kernels) are running cells now");
+  }
+  for (const auto& k : room.evict) {
+    auto victim = live_.find(k);
+    gone->push_back(std::move(victim->second->kernel));
+    live_.erase(victim);
+    Remember(k, "the kernel was ended to make room for another session's (max_kernels " +
+                    std::to_string(options_.max_kernels) + ")");
+  }
+  live_[key] = entry;  // counts against max_kernels while it boots
+  return OkStatus();
+}
+
+Result<std::unique_ptr<Kernel>> KernelManager::StartKernel(const KernelSpec& spec,
+                                                           const Populate& populate) {
+  // A kernel that ends while starting is started once more, from scratch (a new directory,
+  // cgroup and restore): now and then ipykernel exits with code 1 before it answers, printing
+  // nothing (cause not found yet; seen about once in three full test runs). The first
+  // failure is logged.
+  for (int attempt = 0;; ++attempt) {
+    auto made = Kernel::Create(options_.runs_dir + "/k-" + util::RandomHex(8),
+                               "k-" + util::RandomHex(8), spec);
+    if (!made.ok()) return made.error();
+    // One cgroup for the restore and the kernel (issue 10 item 4): the session's tmpfs pages
+    // stay charged to the kernel's memory limit.
+    auto cgroup = launcher_->CreateCgroup((*made)->id(), sandbox::CgroupLimitsFor(spec.limits));
+    if (!cgroup.ok()) return MakeError("kernel", cgroup.error().message);
+    if (Status s = populate((*made)->workspace(), cgroup->get()); !s.ok()) return s.error();
+    Status s = (*made)->Boot(*launcher_, zmq_context_, std::move(*cgroup));
+    if (s.ok()) return std::move(*made);
+    if (attempt > 0 || s.error().message.find("ended while starting") == std::string::npos) {
+      return s.error();
+    }
+    std::fprintf(stderr, "sandrund: %s; starting it again\n", s.error().message.c_str());
+  }
+}
+
+Result<KernelManager::Acquired> KernelManager::Acquire(const std::string& key,
+                                                       const KernelSpec& spec,
+                                                       const Populate& populate) {
   StartReaperOnce();
   Acquired out;
   out.status = "started";
@@ -116,80 +181,20 @@ Result<KernelManager::Acquired> KernelManager::Acquire(
   entry->leased = true;
   {
     std::lock_guard<std::mutex> lock(mu_);
-    if (stopping_) return MakeError("busy", "sandrun is stopping");
-    auto it = live_.find(key);
-    if (it != live_.end()) {
-      Entry& e = *it->second;
-      if (e.leased || !e.kernel) return MakeError("busy", "the session's kernel is in use");
-      const std::string why = ReplaceReason(TermsOf(e.kernel->spec()), TermsOf(spec));
-      if (e.kernel->alive() && why.empty()) {
-        e.leased = true;
-        out.lease = Lease(this, it->second);
-        out.status = "kept";
-        return out;
-      }
-      out.status = "restarted";
-      out.note = e.kernel->alive() ? why : "the kernel died between runs";
-      gone.push_back(std::move(e.kernel));
-      live_.erase(it);
-    } else if (auto why = ended_.find(key); why != ended_.end()) {
-      out.status = "restarted";
-      out.note = why->second;
-      ended_.erase(why);
-    }
-    std::vector<KernelSlot> slots;
-    for (const auto& [k, e] : live_) slots.push_back({k, e->last_used_ms, e->leased});
-    Room room = MakeRoom(slots, options_.max_kernels);
-    if (!room.enough) {
-      return MakeError("busy", "all " + std::to_string(options_.max_kernels) +
-                                   " kernels (max_kernels) are running cells now");
-    }
-    for (const auto& k : room.evict) {
-      auto victim = live_.find(k);
-      gone.push_back(std::move(victim->second->kernel));
-      live_.erase(victim);
-      Remember(k, "the kernel was ended to make room for another session's (max_kernels " +
-                      std::to_string(options_.max_kernels) + ")");
-    }
-    live_[key] = entry;  // counts against max_kernels while it boots
+    if (Status s = ClaimUnderLock(key, spec, entry, &out, &gone); !s.ok()) return s.error();
+    if (out.lease.held()) return out;  // kept
   }
   gone.clear();
-
-  auto fail = [&](Error e) -> Error {
-    std::lock_guard<std::mutex> lock(mu_);
-    auto it = live_.find(key);
-    if (it != live_.end() && it->second == entry) live_.erase(it);
-    return e;
-  };
-  std::unique_ptr<Kernel> kernel;
-  // A kernel that ends while starting is started once more, from scratch (a new directory,
-  // cgroup and restore): now and then ipykernel exits with code 1 before it answers, printing
-  // nothing (cause not found yet; seen about once in three full test runs). The first
-  // failure is logged.
-  for (int attempt = 0; !kernel; ++attempt) {
-    auto made = Kernel::Create(options_.runs_dir + "/k-" + util::RandomHex(8),
-                               "k-" + util::RandomHex(8), spec);
-    if (!made.ok()) return fail(made.error());
-    // One cgroup for the restore and the kernel (issue 10 item 4): the session's tmpfs pages
-    // stay charged to the kernel's memory limit.
-    auto cgroup = launcher_->CreateCgroup((*made)->id(), sandbox::CgroupLimitsFor(spec.limits));
-    if (!cgroup.ok()) return fail(MakeError("kernel", cgroup.error().message));
-    if (Status s = populate((*made)->workspace(), cgroup->get()); !s.ok()) {
-      return fail(s.error());
-    }
-    Status s = (*made)->Boot(*launcher_, zmq_context_, std::move(*cgroup));
-    if (s.ok()) {
-      kernel = std::move(*made);
-    } else if (attempt > 0 || s.error().message.find("ended while starting") == std::string::npos) {
-      return fail(s.error());
-    } else {
-      std::fprintf(stderr, "sandrund: %s; starting it again\n", s.error().message.c_str());
-    }
-  }
+  auto kernel = StartKernel(spec, populate);
   {
     std::lock_guard<std::mutex> lock(mu_);
-    entry->kernel = std::move(kernel);
+    if (kernel.ok()) {
+      entry->kernel = std::move(*kernel);
+    } else if (auto it = live_.find(key); it != live_.end() && it->second == entry) {
+      live_.erase(it);
+    }
   }
+  if (!kernel.ok()) return kernel.error();
   out.lease = Lease(this, entry);
   return out;
 }

@@ -70,9 +70,9 @@ class KernelManager {
   // other limits or network is ended and replaced (note says why: ReplaceReason).
   // Errors: "busy" when max_kernels are all leased now; "kernel" when it cannot start;
   // whatever `populate` returned. Waits for the kernel to boot (seconds).
+  using Populate = std::function<Status(const std::string& workspace, sandbox::RunCgroup* cgroup)>;
   Result<Acquired> Acquire(const std::string& key, const KernelSpec& spec,
-                           const std::function<Status(const std::string& workspace,
-                                                      sandbox::RunCgroup* cgroup)>& populate);
+                           const Populate& populate);
 
   // Ends the kernel of `key` if one lives and is not leased (a stateless run changed its
   // session's files); its next run says restarted with `why`.
@@ -87,6 +87,13 @@ class KernelManager {
  private:
   void Reaper();
   void Remember(const std::string& key, const std::string& why);  // under mu_
+  // Acquire's part under mu_: keeps the live kernel of `key` (out->lease held), or makes
+  // room for `entry` and enters it in live_, moving the kernels to end into `gone`.
+  Status ClaimUnderLock(const std::string& key, const KernelSpec& spec,
+                        const std::shared_ptr<Entry>& entry, Acquired* out,
+                        std::vector<std::unique_ptr<Kernel>>* gone);
+  // Acquire's part outside the lock: a new kernel's directory, cgroup, files and boot.
+  Result<std::unique_ptr<Kernel>> StartKernel(const KernelSpec& spec, const Populate& populate);
   int64_t NowMs() const;
 
   const sandbox::Launcher* launcher_;

@@ -23,8 +23,7 @@ struct ServerOptions {
 
 using Handler = std::function<api::HttpResponse(const api::HttpRequest&)>;
 
-// Serves until `stop` becomes true (checked between requests; Stop() wakes the threads).
-// Errors: cannot create the socket. Not safe after fork.
+// Open(), then Serve() until another thread calls Stop(). Not safe after fork.
 class FcgiServer {
  public:
   explicit FcgiServer(ServerOptions options) : options_(std::move(options)) {}
@@ -33,9 +32,14 @@ class FcgiServer {
   Status Open();
   // Whether Open() took the socket from systemd (socket activation).
   bool socket_from_systemd() const { return inherited_; }
-  // Blocks in worker threads until Stop(); then waits up to `grace_ms` for requests in
-  // flight and returns.
+  // Runs options.threads worker threads, each taking one request at a time (the accept is
+  // serialised), and blocks until all of them ended: only after Stop(), each once its
+  // request in flight is answered. With systemd's socket the worker in accept(2) may never
+  // end, so the caller bounds that wait (api/stop_signals.h).
   void Serve(const Handler& handler);
+  // Thread-safe, and returns at once: workers end after their request in flight; the one in
+  // accept(2) is woken by shutting the socket down, and the socket file is removed (not
+  // systemd's socket, which stays as it is, and its accepting thread ends with the process).
   void Stop();
 
  private:

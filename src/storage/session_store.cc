@@ -39,37 +39,84 @@ Error CopyError(const char* call, const std::string& path) {
 
 Error OverBudget(const std::string& what) { return MakeError("over_budget", what); }
 
-// One copy of a tree (CopyTree). Keeps the first destination path of every source inode
-// with more than one link, so its other names become links of the one copy.
-class TreeCopier {
- public:
-  TreeCopier(const CopyTreeOptions& options, int to_root) : options_(options), to_root_(to_root) {}
+// Entries a copy may have: its budget's, and never more than kMaxEntries.
+uint64_t EntryBound(const CopyTreeOptions& options) {
+  return std::min(options.budget.max_entries, kMaxEntries);
+}
 
-  Status CopyDir(int from_dir, int to_dir, const std::string& prefix, int depth);
+// The walk's bounds: kMaxDepth, and EntryBound entries (plus skip_top's one), so that the
+// walk reads no more names than the copy could take (a directory of 100000 empty files costs
+// neither their names in memory nor their copies). Entries it walks but does not copy
+// (symlinks, FIFOs, ...) count too.
+sys::TreeLimits CopyLimits(const CopyTreeOptions& options) {
+  sys::TreeLimits limits;
+  limits.max_depth = kMaxDepth;
+  limits.max_entries = EntryBound(options) + (options.skip_top.empty() ? 0 : 1);
+  return limits;
+}
+
+// One copy of a tree (CopyTree), as a visitor of sys::WalkTree. Keeps the first destination
+// path of every source inode with more than one link, so its other names become links of
+// the one copy. The first failure stops the walk and is kept in status(): a copy that did
+// not finish is never a success, whatever stopped it (issue 12 part 4).
+class TreeCopier : public sys::TreeVisitor {
+ public:
+  TreeCopier(const CopyTreeOptions& options, int to_root) : options_(options) {
+    to_dirs_.push_back(to_root);
+  }
+
+  sys::TreeStep Enter(const sys::TreeEntry& entry) override;
+  void Unreadable(const sys::TreeEntry& entry, int err) override {
+    Fail(StorageError("openat", entry.path, err));
+  }
+  const Status& status() const { return status_; }
   const Usage& usage() const { return usage_; }
 
  private:
   struct FirstCopy {
-    std::string path;  // relative to to_root_
+    std::string path;  // relative to the destination root
     std::string sha256;
   };
 
-  Status CopyEntry(int from_dir, int to_dir, const std::string& name, const std::string& path,
-                   int depth);
-  Status CopyFile(int from_dir, int to_dir, const std::string& name, const std::string& path);
-  Status MakeDir(int from_dir, int to_dir, const std::string& name, const std::string& path,
-                 mode_t mode, int depth);
+  Status CopyFile(const sys::TreeEntry& entry, int to_dir);
+  Status MakeDir(const sys::TreeEntry& entry, int to_dir);
   Status AddEntry(const std::string& path);
   bool Owned() const { return options_.uid != static_cast<uid_t>(-1); }
+  sys::TreeStep Fail(Error error) {
+    if (status_.ok()) status_ = std::move(error);
+    return sys::TreeStep::kStop;
+  }
 
   const CopyTreeOptions& options_;
-  int to_root_;
+  // to_dirs_[d]: the copy of the directory whose entries are at depth d (0: the root, not
+  // owned). Entries come in pre-order, so [0, d] are the copies of an entry's ancestors.
+  std::vector<int> to_dirs_;
+  std::vector<UniqueFd> owned_dirs_;  // to_dirs_[d + 1] is owned_dirs_[d]
   Usage usage_;
+  Status status_ = OkStatus();
   std::map<std::pair<dev_t, ino_t>, FirstCopy> linked_;
 };
 
+sys::TreeStep TreeCopier::Enter(const sys::TreeEntry& entry) {
+  if (!status_.ok()) return sys::TreeStep::kStop;  // an unreadable directory since
+  if (entry.depth == 0 && !options_.skip_top.empty() && entry.name == options_.skip_top) {
+    return sys::TreeStep::kSkip;
+  }
+  to_dirs_.resize(entry.depth + 1);
+  owned_dirs_.resize(entry.depth);
+  const int to_dir = to_dirs_.back();
+  Status s = OkStatus();
+  if (S_ISREG(entry.st.st_mode)) {
+    s = CopyFile(entry, to_dir);
+  } else if (S_ISDIR(entry.st.st_mode)) {
+    s = MakeDir(entry, to_dir);
+  }  // symlinks, FIFOs, sockets and devices are not carried over
+  if (!s.ok()) return Fail(s.error());
+  return sys::TreeStep::kDescend;
+}
+
 Status TreeCopier::AddEntry(const std::string& path) {
-  const uint64_t max = std::min(options_.budget.max_entries, kMaxEntries);
+  const uint64_t max = EntryBound(options_);
   if (usage_.files + 1 > max) {
     return OverBudget("more than " + std::to_string(max) + " files and directories (at " + path +
                       ")");
@@ -78,58 +125,25 @@ Status TreeCopier::AddEntry(const std::string& path) {
   return OkStatus();
 }
 
-Status TreeCopier::CopyDir(int from_dir, int to_dir, const std::string& prefix, int depth) {
-  // No more names are read than could still be copied: a directory of 100000 empty files
-  // costs neither their names in memory nor their copies.
-  const uint64_t max = std::min(options_.budget.max_entries, kMaxEntries);
-  bool truncated = false;
-  const size_t skipped = depth == 0 && !options_.skip_top.empty() ? 1 : 0;
-  auto names = ListDir(from_dir, max - std::min(usage_.files, max) + skipped, &truncated);
-  if (!names.ok()) return names.error();
-  if (truncated) {
-    return OverBudget("more than " + std::to_string(max) + " files and directories (in " +
-                      (prefix.empty() ? "." : prefix) + ")");
+Status TreeCopier::MakeDir(const sys::TreeEntry& entry, int to_dir) {
+  if (Status s = AddEntry(entry.path); !s.ok()) return s;
+  if (mkdirat(to_dir, entry.name.c_str(), entry.st.st_mode & 0777) != 0 && LastErrno() != EEXIST) {
+    return CopyError("mkdirat", entry.path);
   }
-  std::sort(names->begin(), names->end());
-  for (const std::string& name : *names) {
-    if (depth == 0 && name == options_.skip_top) continue;
-    const std::string path = prefix.empty() ? name : prefix + "/" + name;
-    if (Status s = CopyEntry(from_dir, to_dir, name, path, depth); !s.ok()) return s;
+  UniqueFd to = OpenDirAt(to_dir, entry.name);
+  if (!to.valid()) return CopyError("openat", entry.path);
+  if (Owned() && fchown(to.get(), options_.uid, options_.gid) != 0) {
+    return CopyError("fchown", entry.path);
   }
+  to_dirs_.push_back(to.get());  // where this directory's entries (depth + 1) go
+  owned_dirs_.push_back(std::move(to));
   return OkStatus();
 }
 
-Status TreeCopier::CopyEntry(int from_dir, int to_dir, const std::string& name,
-                             const std::string& path, int depth) {
-  struct stat st;
-  if (fstatat(from_dir, name.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0) return OkStatus();
-  if (S_ISREG(st.st_mode)) return CopyFile(from_dir, to_dir, name, path);
-  if (S_ISDIR(st.st_mode)) return MakeDir(from_dir, to_dir, name, path, st.st_mode, depth);
-  return OkStatus();  // symlinks, FIFOs, sockets and devices are not carried over
-}
-
-Status TreeCopier::MakeDir(int from_dir, int to_dir, const std::string& name,
-                           const std::string& path, mode_t mode, int depth) {
-  if (depth + 1 > kMaxDepth) {
-    return OverBudget("deeper than " + std::to_string(kMaxDepth) + " directories (at " + path +
-                      ")");
-  }
-  if (Status s = AddEntry(path); !s.ok()) return s;
-  if (mkdirat(to_dir, name.c_str(), mode & 0777) != 0 && LastErrno() != EEXIST) {
-    return CopyError("mkdirat", path);
-  }
-  UniqueFd from = OpenDirAt(from_dir, name);
-  UniqueFd to = OpenDirAt(to_dir, name);
-  if (!from.valid() || !to.valid()) return OkStatus();  // swapped since fstatat: skipped
-  if (Owned() && fchown(to.get(), options_.uid, options_.gid) != 0) {
-    return CopyError("fchown", path);
-  }
-  return CopyDir(from.get(), to.get(), path, depth + 1);
-}
-
-Status TreeCopier::CopyFile(int from_dir, int to_dir, const std::string& name,
-                            const std::string& path) {
-  UniqueFd in(openat(from_dir, name.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC));
+Status TreeCopier::CopyFile(const sys::TreeEntry& entry, int to_dir) {
+  const std::string& path = entry.path;
+  UniqueFd in(
+      openat(entry.dirfd, entry.name.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC));
   if (!in.valid()) return CopyError("openat", path);
   struct stat st;
   if (fstat(in.get(), &st) != 0 || !S_ISREG(st.st_mode)) return OkStatus();  // swapped: skip
@@ -139,7 +153,7 @@ Status TreeCopier::CopyFile(int from_dir, int to_dir, const std::string& name,
     if (auto it = linked_.find(key); it != linked_.end()) {
       // Another name of an inode already copied: link it, as the source is. The relative
       // path resolves inside the tree this copy made (only directories we created).
-      if (linkat(to_root_, it->second.path.c_str(), to_dir, name.c_str(), 0) != 0) {
+      if (linkat(to_dirs_[0], it->second.path.c_str(), to_dir, entry.name.c_str(), 0) != 0) {
         return CopyError("linkat", path);
       }
       if (options_.digests) (*options_.digests)[path] = it->second.sha256;
@@ -150,8 +164,8 @@ Status TreeCopier::CopyFile(int from_dir, int to_dir, const std::string& name,
     return OverBudget("more than " + std::to_string(options_.budget.max_bytes) +
                       " bytes on disk (at " + path + ")");
   }
-  UniqueFd out(openat(to_dir, name.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC,
-                      st.st_mode & 0777));
+  UniqueFd out(openat(to_dir, entry.name.c_str(),
+                      O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, st.st_mode & 0777));
   if (!out.valid()) return CopyError("openat", path);
   Sha256 sha;
   CopyObserver observe;
@@ -166,6 +180,23 @@ Status TreeCopier::CopyFile(int from_dir, int to_dir, const std::string& name,
   if (st.st_nlink > 1) linked_[key] = {path, digest};
   if (options_.digests) (*options_.digests)[path] = std::move(digest);
   return OkStatus();
+}
+
+// The error for a copy the walk stopped at one of CopyLimits (worded as before the walker).
+Error WalkLimitError(const std::string& from, const CopyTreeOptions& options,
+                     const sys::TreeReport& report) {
+  const std::string at = " (at " + report.stopped_at + ")";
+  switch (report.stop) {
+    case sys::TreeStop::kDepth:
+      return OverBudget("deeper than " + std::to_string(kMaxDepth) + " directories" + at);
+    case sys::TreeStop::kEntries:
+      return OverBudget("more than " + std::to_string(EntryBound(options)) +
+                        " files and directories" + at);
+    case sys::TreeStop::kRootOpen:
+      return StorageError("readdir", from, report.err);
+    default:
+      return MakeError("storage", from + ": " + report.Describe(CopyLimits(options)));
+  }
 }
 
 // The usage of the session directory `dir`: its record, else a measure of its files.
@@ -260,7 +291,9 @@ Result<Usage> CopyTree(const std::string& from, const std::string& to,
   UniqueFd to_fd(open(to.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
   if (!to_fd.valid()) return CopyError("open", to);
   TreeCopier copier(options, to_fd.get());
-  if (Status s = copier.CopyDir(from_fd.get(), to_fd.get(), "", 0); !s.ok()) return s.error();
+  const sys::TreeReport report = sys::WalkTree(from_fd.get(), CopyLimits(options), copier);
+  if (!copier.status().ok()) return copier.status().error();
+  if (!report.complete()) return WalkLimitError(from, options, report);
   return copier.usage();
 }
 

@@ -106,10 +106,13 @@ struct CopyTreeOptions {
 // anywhere (openat + O_NOFOLLOW); only regular files and directories, each file through
 // CopyFileKeepingHoles (holes stay holes); a file with several links inside the tree is
 // copied once and linked (linkat) at its other names. Returns what it created.
+// The walk is sys::WalkTree's: a copy that stops, at a limit or at a directory it cannot
+// read, is an error, never a shorter success. Entries it does not copy (symlinks, ...) count
+// against the budget's entries too, as the walk reads no more names than the budget.
 // Errors: code "over_budget" when the tree has more entries or bytes than `budget`, more
 // than 100000 entries, or is deeper than 64 directories (what was copied stays: the caller
-// discards it); "file_limit" on ENOSPC/EDQUOT/EFBIG; "storage" otherwise. Messages name
-// the path. Not safe after fork.
+// discards it); "file_limit" on ENOSPC/EDQUOT/EFBIG; "storage" otherwise (a directory that
+// cannot be read included). Messages name the path. Not safe after fork.
 Result<Usage> CopyTree(const std::string& from, const std::string& to,
                        const CopyTreeOptions& options);
 

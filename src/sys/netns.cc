@@ -73,6 +73,65 @@ const char* SpawnStepName(int step) {
   ::_exit(127);
 }
 
+constexpr size_t kMaxFds = 12;  // SpawnWithOwnTun's fds
+
+// SpawnWithOwnTun's child, first: its own mount namespace with /dev/net/tun owned by
+// uid:gid, then those ids and PDEATHSIG. Async-signal-safe; on failure it _exits through
+// ChildFail.
+void TunChildSetUp(int error_fd, uid_t uid, gid_t gid, pid_t parent) {
+  // Its own mount namespace: the tun node below is seen by this process alone.
+  if (::unshare(CLONE_NEWNS) != 0) ChildFail(error_fd, kUnshare);
+  if (::mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr) != 0) {
+    ChildFail(error_fd, kPrivate);
+  }
+  if (::mount("tmpfs", "/dev/net", "tmpfs", MS_NOSUID | MS_NOEXEC, "size=4k,mode=0755") != 0) {
+    ChildFail(error_fd, kTmpfs);
+  }
+  if (::mknod("/dev/net/tun", S_IFCHR | 0600, makedev(10, 200)) != 0) {
+    ChildFail(error_fd, kMknod);
+  }
+  if (::chown("/dev/net/tun", uid, gid) != 0) ChildFail(error_fd, kChown);
+  if (::setgroups(0, nullptr) != 0) ChildFail(error_fd, kGroups);
+  if (::setresgid(gid, gid, gid) != 0) ChildFail(error_fd, kGid);
+  if (::setresuid(uid, uid, uid) != 0) ChildFail(error_fd, kUid);
+  // After the credential change, which clears it (prctl(2)); a parent gone before this
+  // line is seen by getppid.
+  if (::prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0) != 0 || ::getppid() != parent) {
+    ChildFail(error_fd, kDeathSignal);
+  }
+}
+
+// SpawnWithOwnTun's child, then: fds[i] at 3 + i, /dev/null at 0, log_fd at 1 and 2,
+// everything else closed but the error pipe (close-on-exec), and execve with no
+// environment. Async-signal-safe (fds is only read); never returns.
+[[noreturn]] void TunChildExec(char* const* args, const std::vector<int>& fds, int null_fd,
+                               int log_fd, int error_fd) {
+  char* no_env[] = {nullptr};
+  // Sources first above every target, so no dup2 overwrites one not yet moved.
+  int moved[kMaxFds];
+  const size_t n = fds.size();
+  const int high = 3 + static_cast<int>(n) + 3;
+  for (size_t i = 0; i < n; ++i) {
+    moved[i] = ::fcntl(fds[i], F_DUPFD, high);
+    if (moved[i] < 0) ChildFail(error_fd, kFds);
+  }
+  const int err_high = ::fcntl(error_fd, F_DUPFD_CLOEXEC, high);
+  if (err_high < 0 || ::dup2(null_fd, 0) < 0 || ::dup2(log_fd, 1) < 0 || ::dup2(log_fd, 2) < 0) {
+    ChildFail(error_fd, kFds);
+  }
+  for (size_t i = 0; i < n; ++i) {
+    if (::dup2(moved[i], 3 + static_cast<int>(i)) < 0) ChildFail(err_high, kFds);
+  }
+  // Close everything else but the error pipe (close-on-exec: gone at execve).
+  const unsigned first = 3u + static_cast<unsigned>(n);
+  if (static_cast<unsigned>(err_high) > first) {
+    ::syscall(SYS_close_range, first, static_cast<unsigned>(err_high) - 1, 0u);
+  }
+  ::syscall(SYS_close_range, static_cast<unsigned>(err_high) + 1, ~0u, 0u);
+  ::execve(args[0], args, no_env);
+  ChildFail(err_high, kExec);
+}
+
 }  // namespace
 
 Result<UniqueFd> OpenNamespace(pid_t pid, const std::string& kind) {
@@ -117,14 +176,12 @@ Result<std::vector<std::string>> InterfaceAddresses() {
 
 Result<pid_t> SpawnWithOwnTun(const std::vector<std::string>& argv, uid_t uid, gid_t gid,
                               const std::vector<int>& fds, int log_fd) {
-  constexpr size_t kMaxFds = 12;
   if (fds.size() > kMaxFds) return MakeError("spawn", argv[0] + ": more than 12 fds to pass");
   // Everything the child uses is made here: after fork it may only make async-signal-safe
   // calls (the daemon is multi-threaded).
   std::vector<char*> args;
   for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
   args.push_back(nullptr);
-  char* no_env[] = {nullptr};
   auto errors = MakePipe();
   if (!errors.ok()) return MakeError("spawn", errors.error().message);
   const int error_fd = errors->write.get();
@@ -137,49 +194,8 @@ Result<pid_t> SpawnWithOwnTun(const std::vector<std::string>& argv, uid_t uid, g
     return ErrnoError("spawn", "fork");
   }
   if (pid == 0) {
-    // Its own mount namespace: the tun node below is seen by this process alone.
-    if (::unshare(CLONE_NEWNS) != 0) ChildFail(error_fd, kUnshare);
-    if (::mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr) != 0) {
-      ChildFail(error_fd, kPrivate);
-    }
-    if (::mount("tmpfs", "/dev/net", "tmpfs", MS_NOSUID | MS_NOEXEC, "size=4k,mode=0755") != 0) {
-      ChildFail(error_fd, kTmpfs);
-    }
-    if (::mknod("/dev/net/tun", S_IFCHR | 0600, makedev(10, 200)) != 0) {
-      ChildFail(error_fd, kMknod);
-    }
-    if (::chown("/dev/net/tun", uid, gid) != 0) ChildFail(error_fd, kChown);
-    if (::setgroups(0, nullptr) != 0) ChildFail(error_fd, kGroups);
-    if (::setresgid(gid, gid, gid) != 0) ChildFail(error_fd, kGid);
-    if (::setresuid(uid, uid, uid) != 0) ChildFail(error_fd, kUid);
-    // After the credential change, which clears it (prctl(2)); a parent gone before this
-    // line is seen by getppid.
-    if (::prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0) != 0 || ::getppid() != parent) {
-      ChildFail(error_fd, kDeathSignal);
-    }
-    // Sources first above every target, so no dup2 overwrites one not yet moved.
-    int moved[kMaxFds];
-    const size_t n = fds.size();
-    const int high = 3 + static_cast<int>(n) + 3;
-    for (size_t i = 0; i < n; ++i) {
-      moved[i] = ::fcntl(fds[i], F_DUPFD, high);
-      if (moved[i] < 0) ChildFail(error_fd, kFds);
-    }
-    const int err_high = ::fcntl(error_fd, F_DUPFD_CLOEXEC, high);
-    if (err_high < 0 || ::dup2(null_fd, 0) < 0 || ::dup2(log_fd, 1) < 0 || ::dup2(log_fd, 2) < 0) {
-      ChildFail(error_fd, kFds);
-    }
-    for (size_t i = 0; i < n; ++i) {
-      if (::dup2(moved[i], 3 + static_cast<int>(i)) < 0) ChildFail(err_high, kFds);
-    }
-    // Close everything else but the error pipe (close-on-exec: gone at execve).
-    const unsigned first = 3u + static_cast<unsigned>(n);
-    if (static_cast<unsigned>(err_high) > first) {
-      ::syscall(SYS_close_range, first, static_cast<unsigned>(err_high) - 1, 0u);
-    }
-    ::syscall(SYS_close_range, static_cast<unsigned>(err_high) + 1, ~0u, 0u);
-    ::execve(args[0], args.data(), no_env);
-    ChildFail(err_high, kExec);
+    TunChildSetUp(error_fd, uid, gid, parent);
+    TunChildExec(args.data(), fds, null_fd, log_fd, error_fd);
   }
   ::close(null_fd);
   errors->write.Reset();

@@ -443,4 +443,17 @@ BOOST_AUTO_TEST_CASE(missing_config_file_and_bad_json_and_unknown_key_say_what_t
   BOOST_TEST(unknown.error().message.find("sandrund --help lists every key") != std::string::npos);
 }
 
+// scripts/lib/common.sh: the scripts' own knobs are SANDRUN_SCRIPT_<NAME>, so that sandrund
+// never takes one for a config override SANDRUN_<KEY>. That holds while no key starts with
+// "script_" (limits and ceilings are objects of their own, not env names).
+BOOST_AUTO_TEST_CASE(no_key_starts_with_the_scripts_knob_prefix) {
+  StateDir dir;
+  auto config = Load(dir.Write("{\"state_dir\": \"" + dir.path + "\", \"allow_anonymous\": true}"));
+  BOOST_TEST_REQUIRE(config.ok(), (config.ok() ? "" : config.error().message));
+  const std::string json = sandrun::config::EffectiveConfigJson(*config);
+  BOOST_TEST(json.find("\"state_dir\"") != std::string::npos);  // it names the keys
+  BOOST_TEST(json.find("\"script_") == std::string::npos, json);
+  BOOST_TEST(sandrun::config::HelpText().find("script_") == std::string::npos);
+}
+
 BOOST_AUTO_TEST_SUITE_END()

@@ -193,6 +193,37 @@ BOOST_AUTO_TEST_CASE(tree_deeper_than_the_bound_is_refused) {
   BOOST_TEST(s.error().message.find("deeper than 64") != std::string::npos, s.error().message);
 }
 
+// Issue 12 part 4: the copy is a walk of sys/tree_walk; when it stops at one of the walk's
+// limits the Save fails and the session keeps its previous files, never a truncated copy.
+BOOST_AUTO_TEST_CASE(copy_stopped_at_a_walk_limit_does_not_replace_the_session) {
+  std::string ws = Workspace("v1");
+  WriteFile(ws + "/kept.txt", "v1");
+  {
+    SessionLock lock = LockOk();
+    BOOST_TEST_REQUIRE(store.Save(lock, ws).ok());
+  }
+  ws = Workspace("v2");
+  WriteFile(ws + "/a_first.txt", "copied before the stop");  // sorted before "d"
+  WriteFile(ws + "/kept.txt", "v2");
+  std::string rel = "d";
+  for (int i = 0; i < 70; ++i) rel += "/d";
+  WriteFile(ws + "/" + rel + "/deep.txt", "x");
+  {
+    SessionLock lock = LockOk();
+    Status s = store.Save(lock, ws);
+    BOOST_TEST_REQUIRE(!s.ok());
+    BOOST_TEST(s.error().code == "over_budget");
+    BOOST_TEST(s.error().message.find("deeper than 64 directories (at d/d/") != std::string::npos,
+               s.error().message);
+  }
+  SessionLock lock = LockOk();
+  RestoreOk(lock, scratch / "out");
+  BOOST_TEST(ReadFile(scratch / "out/kept.txt") == "v1");
+  BOOST_TEST(!Exists(scratch / "out/a_first.txt"));
+  BOOST_TEST(!Exists(scratch / "out/d"));
+  BOOST_TEST(!Exists(lock.dir() + "/files.next"));
+}
+
 // Issue 10 item 15: a crash between Save's two renames (files -> files.old, files.next ->
 // files) left no `files`; the next Lock made an empty one and the session was lost.
 BOOST_AUTO_TEST_CASE(lock_restores_files_old_after_a_crash_between_renames) {
