@@ -8,18 +8,12 @@
 #include <vector>
 
 #include "api/displays.h"
+#include "api/errors.h"
 #include "config/config.h"
 #include "storage/artifact_store.h"
+#include "util/result.h"
 
 namespace sandrun::api {
-
-// A refused request: HTTP status, machine code, human message, offending field ("" if none).
-struct ApiError {
-  int status = 400;
-  std::string code;
-  std::string message;
-  std::string field;
-};
 
 // One program to run, from `code`, one of `snippets`, or a block of `markdown`.
 struct CodeStep {
