@@ -67,7 +67,8 @@ constexpr size_t kMaxInputNameBytes = 255;
 constexpr int kMaxJsonDepth = 32;
 constexpr size_t kMaxJsonValues = 10000;
 
-// Decodes and validates `body`. `header_user` / `header_session` (X-Sandrun-User,
+// Decodes and validates `body` into a RunRequest, or returns why it is refused (an ApiError:
+// status 400 unless said). `header_user` / `header_session` (X-Sandrun-User,
 // X-Sandrun-Session) apply when the body has no `user` / `session`; both given and different:
 // conflicting_fields. Errors: invalid_json (with offset; also nesting deeper than
 // kMaxJsonDepth or more than kMaxJsonValues values), unknown_field, wrong_type, missing_field,
@@ -75,9 +76,10 @@ constexpr size_t kMaxJsonValues = 10000;
 // invalid_path, invalid_base64, too_large, network_forbidden (403), missing_session
 // (`stateful` without a session), invalid_package (`packages`: more than kMaxPackages entries,
 // or one outside api/requirements.h's grammar).
-std::optional<ApiError> DecodeRunRequest(const std::string& body, const std::string& header_user,
-                                         const std::string& header_session,
-                                         const config::Config& config, RunRequest* out);
+Result<RunRequest, ApiError> DecodeRunRequest(const std::string& body,
+                                              const std::string& header_user,
+                                              const std::string& header_session,
+                                              const config::Config& config);
 
 // Checks a workspace-relative path given by a client (an input file's path): relative,
 // '/'-separated, no empty, "." or ".." segment, no NUL, no control characters, segments of at

@@ -323,11 +323,10 @@ HttpResponse Service::HandleRun(const HttpRequest& request, bool trusted) {
     return ErrorResponse(503, "unavailable", "this host cannot run sandboxes: " + health_error_);
   }
   if (draining_) return StoppingResponse();
-  RunRequest run;
-  if (auto err = DecodeRunRequest(request.body, request.Header("x-sandrun-user"),
-                                  request.Header("x-sandrun-session"), *live, &run)) {
-    return Refusal(*err);
-  }
+  auto decoded = DecodeRunRequest(request.body, request.Header("x-sandrun-user"),
+                                  request.Header("x-sandrun-session"), *live);
+  if (!decoded.ok()) return Refusal(decoded.error());
+  RunRequest run = std::move(*decoded);
   if (auto err = ApplyTokenBinding(caller, &run)) return Refusal(*err);
   bool session_seen = false;
   if (auto err = DecodeSessionSeen(request.Header("x-sandrun-session-seen"), &session_seen)) {
