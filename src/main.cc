@@ -46,6 +46,7 @@ struct Host {
   std::unique_ptr<sandbox::Launcher> launcher;
   std::string problems;                    // "" when the host can sandbox
   std::vector<std::string> weaker_limits;  // without cgroups (require_cgroups: false)
+  bool cgroups_unavailable = false;        // sandbox::CgroupsUnavailable of the problems
 };
 
 // Output of `nginx -V` (it prints to stderr), "" when nginx is not installed.
@@ -80,7 +81,9 @@ Host PrepareHost(const config::Config& config, bool verbose, bool check_nginx) {
   } else {
     facts.cgroup_error = detected.error().message;
   }
-  for (const auto& problem : sandbox::CheckHost(facts, config.require_cgroups)) {
+  const auto checked = sandbox::CheckHost(facts, config.require_cgroups);
+  host.cgroups_unavailable = sandbox::CgroupsUnavailable(checked);
+  for (const auto& problem : checked) {
     host.problems += problem.what + "\n  fix: " + problem.fix + "\n";
   }
   host.weaker_limits = sandbox::WeakerLimits(facts);
@@ -215,7 +218,7 @@ int RunDaemon(const Flags& flags, const config::Config& started, const config::C
   if (!host.problems.empty()) {
     std::fprintf(stderr, "sandrund: this host cannot run sandboxes:\n%s", host.problems.c_str());
   }
-  if (host.problems.find("cgroup") != std::string::npos && config.require_cgroups) return 1;
+  if (host.cgroups_unavailable && config.require_cgroups) return 1;
   api::Service service(config, host.launcher.get(), host.problems);
   service.SetWeakerLimits(host.weaker_limits);
   if (host.launcher) SelfTest(service);

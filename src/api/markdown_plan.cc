@@ -66,9 +66,9 @@ std::optional<ApiError> Service::PlanMarkdown(const std::string& markdown, int b
   auto built =
       markdown::BuildRunPlan(markdown, languages, block < 0 ? markdown::kAllBlocks : block);
   if (!built.ok()) {
-    const std::string& code = built.error().code;
     // 413 is for the request body (DESIGN.md §2); a too-large message inside it is a 400.
-    return ApiError{400, code, built.error().message, code == "bad_block" ? "block" : "markdown"};
+    const Error& error = built.error();
+    return ToApiError(error, error.kind == ErrorKind::kBadBlock ? "block" : "markdown");
   }
   for (const auto& s : built->steps) {
     CodeStep step;

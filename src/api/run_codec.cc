@@ -369,127 +369,147 @@ std::optional<ApiError> DecodePackages(const Value& v, std::vector<std::string>*
 
 }  // namespace
 
-std::optional<ApiError> DecodeRunRequest(const std::string& body, const std::string& header_user,
-                                         const std::string& header_session,
-                                         const config::Config& config, RunRequest* out) {
-  rapidjson::Document doc;
-  if (auto err = ParseBounded(body, &doc)) return err;
-  if (!doc.IsObject()) return Bad("wrong_type", "request body must be a JSON object", "");
-  out->limits = config.limits;
-  out->network = config.network == "always";
-  // Limits first: input files are checked against them.
-  if (doc.HasMember("limits")) {
-    if (auto err = DecodeLimits(doc["limits"], config, &out->limits)) return err;
-  }
+namespace {
+
+// What the top-level members said about where the code comes from, checked once all are read.
+struct Sources {
   std::string language, code, markdown;
   bool has_code = false, has_language = false, has_user = false, has_session = false;
   bool has_snippets = false, has_markdown = false, has_block = false;
+};
+
+std::optional<ApiError> DecodeBool(const Value& v, const std::string& name, bool* out) {
+  if (!v.IsBool()) return Bad("wrong_type", "'" + name + "' must be true or false", name);
+  *out = v.GetBool();
+  return std::nullopt;
+}
+
+std::optional<ApiError> DecodeNetwork(const Value& v, const config::Config& config, bool* out) {
+  if (!v.IsBool()) return Bad("wrong_type", "'network' must be true or false", "network");
+  if (v.GetBool() && config.network == "off") {
+    return ApiError{403, "network_forbidden",
+                    "network access is disabled on this server (config \"network\" is "
+                    "\"off\")",
+                    "network"};
+  }
+  *out = v.GetBool() || config.network == "always";
+  return std::nullopt;
+}
+
+// One top-level member other than "limits" (decoded first, as input files are checked
+// against them).
+std::optional<ApiError> DecodeMember(const std::string& name, const Value& v,
+                                     const config::Config& config, Sources* src, RunRequest* out) {
+  if (name == "language") {
+    src->has_language = true;
+    return GetString(v, "language", &src->language);
+  }
+  if (name == "code") {
+    src->has_code = true;
+    return GetString(v, "code", &src->code);
+  }
+  if (name == "stdin") return GetString(v, "stdin", &out->stdin_data);
+  if (name == "user") {
+    src->has_user = true;
+    return GetString(v, "user", &out->user);
+  }
+  if (name == "session") {
+    src->has_session = true;
+    return GetString(v, "session", &out->session);
+  }
+  if (name == "snippets") {
+    src->has_snippets = true;
+    return DecodeSnippets(v, config, &out->steps);
+  }
+  if (name == "markdown") {
+    src->has_markdown = true;
+    return GetString(v, "markdown", &src->markdown);
+  }
+  if (name == "block") {
+    if (!v.IsInt() || v.GetInt() < 0)
+      return Bad("wrong_type", "'block' must be an integer >= 0", "block");
+    out->block = v.GetInt();
+    src->has_block = true;
+    return std::nullopt;
+  }
+  if (name == "continue_on_error") return DecodeBool(v, name, &out->continue_on_error);
+  if (name == "stateful") return DecodeBool(v, name, &out->stateful);
+  if (name == "files") return DecodeFiles(v, out->limits, &out->files);
+  if (name == "packages") return DecodePackages(v, &out->packages);
+  if (name == "network") return DecodeNetwork(v, config, &out->network);
+  return Bad("unknown_field", "unknown field '" + util::SanitizeUtf8(name) + "'",
+             util::SanitizeUtf8(name));
+}
+
+// Every member of the body object, in order, each name at most once.
+std::optional<ApiError> DecodeMembers(const Value& root, const config::Config& config, Sources* src,
+                                      RunRequest* out) {
+  std::set<std::string> seen;
   // Iterated as const: RapidJSON 1.1's non-const member iterators compare ambiguously under
   // C++20's reversed operators (clang -Wambiguous-reversed-operator).
-  const Value& root = doc;
-  std::set<std::string> seen;
   for (auto it = root.MemberBegin(); it != root.MemberEnd(); ++it) {
     std::string name(it->name.GetString(), it->name.GetStringLength());
-    const Value& v = it->value;
-    std::optional<ApiError> err;
     // RFC 8259 §4 leaves duplicate names to the parser; RapidJSON keeps both. Refuse rather
     // than guess which `code` the client meant.
     if (!seen.insert(name).second) {
       return Bad("duplicate_field", "field '" + util::SanitizeUtf8(name) + "' appears twice",
                  util::SanitizeUtf8(name));
     }
-    if (name == "language") {
-      err = GetString(v, "language", &language);
-      has_language = true;
-    } else if (name == "code") {
-      err = GetString(v, "code", &code);
-      has_code = true;
-    } else if (name == "stdin") {
-      err = GetString(v, "stdin", &out->stdin_data);
-    } else if (name == "user") {
-      err = GetString(v, "user", &out->user);
-      has_user = true;
-    } else if (name == "session") {
-      err = GetString(v, "session", &out->session);
-      has_session = true;
-    } else if (name == "limits") {
-      continue;  // decoded above
-    } else if (name == "snippets") {
-      err = DecodeSnippets(v, config, &out->steps);
-      has_snippets = true;
-    } else if (name == "markdown") {
-      err = GetString(v, "markdown", &markdown);
-      has_markdown = true;
-    } else if (name == "block") {
-      if (!v.IsInt() || v.GetInt() < 0)
-        return Bad("wrong_type", "'block' must be an integer >= 0", "block");
-      out->block = v.GetInt();
-      has_block = true;
-    } else if (name == "continue_on_error") {
-      if (!v.IsBool()) return Bad("wrong_type", "'continue_on_error' must be true or false", name);
-      out->continue_on_error = v.GetBool();
-    } else if (name == "stateful") {
-      if (!v.IsBool()) return Bad("wrong_type", "'stateful' must be true or false", name);
-      out->stateful = v.GetBool();
-    } else if (name == "files") {
-      err = DecodeFiles(v, out->limits, &out->files);
-    } else if (name == "packages") {
-      err = DecodePackages(v, &out->packages);
-    } else if (name == "network") {
-      if (!v.IsBool()) return Bad("wrong_type", "'network' must be true or false", "network");
-      if (v.GetBool() && config.network == "off") {
-        return ApiError{403, "network_forbidden",
-                        "network access is disabled on this server (config \"network\" is "
-                        "\"off\")",
-                        "network"};
-      }
-      out->network = v.GetBool() || config.network == "always";
-    } else {
-      return Bad("unknown_field", "unknown field '" + util::SanitizeUtf8(name) + "'",
-                 util::SanitizeUtf8(name));
-    }
-    if (err) return err;
+    if (name == "limits") continue;  // decoded first
+    if (auto err = DecodeMember(name, it->value, config, src, out)) return err;
   }
-  const int sources = (has_code ? 1 : 0) + (has_snippets ? 1 : 0) + (has_markdown ? 1 : 0);
+  return std::nullopt;
+}
+
+// Exactly one of code (with language), snippets and markdown; block only with markdown.
+std::optional<ApiError> ApplySources(const config::Config& config, Sources* src, RunRequest* out) {
+  const int sources =
+      (src->has_code ? 1 : 0) + (src->has_snippets ? 1 : 0) + (src->has_markdown ? 1 : 0);
   if (sources == 0) {
     return Bad("missing_field",
                "one of 'code' (with 'language'), 'snippets' or 'markdown' is required", "code");
   }
   if (sources > 1) {
     return Bad("conflicting_fields", "send exactly one of 'code', 'snippets' and 'markdown'",
-               has_markdown ? "markdown" : "snippets");
+               src->has_markdown ? "markdown" : "snippets");
   }
-  if (has_block && !has_markdown)
+  if (src->has_block && !src->has_markdown)
     return Bad("conflicting_fields", "'block' goes with 'markdown'", "block");
-  if (has_language && !has_code)
+  if (src->has_language && !src->has_code)
     return Bad("conflicting_fields", "'language' goes with 'code'", "language");
-  if (has_code) {
-    if (!has_language)
+  if (src->has_code) {
+    if (!src->has_language)
       return Bad("missing_field", "'language' is required with 'code'", "language");
     CodeStep step;
-    if (auto err = FindLanguage(config, language, "language", &step.language)) return err;
-    if (auto err = CheckCode(code, "code")) return err;
-    step.code = std::move(code);
+    if (auto err = FindLanguage(config, src->language, "language", &step.language)) return err;
+    if (auto err = CheckCode(src->code, "code")) return err;
+    step.code = std::move(src->code);
     out->steps.push_back(std::move(step));
   }
-  if (has_markdown) out->markdown = std::move(markdown);
+  if (src->has_markdown) out->markdown = std::move(src->markdown);
+  return std::nullopt;
+}
+
+// The user and session, from the body or the headers, and what a stateful run needs.
+std::optional<ApiError> ApplyIdentity(const Sources& src, const std::string& header_user,
+                                      const std::string& header_session, RunRequest* out) {
   // The body and a header naming different users or sessions: refused, not resolved silently
   // (a front end's header would lose to whatever the body says).
-  if (has_user && !header_user.empty() && header_user != out->user) {
+  if (src.has_user && !header_user.empty() && header_user != out->user) {
     return Bad("conflicting_fields",
                "the body's 'user' and the X-Sandrun-User header name different users", "user");
   }
-  if (has_session && !header_session.empty() && header_session != out->session) {
+  if (src.has_session && !header_session.empty() && header_session != out->session) {
     return Bad("conflicting_fields",
                "the body's 'session' and the X-Sandrun-Session header name different sessions",
                "session");
   }
-  out->user_named = has_user || !header_user.empty();
-  if (!has_user && !header_user.empty()) out->user = header_user;
+  out->user_named = src.has_user || !header_user.empty();
+  if (!src.has_user && !header_user.empty()) out->user = header_user;
   if (out->user.empty() || out->user.size() > 256) {
     return Bad("wrong_type", "'user' must be 1 to 256 bytes", "user");
   }
-  if (!has_session && !header_session.empty()) out->session = header_session;
+  if (!src.has_session && !header_session.empty()) out->session = header_session;
   if (out->session.size() > 256)
     return Bad("wrong_type", "'session' must be at most 256 bytes", "session");
   if (out->stateful && out->session.empty()) {
@@ -501,20 +521,37 @@ std::optional<ApiError> DecodeRunRequest(const std::string& body, const std::str
   return std::nullopt;
 }
 
-std::string EncodeRunResponse(const RunResponse& r) {
-  rapidjson::StringBuffer buffer;
-  rapidjson::Writer<rapidjson::StringBuffer> w(buffer);
-  w.StartObject();
-  Key(w, "id");
-  String(w, r.id);
-  Outcome(w, r.status, r.exit_code, r.signal, r.stdout_stream, r.stderr_stream);
-  Key(w, "files");
-  w.StartArray();
-  for (const auto& f : r.files) File(w, f);
-  w.EndArray();
+}  // namespace
+
+Result<RunRequest, ApiError> DecodeRunRequest(const std::string& body,
+                                              const std::string& header_user,
+                                              const std::string& header_session,
+                                              const config::Config& config) {
+  rapidjson::Document doc;
+  if (auto err = ParseBounded(body, &doc)) return *err;
+  if (!doc.IsObject()) return Bad("wrong_type", "request body must be a JSON object", "");
+  RunRequest out;
+  out.limits = config.limits;
+  out.network = config.network == "always";
+  // Limits first: input files are checked against them.
+  if (doc.HasMember("limits")) {
+    if (auto err = DecodeLimits(doc["limits"], config, &out.limits)) return *err;
+  }
+  Sources src;
+  const Value& root = doc;
+  if (auto err = DecodeMembers(root, config, &src, &out)) return *err;
+  if (auto err = ApplySources(config, &src, &out)) return *err;
+  if (auto err = ApplyIdentity(src, header_user, header_session, &out)) return *err;
+  return out;
+}
+
+namespace {
+
+template <typename Writer>
+void EncodeDisplays(Writer& w, const std::vector<Display>& displays) {
   Key(w, "displays");
   w.StartArray();
-  for (const auto& d : r.displays) {
+  for (const auto& d : displays) {
     w.StartObject();
     Key(w, "kind");
     String(w, d.kind);
@@ -531,6 +568,16 @@ std::string EncodeRunResponse(const RunResponse& r) {
     w.EndObject();
   }
   w.EndArray();
+}
+
+// "files" and "files_skipped".
+template <typename Writer>
+void EncodeFiles(Writer& w, const RunResponse& r) {
+  Key(w, "files");
+  w.StartArray();
+  for (const auto& f : r.files) File(w, f);
+  w.EndArray();
+  EncodeDisplays(w, r.displays);
   Key(w, "files_skipped");
   w.StartArray();
   for (const auto& s : r.files_skipped) {
@@ -542,6 +589,10 @@ std::string EncodeRunResponse(const RunResponse& r) {
     w.EndObject();
   }
   w.EndArray();
+}
+
+template <typename Writer>
+void EncodeUsage(Writer& w, const RunResponse& r) {
   Key(w, "usage");
   w.StartObject();
   Key(w, "wall_ms");
@@ -559,80 +610,112 @@ std::string EncodeRunResponse(const RunResponse& r) {
     w.Int64(*r.net_tx_bytes);
   }
   w.EndObject();
-  if (r.steps) {
-    Key(w, "snippets");
-    w.StartArray();
-    for (const auto& step : *r.steps) {
-      w.StartObject();
-      Key(w, "index");
-      w.Int(step.index);
-      Key(w, "language");
-      String(w, step.language);
-      Key(w, "code");
-      String(w, step.code);
-      Outcome(w, step.status, step.exit_code, step.signal, step.stdout_stream, step.stderr_stream);
-      Key(w, "wall_ms");
-      w.Int64(step.wall_ms);
-      if (!step.budget.empty()) {
-        Key(w, "budget");
-        String(w, step.budget);
-      }
-      w.EndObject();
-    }
-    w.EndArray();
-  }
-  if (r.environment) {
-    Key(w, "environment");
+}
+
+// "snippets": one object per step that ran.
+template <typename Writer>
+void EncodeSteps(Writer& w, const std::vector<StepResult>& steps) {
+  Key(w, "snippets");
+  w.StartArray();
+  for (const auto& step : steps) {
     w.StartObject();
-    Key(w, "id");
-    String(w, r.environment->id);
-    Key(w, "packages");
-    w.StartArray();
-    for (const auto& p : r.environment->packages) String(w, p);
-    w.EndArray();
-    Key(w, "status");
-    String(w, r.environment->status);
-    Key(w, "build_ms");
-    w.Int64(r.environment->build_ms);
+    Key(w, "index");
+    w.Int(step.index);
+    Key(w, "language");
+    String(w, step.language);
+    Key(w, "code");
+    String(w, step.code);
+    Outcome(w, step.status, step.exit_code, step.signal, step.stdout_stream, step.stderr_stream);
+    Key(w, "wall_ms");
+    w.Int64(step.wall_ms);
+    if (!step.budget.empty()) {
+      Key(w, "budget");
+      String(w, step.budget);
+    }
     w.EndObject();
   }
-  if (r.plan) {
-    Key(w, "plan");
-    w.StartArray();
-    for (const auto& entry : *r.plan) {
-      w.StartObject();
-      Key(w, "index");
-      w.Int(entry.index);
-      Key(w, "language");
-      String(w, entry.language);
-      Key(w, "run");
-      w.Bool(entry.run);
-      Key(w, "reason");
-      String(w, entry.reason);
-      w.EndObject();
-    }
-    w.EndArray();
-  }
-  if (r.kernel) {
-    Key(w, "kernel");
+  w.EndArray();
+}
+
+template <typename Writer>
+void EncodeEnvironment(Writer& w, const EnvironmentReport& environment) {
+  Key(w, "environment");
+  w.StartObject();
+  Key(w, "id");
+  String(w, environment.id);
+  Key(w, "packages");
+  w.StartArray();
+  for (const auto& p : environment.packages) String(w, p);
+  w.EndArray();
+  Key(w, "status");
+  String(w, environment.status);
+  Key(w, "build_ms");
+  w.Int64(environment.build_ms);
+  w.EndObject();
+}
+
+template <typename Writer>
+void EncodePlan(Writer& w, const std::vector<PlanEntry>& plan) {
+  Key(w, "plan");
+  w.StartArray();
+  for (const auto& entry : plan) {
     w.StartObject();
-    Key(w, "status");
-    String(w, r.kernel->status);
-    Key(w, "execution_count");
-    w.Int(r.kernel->execution_count);
+    Key(w, "index");
+    w.Int(entry.index);
+    Key(w, "language");
+    String(w, entry.language);
+    Key(w, "run");
+    w.Bool(entry.run);
+    Key(w, "reason");
+    String(w, entry.reason);
     w.EndObject();
   }
-  if (r.session_restarted) {
-    Key(w, "session_restarted");
-    w.Bool(*r.session_restarted);
-  }
+  w.EndArray();
+}
+
+template <typename Writer>
+void EncodeKernel(Writer& w, const KernelInfo& kernel) {
+  Key(w, "kernel");
+  w.StartObject();
+  Key(w, "status");
+  String(w, kernel.status);
+  Key(w, "execution_count");
+  w.Int(kernel.execution_count);
+  w.EndObject();
+}
+
+template <typename Writer>
+void EncodeLimits(Writer& w, const config::Limits& limits) {
   Key(w, "limits");
   w.StartObject();
   for (const auto& k : config::LimitKeys()) {
     Key(w, k.name);
-    w.Int64(r.limits.*(k.member));
+    w.Int64(limits.*(k.member));
   }
   w.EndObject();
+}
+
+}  // namespace
+
+// The member order is part of what clients see; keep it.
+std::string EncodeRunResponse(const RunResponse& r) {
+  rapidjson::StringBuffer buffer;
+  rapidjson::Writer<rapidjson::StringBuffer> w(buffer);
+  w.StartObject();
+  Key(w, "id");
+  String(w, r.id);
+  Outcome(w, r.status, r.exit_code, r.signal, r.stdout_stream, r.stderr_stream);
+  EncodeFiles(w, r);
+  EncodeUsage(w, r);
+  if (r.steps) EncodeSteps(w, *r.steps);
+  if (r.environment) EncodeEnvironment(w, *r.environment);
+  if (r.plan) EncodePlan(w, *r.plan);
+  if (r.kernel) EncodeKernel(w, *r.kernel);
+  if (r.session_restarted) {
+    Key(w, "session_restarted");
+    w.Bool(*r.session_restarted);
+  }
+  EncodeLimits(w, r.limits);
   w.EndObject();
   return std::string(buffer.GetString(), buffer.GetSize());
 }

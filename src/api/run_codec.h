@@ -8,18 +8,12 @@
 #include <vector>
 
 #include "api/displays.h"
+#include "api/errors.h"
 #include "config/config.h"
 #include "storage/artifact_store.h"
+#include "util/result.h"
 
 namespace sandrun::api {
-
-// A refused request: HTTP status, machine code, human message, offending field ("" if none).
-struct ApiError {
-  int status = 400;
-  std::string code;
-  std::string message;
-  std::string field;
-};
 
 // One program to run, from `code`, one of `snippets`, or a block of `markdown`.
 struct CodeStep {
@@ -73,7 +67,8 @@ constexpr size_t kMaxInputNameBytes = 255;
 constexpr int kMaxJsonDepth = 32;
 constexpr size_t kMaxJsonValues = 10000;
 
-// Decodes and validates `body`. `header_user` / `header_session` (X-Sandrun-User,
+// Decodes and validates `body` into a RunRequest, or returns why it is refused (an ApiError:
+// status 400 unless said). `header_user` / `header_session` (X-Sandrun-User,
 // X-Sandrun-Session) apply when the body has no `user` / `session`; both given and different:
 // conflicting_fields. Errors: invalid_json (with offset; also nesting deeper than
 // kMaxJsonDepth or more than kMaxJsonValues values), unknown_field, wrong_type, missing_field,
@@ -81,9 +76,10 @@ constexpr size_t kMaxJsonValues = 10000;
 // invalid_path, invalid_base64, too_large, network_forbidden (403), missing_session
 // (`stateful` without a session), invalid_package (`packages`: more than kMaxPackages entries,
 // or one outside api/requirements.h's grammar).
-std::optional<ApiError> DecodeRunRequest(const std::string& body, const std::string& header_user,
-                                         const std::string& header_session,
-                                         const config::Config& config, RunRequest* out);
+Result<RunRequest, ApiError> DecodeRunRequest(const std::string& body,
+                                              const std::string& header_user,
+                                              const std::string& header_session,
+                                              const config::Config& config);
 
 // Checks a workspace-relative path given by a client (an input file's path): relative,
 // '/'-separated, no empty, "." or ".." segment, no NUL, no control characters, segments of at

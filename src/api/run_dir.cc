@@ -9,9 +9,9 @@ namespace sandrun::api {
 namespace {
 
 Status MakeOwnedDir(const std::string& path, int mode, uid_t uid, gid_t gid) {
-  if (::mkdir(path.c_str(), 0700) != 0) return sys::ErrnoError("sandbox_error", "mkdir " + path);
+  if (::mkdir(path.c_str(), 0700) != 0) return sys::ErrnoError("mkdir " + path);
   if (::chown(path.c_str(), uid, gid) != 0 || ::chmod(path.c_str(), mode) != 0) {
-    return sys::ErrnoError("sandbox_error", "chown/chmod " + path);
+    return sys::ErrnoError("chown/chmod " + path);
   }
   return OkStatus();
 }

@@ -190,7 +190,7 @@ void SaveSession(const storage::SessionStore& sessions, const storage::SessionLo
     return;
   }
   if (Status s = sessions.Save(session, workspace, quota); !s.ok()) {
-    const std::string why = s.error().code == "over_budget"
+    const std::string why = s.error().kind == ErrorKind::kOverBudget
                                 ? "its files are over the per-user quota: " + s.error().message
                                 : s.error().message;
     AppendLine(response.stderr_stream.text, "sandrun: session not saved: " + why + kept);
@@ -241,7 +241,7 @@ std::optional<HttpResponse> Service::LockSession(const RunRequest& run,
                                                  storage::SessionLock* lock) {
   // Free: taken without waiting, and without a place among the waiters.
   auto locked = sessions_.Lock(run.user, run.session, std::chrono::milliseconds(0));
-  if (!locked.ok() && locked.error().code == "session_busy") {
+  if (!locked.ok() && locked.error().kind == ErrorKind::kBusy) {
     // Busy: waiting holds a worker thread, so only a few may (WaiterGate); the rest are told
     // at once to come back.
     WaiterGate::Pass pass = session_waiters_.Enter(std::to_string(run.user.size()) + ":" +
@@ -256,7 +256,7 @@ std::optional<HttpResponse> Service::LockSession(const RunRequest& run,
     locked = sessions_.Lock(run.user, run.session, std::chrono::seconds(config_.session_wait_s));
   }
   if (!locked.ok()) {
-    if (locked.error().code == "session_busy") {
+    if (locked.error().kind == ErrorKind::kBusy) {
       return SessionBusy(run.session, locked.error().message);
     }
     return ErrorResponse(500, "storage", locked.error().message);
@@ -323,11 +323,10 @@ HttpResponse Service::HandleRun(const HttpRequest& request, bool trusted) {
     return ErrorResponse(503, "unavailable", "this host cannot run sandboxes: " + health_error_);
   }
   if (draining_) return StoppingResponse();
-  RunRequest run;
-  if (auto err = DecodeRunRequest(request.body, request.Header("x-sandrun-user"),
-                                  request.Header("x-sandrun-session"), *live, &run)) {
-    return Refusal(*err);
-  }
+  auto decoded = DecodeRunRequest(request.body, request.Header("x-sandrun-user"),
+                                  request.Header("x-sandrun-session"), *live);
+  if (!decoded.ok()) return Refusal(decoded.error());
+  RunRequest run = std::move(*decoded);
   if (auto err = ApplyTokenBinding(caller, &run)) return Refusal(*err);
   bool session_seen = false;
   if (auto err = DecodeSessionSeen(request.Header("x-sandrun-session-seen"), &session_seen)) {
@@ -426,7 +425,7 @@ HttpResponse Service::HandleRun(const HttpRequest& request, bool trusted) {
   for (const auto& file : run.files) {
     if (Status s = storage::PlaceFile(dir.workspace(), file.path, file.content, uid, gid);
         !s.ok()) {
-      return ErrorResponse(400, s.error().code, s.error().message, "files");
+      return ErrorResponse(s.error(), "files");
     }
     before[file.path] = Sha256Hex(file.content);
   }
@@ -437,7 +436,7 @@ HttpResponse Service::HandleRun(const HttpRequest& request, bool trusted) {
     if (step.save_as.empty()) continue;
     if (Status s = storage::PlaceFile(dir.workspace(), step.save_as, step.code, uid, gid);
         !s.ok()) {
-      return ErrorResponse(400, s.error().code, s.error().message, "markdown");
+      return ErrorResponse(s.error(), "markdown");
     }
     before[step.save_as] = Sha256Hex(step.code);
   }

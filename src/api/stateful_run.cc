@@ -173,13 +173,13 @@ HttpResponse Service::HandleStatefulRun(const HttpRequest& request, const RunReq
       KernelKey(run), spec, [&](const std::string& workspace, sandbox::RunCgroup* cgroup) {
         if (auto r = RestoreSession(session, workspace, id, limits, cgroup, &restored)) {
           refused = std::move(*r);
-          return Status(MakeError("refused", "session restore"));
+          return Status(MakeError(ErrorKind::kRefused, "session restore"));
         }
         return OkStatus();
       });
   if (refused) return *refused;
   if (!acquired.ok()) {
-    if (acquired.error().code == "busy") {
+    if (acquired.error().kind == ErrorKind::kUnavailable) {
       HttpResponse r = ErrorResponse(503, "busy", acquired.error().message + "; retry shortly");
       r.headers["Retry-After"] = "5";
       return r;
@@ -194,14 +194,14 @@ HttpResponse Service::HandleStatefulRun(const HttpRequest& request, const RunReq
   // kernel's code may have planted).
   for (const auto& file : run.files) {
     if (Status s = storage::PlaceFile(k.workspace(), file.path, file.content, uid, gid); !s.ok()) {
-      return ErrorResponse(400, s.error().code, s.error().message, "files");
+      return ErrorResponse(s.error(), "files");
     }
     digests[file.path] = Sha256Hex(file.content);
   }
   for (const auto& step : run.steps) {
     if (step.save_as.empty()) continue;
     if (Status s = storage::PlaceFile(k.workspace(), step.save_as, step.code, uid, gid); !s.ok()) {
-      return ErrorResponse(400, s.error().code, s.error().message, "markdown");
+      return ErrorResponse(s.error(), "markdown");
     }
     digests[step.save_as] = Sha256Hex(step.code);
   }

@@ -107,7 +107,7 @@ Result<std::unique_ptr<WarmSandbox>> Service::MakeWarmSandbox(const std::string&
     if (l.name == language) lang = &l;
   }
   auto argv = lang ? WarmArgv(*lang) : std::nullopt;
-  if (!argv) return MakeError("sandbox", "language " + language + " has no warm start");
+  if (!argv) return MakeError(ErrorKind::kSystem, "language " + language + " has no warm start");
   const std::shared_ptr<const config::Config> live = LiveConfig();
   const config::Limits& limits = live->limits;
   const uid_t uid = static_cast<uid_t>(config_.sandbox_uid);

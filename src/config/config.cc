@@ -222,7 +222,7 @@ const std::vector<Key>& Keys() {
 }
 
 Error KeyError(const std::string& key, const std::string& message) {
-  return MakeError("config", "key '" + key + "': " + message);
+  return MakeError(ErrorKind::kInvalidInput, "key '" + key + "': " + message);
 }
 
 Status SetFromEnv(Config& config, const Key& key, const std::string& text);
@@ -622,7 +622,7 @@ Status Finish(Config& c, bool read_secrets) {
   if (problems.empty()) return OkStatus();
   std::string lines;
   for (const Error& e : problems) lines += (lines.empty() ? "" : "\n") + e.message;
-  return MakeError("config", lines);
+  return MakeError(ErrorKind::kInvalidInput, lines);
 }
 
 }  // namespace
@@ -726,7 +726,7 @@ Result<Config> Load(const std::string& path, bool read_secrets) {
   if (!path.empty()) {
     auto text = sys::ReadFile(path, 1 << 20);
     if (!text.ok()) {
-      return WithFix(MakeError("config", text.error().message),
+      return WithFix(MakeError(ErrorKind::kInvalidInput, text.error().message),
                      "copy docs/sandrun.example.jsonc of the source tree to " + path +
                          " and edit it, or name another file with --config FILE");
     }
@@ -734,12 +734,13 @@ Result<Config> Load(const std::string& path, bool read_secrets) {
     doc.Parse<rapidjson::kParseCommentsFlag | rapidjson::kParseTrailingCommasFlag>(text->c_str(),
                                                                                    text->size());
     if (doc.HasParseError()) {
-      return WithFix(
-          MakeError("config", path + ": " + rapidjson::GetParseError_En(doc.GetParseError()) +
-                                  " at offset " + std::to_string(doc.GetErrorOffset())),
-          "correct the JSON there (comments and trailing commas are allowed)");
+      return WithFix(MakeError(ErrorKind::kInvalidInput,
+                               path + ": " + rapidjson::GetParseError_En(doc.GetParseError()) +
+                                   " at offset " + std::to_string(doc.GetErrorOffset())),
+                     "correct the JSON there (comments and trailing commas are allowed)");
     }
-    if (!doc.IsObject()) return MakeError("config", path + ": expected a JSON object");
+    if (!doc.IsObject())
+      return MakeError(ErrorKind::kInvalidInput, path + ": expected a JSON object");
     // Iterated as const: RapidJSON 1.1's non-const member iterators compare ambiguously
     // under C++20's reversed operators (clang -Wambiguous-reversed-operator).
     const rapidjson::Value& root = doc;

@@ -180,13 +180,13 @@ int64_t WorkerThreads(const Config& config);
 
 // Parses the words of one tokens_file line or of bearer_tokens: each word that is not an
 // attribute is a token; `user=NAME` and `front_end` qualify the token before them. Errors
-// (code "config") name `key`: an attribute before any token, both attributes on one token,
+// (kInvalidInput) name `key`: an attribute before any token, both attributes on one token,
 // an empty user name.
 Result<std::vector<Token>> ParseTokens(const std::vector<std::string>& words,
                                        const std::string& key);
 
 // Loads `path` (may be "" for defaults only), applies SANDRUN_* env overrides, reads secret
-// files and validates. Errors: code "config"; the message has one line per problem, naming the
+// files and validates. Errors: kInvalidInput; the message has one line per problem, naming the
 // key ("key 'x': ...") and, for the problems a first install meets (the config file, JSON
 // syntax, unknown keys, the link secret file, the tokens, ceilings), ending in " -- fix: "
 // and what to run or edit. The link secret, tokens and trusted_proxies are all checked before

@@ -11,7 +11,7 @@ Result<RunsDirChoice> ChooseRunsDir(const Config& config) {
   const std::string why = sys::FirstUnsearchableDir(config.runs_dir);
   if (why.empty()) return choice;
   if (config.runs_dir_configured) {
-    return MakeError("config", "key 'runs_dir': " + why +
+    return MakeError(ErrorKind::kInvalidInput, "key 'runs_dir': " + why +
                                    ": make every directory on the path searchable by others "
                                    "(chmod o+x) or choose another path");
   }

@@ -17,7 +17,7 @@ void String(Writer& w, const std::string& s) {
   w.String(s.data(), static_cast<rapidjson::SizeType>(s.size()));
 }
 
-Error Protocol(const std::string& what) { return MakeError("kernel_protocol", what); }
+Error Protocol(const std::string& what) { return MakeError(ErrorKind::kProtocol, what); }
 
 // Parses one frame as a JSON object.
 Result<rapidjson::Document> ParseObject(const std::string& frame, const char* name) {

@@ -45,7 +45,7 @@ struct IncomingMessage {
 
 // Decodes the frames of a received message: skips identities up to the delimiter, checks
 // the signature in constant time, parses header, parent_header and content (each a JSON
-// object; header.msg_type a string). Errors: code "kernel_protocol", naming what is wrong.
+// object; header.msg_type a string). Errors: kProtocol, naming what is wrong.
 Result<IncomingMessage> DecodeMessage(const std::vector<std::string>& frames, std::string_view key);
 
 // `text` without ANSI escape sequences (CSI "ESC [ ... final byte", OSC "ESC ] ... BEL|ST",
@@ -61,7 +61,7 @@ std::string ExecuteRequestContent(const std::string& code);
 std::string ConnectionFileJson(const std::string& path_prefix, const std::string& key);
 
 // Standard base64 (RFC 4648, padding required, whitespace between groups allowed, as
-// Jupyter sends image data). Errors: code "kernel_protocol".
+// Jupyter sends image data). Errors: kProtocol.
 Result<std::string> DecodeBase64(std::string_view text);
 
 }  // namespace sandrun::kernel

@@ -54,7 +54,7 @@ constexpr char kKernelSetup[] =
     R"py(p in sys.path or sys.path.insert(at[0] if at else len(sys.path), p)', )py"
     R"py({'get_ipython': get_ipython}))py";
 
-Error KernelError(const std::string& what) { return MakeError("kernel", what); }
+Error KernelError(const std::string& what) { return MakeError(ErrorKind::kSystem, what); }
 
 int64_t MsSince(Clock::time_point start) {
   return std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - start).count();
@@ -70,9 +70,9 @@ std::string IsoNow() {
 }
 
 Status MakeOwnedDir(const std::string& path, int mode, uid_t uid, gid_t gid) {
-  if (::mkdir(path.c_str(), 0700) != 0) return sys::ErrnoError("kernel", "mkdir " + path);
+  if (::mkdir(path.c_str(), 0700) != 0) return sys::ErrnoError("mkdir " + path);
   if (::chown(path.c_str(), uid, gid) != 0 || ::chmod(path.c_str(), mode) != 0) {
-    return sys::ErrnoError("kernel", "chown/chmod " + path);
+    return sys::ErrnoError("chown/chmod " + path);
   }
   return OkStatus();
 }
@@ -173,14 +173,14 @@ Result<std::unique_ptr<Kernel>> Kernel::Create(std::string dir, std::string id, 
   if (!s.ok()) return KernelError(s.error().message);
   k->socket_dir_ =
       sys::UniqueFd(::open(socket_dir.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
-  if (!k->socket_dir_.valid()) return sys::ErrnoError("kernel", "open " + socket_dir);
+  if (!k->socket_dir_.valid()) return sys::ErrnoError("open " + socket_dir);
   k->key_ = util::RandomHex(32);
   k->session_id_ = util::RandomHex(16);
   const std::string connection = socket_dir + "/connection.json";
   s = sys::WriteFile(connection, ConnectionFileJson(std::string(kSocketDirInside) + "/k", k->key_),
                      0600);
   if (s.ok() && ::chown(connection.c_str(), uid, gid) != 0) {
-    s = sys::ErrnoError("kernel", "chown " + connection);
+    s = sys::ErrnoError("chown " + connection);
   }
   if (!s.ok()) return KernelError(s.error().message);
   return k;
@@ -259,7 +259,7 @@ Status Kernel::Connect(void* zmq_context) {
   // From now on the directory is root's: the sandbox user can no longer add, remove or
   // replace an entry in it. Then every entry we connect to must be the user's socket.
   if (::fchown(socket_dir_.get(), 0, 0) != 0 || ::fchmod(socket_dir_.get(), 0755) != 0) {
-    return sys::ErrnoError("kernel", "chown the socket directory");
+    return sys::ErrnoError("chown the socket directory");
   }
   for (const char* name : kSocketNames) {
     struct stat st;

@@ -99,7 +99,7 @@ class Kernel {
  public:
   // Makes `dir` (must not exist): a tmpfs of spec.limits.disk_bytes holding the workspace
   // (ws/), /tmp (tmp/) and the socket directory, and root/. `id` names the cgroup.
-  // Errors: code "kernel", naming the step.
+  // Errors: kSystem, naming the step.
   static Result<std::unique_ptr<Kernel>> Create(std::string dir, std::string id, KernelSpec spec);
   ~Kernel();  // Stop()
   Kernel(const Kernel&) = delete;
@@ -113,7 +113,7 @@ class Kernel {
   // Starts the kernel in its sandbox, in `cgroup` (Launcher::CreateCgroup, where the
   // session's files were restored, so they count against the kernel's memory limit; null
   // without cgroups), and connects, waiting until it answers kernel_info_request (at most
-  // spec.start_timeout_ms). `zmq_context` is a libzmq context. Errors: code "kernel", with
+  // spec.start_timeout_ms). `zmq_context` is a libzmq context. Errors: kSystem, with
   // what the kernel printed when it ended early.
   Status Boot(const sandbox::Launcher& launcher, void* zmq_context,
               std::unique_ptr<sandbox::RunCgroup> cgroup);

@@ -106,11 +106,12 @@ void KernelManager::Remember(const std::string& key, const std::string& why) {
 Status KernelManager::ClaimUnderLock(const std::string& key, const KernelSpec& spec,
                                      const std::shared_ptr<Entry>& entry, Acquired* out,
                                      std::vector<std::unique_ptr<Kernel>>* gone) {
-  if (stopping_) return MakeError("busy", "sandrun is stopping");
+  if (stopping_) return MakeError(ErrorKind::kUnavailable, "sandrun is stopping");
   auto it = live_.find(key);
   if (it != live_.end()) {
     Entry& e = *it->second;
-    if (e.leased || !e.kernel) return MakeError("busy", "the session's kernel is in use");
+    if (e.leased || !e.kernel)
+      return MakeError(ErrorKind::kUnavailable, "the session's kernel is in use");
     const std::string why = ReplaceReason(TermsOf(e.kernel->spec()), TermsOf(spec));
     if (e.kernel->alive() && why.empty()) {
       e.leased = true;
@@ -131,8 +132,8 @@ Status KernelManager::ClaimUnderLock(const std::string& key, const KernelSpec& s
   for (const auto& [k, e] : live_) slots.push_back({k, e->last_used_ms, e->leased});
   Room room = MakeRoom(slots, options_.max_kernels);
   if (!room.enough) {
-    return MakeError("busy", "all " + std::to_string(options_.max_kernels) +
-                                 " kernels (max_kernels) are running cells now");
+    return MakeError(ErrorKind::kUnavailable, "all " + std::to_string(options_.max_kernels) +
+                                                  " kernels (max_kernels) are running cells now");
   }
   for (const auto& k : room.evict) {
     auto victim = live_.find(k);
@@ -158,7 +159,7 @@ Result<std::unique_ptr<Kernel>> KernelManager::StartKernel(const KernelSpec& spe
     // One cgroup for the restore and the kernel (issue 10 item 4): the session's tmpfs pages
     // stay charged to the kernel's memory limit.
     auto cgroup = launcher_->CreateCgroup((*made)->id(), sandbox::CgroupLimitsFor(spec.limits));
-    if (!cgroup.ok()) return MakeError("kernel", cgroup.error().message);
+    if (!cgroup.ok()) return MakeError(ErrorKind::kSystem, cgroup.error().message);
     if (Status s = populate((*made)->workspace(), cgroup->get()); !s.ok()) return s.error();
     Status s = (*made)->Boot(*launcher_, zmq_context_, std::move(*cgroup));
     if (s.ok()) return std::move(*made);

@@ -68,7 +68,7 @@ class KernelManager {
   // session's files, then charged to the kernel; the cgroup is null without cgroups; an
   // error Status is returned as is), then it boots in the same cgroup. A live kernel with
   // other limits or network is ended and replaced (note says why: ReplaceReason).
-  // Errors: "busy" when max_kernels are all leased now; "kernel" when it cannot start;
+  // Errors: kUnavailable when max_kernels are all leased now; kSystem when it cannot start;
   // whatever `populate` returned. Waits for the kernel to boot (seconds).
   using Populate = std::function<Status(const std::string& workspace, sandbox::RunCgroup* cgroup)>;
   Result<Acquired> Acquire(const std::string& key, const KernelSpec& spec,

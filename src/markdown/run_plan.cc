@@ -293,7 +293,7 @@ std::string DescribeBlock(const PlanEntry& e) {
 
 Error NoRunnableCode(const std::vector<PlanEntry>& plan) {
   if (plan.empty()) {
-    return MakeError("no_runnable_code",
+    return MakeError(ErrorKind::kNoRunnableCode,
                      "the message has no fenced code block (```python ... ```) to run");
   }
   std::string msg = "no runnable code block in the message; found " + std::to_string(plan.size()) +
@@ -304,7 +304,7 @@ Error NoRunnableCode(const std::vector<PlanEntry>& plan) {
   if (plan.size() > kMaxListedBlocks) {
     msg += "; and " + std::to_string(plan.size() - kMaxListedBlocks) + " more";
   }
-  return MakeError("no_runnable_code", msg);
+  return MakeError(ErrorKind::kNoRunnableCode, msg);
 }
 
 // `block` given: that block alone runs, as written (prompts stripped, pip lines first).
@@ -313,7 +313,7 @@ Result<RunPlan> SelectedPlan(const std::vector<AnalyzedBlock>& blocks, int block
   const AnalyzedBlock& b = blocks[block];
   if (b.kind == BlockKind::kNotRunnable) {
     std::string lang = b.language.empty() ? "untagged" : b.language;
-    return MakeError("bad_block",
+    return MakeError(ErrorKind::kBadBlock,
                      "block " + std::to_string(block) + " (" + lang + ") cannot run: " + b.reason);
   }
   RunPlan out;
@@ -334,22 +334,23 @@ Result<RunPlan> SelectedPlan(const std::vector<AnalyzedBlock>& blocks, int block
 Result<RunPlan> BuildRunPlan(std::string_view markdown,
                              const std::vector<LanguageAliases>& languages, int block) {
   if (markdown.size() > kMaxMarkdownBytes) {
-    return MakeError("too_large", "the message is " + std::to_string(markdown.size()) +
-                                      " bytes; at most " + std::to_string(kMaxMarkdownBytes) +
-                                      " can be planned");
+    return MakeError(ErrorKind::kTooLarge,
+                     "the message is " + std::to_string(markdown.size()) + " bytes; at most " +
+                         std::to_string(kMaxMarkdownBytes) + " can be planned");
   }
   std::vector<FencedBlock> fenced = ExtractFencedBlocks(markdown);
   if (fenced.size() > kMaxBlocks) {
-    return MakeError("too_large", "the message has " + std::to_string(fenced.size()) +
-                                      " code blocks; at most " + std::to_string(kMaxBlocks) +
-                                      " can be planned");
+    return MakeError(ErrorKind::kTooLarge, "the message has " + std::to_string(fenced.size()) +
+                                               " code blocks; at most " +
+                                               std::to_string(kMaxBlocks) + " can be planned");
   }
   if (block < kAllBlocks || (block != kAllBlocks && static_cast<size_t>(block) >= fenced.size())) {
     std::string have = fenced.empty()
                            ? "the message has no fenced code block"
                            : "the message has " + std::to_string(fenced.size()) +
                                  " code blocks, numbered 0 to " + std::to_string(fenced.size() - 1);
-    return MakeError("bad_block", "block " + std::to_string(block) + " does not exist: " + have);
+    return MakeError(ErrorKind::kBadBlock,
+                     "block " + std::to_string(block) + " does not exist: " + have);
   }
   LanguageTable langs(languages);
   std::vector<AnalyzedBlock> blocks;

@@ -87,10 +87,10 @@ PipSplit SplitPipLines(std::string_view python_code);
 // kAllBlocks, or the 0-based index of the one block to run (it then runs alone, with reason
 // "selected by block"; the others are listed as not selected).
 //
-// Errors (Error::code; the message is for people):
-//   no_runnable_code  nothing runs; the message lists the blocks found and why each is left out
-//   bad_block         `block` is out of range, or the chosen block cannot run (says why)
-//   too_large         more than kMaxMarkdownBytes bytes or kMaxBlocks fenced blocks
+// Errors (Error::kind; the message is for people):
+//   kNoRunnableCode  nothing runs; the message lists the blocks found and why each is left out
+//   kBadBlock        `block` is out of range, or the chosen block cannot run (says why)
+//   kTooLarge        more than kMaxMarkdownBytes bytes or kMaxBlocks fenced blocks
 // Throws nothing but std::bad_alloc.
 Result<RunPlan> BuildRunPlan(std::string_view markdown,
                              const std::vector<LanguageAliases>& languages, int block = kAllBlocks);

@@ -71,7 +71,7 @@ Status RemoveCgroupDir(const std::string& path) {
     if (last.err != EBUSY) break;
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }
-  return MakeError("cgroup", last.message, last.err);
+  return MakeError(ErrorKind::kSystem, last.message, last.err);
 }
 
 // Kills every process in the cgroup at `dir` and waits until it is empty (bounded: a run's
@@ -213,11 +213,11 @@ class CgroupManagerV1 : public CgroupManager {
       // The base may have been removed under us (an operator, another instance's clean stop
       // while we were idle): make it again.
       if (Status s = sys::MakeDir(base); !s.ok() && s.error().err != EEXIST) {
-        return MakeError("cgroup", s.error().message, s.error().err);
+        return MakeError(ErrorKind::kSystem, s.error().message, s.error().err);
       }
       std::string dir = base + "/" + run_id;
       if (::mkdir(dir.c_str(), 0755) != 0) {
-        auto err = sys::ErrnoError("cgroup", "mkdir " + dir);
+        auto err = sys::ErrnoError("mkdir " + dir);
         for (const auto& d : dirs) ::rmdir(d.c_str());
         return err;
       }
@@ -248,7 +248,8 @@ class RunCgroupV2 : public RunCgroup {
     return Write(dir_ + "/cgroup.procs", std::to_string(pid));
   }
   Status EnterCallingThread() override {
-    return MakeError("cgroup", "cgroup v2: a thread cannot enter a run's domain cgroup alone");
+    return MakeError(ErrorKind::kSystem,
+                     "cgroup v2: a thread cannot enter a run's domain cgroup alone");
   }
   Status LeaveCallingThread() override { return OkStatus(); }
   Status Rename(const std::string&) override { return OkStatus(); }
@@ -286,7 +287,7 @@ class CgroupManagerV2 : public CgroupManager {
   Result<std::unique_ptr<RunCgroup>> Create(const std::string& run_id,
                                             const CgroupLimits& limits) override {
     std::string dir = base_ + "/runs/" + run_id;
-    if (::mkdir(dir.c_str(), 0755) != 0) return sys::ErrnoError("cgroup", "mkdir " + dir);
+    if (::mkdir(dir.c_str(), 0755) != 0) return sys::ErrnoError("mkdir " + dir);
     auto cg = std::make_unique<RunCgroupV2>(dir);
     Status s = Write(dir + "/memory.swap.max", "0");
     if (s.ok()) s = cg->SetLimits(limits);
@@ -312,9 +313,9 @@ Result<std::unique_ptr<CgroupManager>> DetectV2(const std::string& name) {
   auto controllers = sys::ReadFile(base.substr(0, base.rfind('/')) + "/cgroup.controllers");
   if (!controllers.ok() || controllers->find("memory") == std::string::npos ||
       controllers->find("pids") == std::string::npos) {
-    return MakeError("cgroup", "cgroup v2: memory and pids controllers are not delegated to " +
-                                   base.substr(0, base.rfind('/')) +
-                                   " (systemd: Delegate=yes in the unit)");
+    return MakeError(ErrorKind::kSystem,
+                     "cgroup v2: memory and pids controllers are not delegated to " +
+                         base.substr(0, base.rfind('/')) + " (systemd: Delegate=yes in the unit)");
   }
   Status s = sys::MakeDirs(base + "/daemon");
   if (s.ok()) s = Write(base + "/daemon/cgroup.procs", std::to_string(::getpid()));
@@ -322,7 +323,7 @@ Result<std::unique_ptr<CgroupManager>> DetectV2(const std::string& name) {
   if (!s.ok()) s = Write(base + "/cgroup.subtree_control", "+memory +pids");
   if (s.ok()) s = sys::MakeDirs(base + "/runs");
   if (s.ok()) s = Write(base + "/runs/cgroup.subtree_control", "+memory +pids");
-  if (!s.ok()) return MakeError("cgroup", "cgroup v2: " + s.error().message);
+  if (!s.ok()) return MakeError(ErrorKind::kSystem, "cgroup v2: " + s.error().message);
   return std::unique_ptr<CgroupManager>(std::make_unique<CgroupManagerV2>(base));
 }
 
@@ -333,14 +334,14 @@ Result<std::unique_ptr<CgroupManager>> DetectV1(const std::string& name) {
     struct stat st;
     if (::stat((mount + "/cgroup.procs").c_str(), &st) != 0) {
       if (std::strcmp(controller, "cpuacct") == 0) break;  // optional: usage from rusage
-      return MakeError("cgroup",
+      return MakeError(ErrorKind::kSystem,
                        std::string("cgroup v1: no ") + controller + " hierarchy at " + mount);
     }
     std::string self = SelfPath(controller);
     std::string home = mount + (self == "/" ? "" : self);
     std::string base = home + "/" + name;
     if (Status s = sys::MakeDir(base); !s.ok() && s.error().err != EEXIST) {
-      return MakeError("cgroup", "cgroup v1: " + s.error().message, s.error().err);
+      return MakeError(ErrorKind::kSystem, "cgroup v1: " + s.error().message, s.error().err);
     }
     bases.push_back(base);
     homes.push_back(home);
@@ -357,7 +358,7 @@ Result<std::unique_ptr<CgroupManager>> DetectCgroups(const std::string& name) {
   }
   auto v1 = DetectV1(name);
   if (v1.ok()) return v1;
-  return MakeError("cgroup", "no usable cgroups: " + v1.error().message);
+  return MakeError(ErrorKind::kSystem, "no usable cgroups: " + v1.error().message);
 }
 
 }  // namespace sandrun::sandbox

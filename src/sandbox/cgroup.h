@@ -58,7 +58,7 @@ class CgroupManager {
  public:
   virtual ~CgroupManager() = default;
   virtual std::string version() const = 0;  // "v2" or "v1"
-  // Creates the cgroup of run `run_id` with `limits`. Errors (code "cgroup") name the
+  // Creates the cgroup of run `run_id` with `limits`. Errors (kSystem) name the
   // directory made or the file written.
   virtual Result<std::unique_ptr<RunCgroup>> Create(const std::string& run_id,
                                                     const CgroupLimits& limits) = 0;
@@ -70,7 +70,7 @@ class CgroupManager {
 
 // Detects what the host offers: cgroup v2 with memory and pids controllers delegated to us,
 // else v1 memory + pids hierarchies. `name` is the directory created under the daemon's own
-// cgroup. Errors (code "cgroup") say what is missing.
+// cgroup. Errors (kSystem) say what is missing.
 Result<std::unique_ptr<CgroupManager>> DetectCgroups(const std::string& name);
 
 }  // namespace sandrun::sandbox

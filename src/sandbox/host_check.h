@@ -22,9 +22,20 @@ struct HostFacts {
   bool check_nginx = true;              // the daemon's own /healthz skips nginx
 };
 
+// The facility a host problem takes away.
+enum class HostFacility {
+  kRoot,            // root's privileges (needed to map ids, mount and manage cgroups)
+  kUserNamespaces,  // user namespaces
+  kSeccomp,
+  kTmpfs,
+  kCgroups,  // a usable cgroup hierarchy (only a problem with require_cgroups)
+  kNginx,    // nginx with the secure_link module (`sandrund check` only)
+};
+
 struct HostProblem {
   std::string what;  // one line: what is wrong
   std::string fix;   // one line: how to fix it
+  HostFacility facility;
 };
 
 // Reads the facts from `proc` (normally "/proc"); cgroup and nginx facts are filled by the
@@ -34,6 +45,11 @@ HostFacts ReadHostFacts(const std::string& proc = "/proc");
 // Judges the facts; empty = this host can sandbox. `require_cgroups` makes missing cgroups a
 // problem rather than a weaker-limits note (see WeakerLimits).
 std::vector<HostProblem> CheckHost(const HostFacts& facts, bool require_cgroups);
+
+// True when `problems` leave the daemon without cgroups it can manage: no usable hierarchy,
+// or not root (only root manages them). The daemon refuses to start then under
+// require_cgroups.
+bool CgroupsUnavailable(const std::vector<HostProblem>& problems);
 
 // The limits that are weaker than designed on this host (without cgroups), one line each.
 std::vector<std::string> WeakerLimits(const HostFacts& facts);

@@ -105,7 +105,7 @@ std::string EncodeInitPlan(const InitPlan& plan) {
 
 Result<InitPlan> DecodeInitPlan(std::string_view bytes) {
   Reader r(bytes);
-  if (r.Str() != kMagic) return MakeError("init_plan", "not an init plan (wrong magic)");
+  if (r.Str() != kMagic) return MakeError(ErrorKind::kProtocol, "not an init plan (wrong magic)");
   InitPlan plan;
   plan.uid = r.U32();
   plan.gid = r.U32();
@@ -132,9 +132,10 @@ Result<InitPlan> DecodeInitPlan(std::string_view bytes) {
     name = r.Str();
     value = r.Str();
   }
-  if (!r.done()) return MakeError("init_plan", "init plan truncated or with trailing bytes");
+  if (!r.done())
+    return MakeError(ErrorKind::kProtocol, "init plan truncated or with trailing bytes");
   if (plan.program.empty() || plan.program[0] != '/' || plan.argv.empty()) {
-    return MakeError("init_plan", "init plan without an absolute program path and argv");
+    return MakeError(ErrorKind::kProtocol, "init plan without an absolute program path and argv");
   }
   return plan;
 }

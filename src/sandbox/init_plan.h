@@ -55,7 +55,7 @@ struct InitPlan {
 // Pure, not child-safe (allocates). The encoding is private to one build of sandrun: the
 // daemon and init are installed together.
 std::string EncodeInitPlan(const InitPlan& plan);
-// Errors: code "init_plan" when `bytes` is truncated, oversized or not an InitPlan.
+// Errors: kProtocol when `bytes` is truncated, oversized or not an InitPlan.
 Result<InitPlan> DecodeInitPlan(std::string_view bytes);
 
 }  // namespace sandrun::sandbox

@@ -184,14 +184,15 @@ Result<sys::UniqueFd> OpenInitExecutable(const std::string& configured) {
   if (path.empty()) {
     char self[4096];
     ssize_t n = ::readlink("/proc/self/exe", self, sizeof self - 1);
-    if (n <= 0) return sys::ErrnoError("sandbox", "readlink /proc/self/exe");
+    if (n <= 0) return sys::ErrnoError("readlink /proc/self/exe");
     path.assign(self, static_cast<size_t>(n));
     path = path.substr(0, path.rfind('/') + 1) + "sandrun-init";
   }
   auto fd = sys::OpenExecutable(path);
   if (!fd.ok()) {
-    return MakeError("sandbox", fd.error().message +
-                                    " (sandrun-init is installed beside sandrund: install both)");
+    return MakeError(
+        ErrorKind::kSystem,
+        fd.error().message + " (sandrun-init is installed beside sandrund: install both)");
   }
   return fd;
 }
@@ -215,7 +216,7 @@ Result<pid_t> CloneChild(ChildPlan& plan, uid_t owner, int* pidfd) {
                       CLONE_NEWUSER | CLONE_NEWPID | CLONE_NEWNS | CLONE_NEWNET | CLONE_NEWIPC |
                           CLONE_NEWUTS | CLONE_PIDFD | SIGCHLD,
                       &plan, pidfd);
-  Error clone_error = pid < 0 ? sys::ErrnoError("sandbox", "clone(CLONE_NEWUSER|...)") : Error{};
+  Error clone_error = pid < 0 ? sys::ErrnoError("clone(CLONE_NEWUSER|...)") : Error{};
   // Cannot fail (real and saved uid are 0); a worker thread left unprivileged could not go on.
   if (!sys::SetThreadEffectiveUid(0).ok()) std::abort();
   if (pid < 0) return clone_error;
@@ -321,7 +322,7 @@ Status SetUpChildFromParent(Started& st, const SandboxSpec& spec, bool placed) {
     st.network = std::move(*network);
   }
   if (!sys::WriteAll(st.pipes.sync.write.get(), "G", 1)) {
-    return sys::ErrnoError("sandbox", "write sync pipe");
+    return sys::ErrnoError("write sync pipe");
   }
   st.pipes.sync.write.Reset();
   util::StampPhase("sync_sent");
@@ -338,7 +339,7 @@ Result<Started> Start(const SandboxSpec& spec, const MountPlan& mounts, const st
   st.pipes = std::move(*pipes);
   auto plan_fd = sys::MemfdWith("sandrun-init-plan",
                                 EncodeInitPlan(MakeInitPlan(spec, filter.program(), cgroup)));
-  if (!plan_fd.ok()) return MakeError("sandbox", plan_fd.error().message);
+  if (!plan_fd.ok()) return MakeError(ErrorKind::kSystem, plan_fd.error().message);
   st.plan_fd = std::move(*plan_fd);
   util::StampPhase("pipes_plan");
   st.cgroup = cgroup;
@@ -350,7 +351,7 @@ Result<Started> Start(const SandboxSpec& spec, const MountPlan& mounts, const st
   if (Status s = SetUpChildFromParent(st, spec, *placed); !s.ok()) {
     sys::KillPidfd(st.pidfd.get());
     (void)sys::Reap(st.pid);
-    return MakeError("sandbox", s.error().message, s.error().err);
+    return MakeError(ErrorKind::kSystem, s.error().message, s.error().err);
   }
   return st;
 }
@@ -487,7 +488,7 @@ std::string SetupFailure(const ChildReport& report, const MountPlan& mounts) {
       static_cast<size_t>(report.detail) < mounts.descriptions.size()) {
     step += " (" + mounts.descriptions[static_cast<size_t>(report.detail)] + ")";
   }
-  return "sandbox setup failed at " + step + ": " + std::strerror(report.err);
+  return "sandbox setup failed at " + step + ": " + sys::ErrnoMessage(report.err);
 }
 
 }  // namespace
@@ -503,7 +504,7 @@ Result<std::unique_ptr<RunCgroup>> Launcher::CreateCgroup(const std::string& run
                                                           const CgroupLimits& limits) const {
   if (!cgroups_) return std::unique_ptr<RunCgroup>();
   auto created = cgroups_->Create(run_id, limits);
-  if (!created.ok()) return MakeError("sandbox", "cgroup: " + created.error().message);
+  if (!created.ok()) return MakeError(ErrorKind::kSystem, "cgroup: " + created.error().message);
   util::StampPhase("cgroup_made");
   return created;
 }
@@ -532,7 +533,7 @@ Result<SandboxResult> Conclude(Started& st, Supervised& seen, const MountPlan& m
 
   const ChildReport& report = seen.report;
   if (seen.facts.have_report && report.kind == ChildReport::kSetupFailed) {
-    return MakeError("sandbox", SetupFailure(report, mounts), report.err);
+    return MakeError(ErrorKind::kSystem, SetupFailure(report, mounts), report.err);
   }
 
   SandboxResult result;
@@ -573,7 +574,7 @@ Result<SandboxResult> Conclude(Started& st, Supervised& seen, const MountPlan& m
 
 Result<SandboxResult> Launcher::Run(const SandboxSpec& spec, RunCgroup* cgroup) const {
   if (spec.argv.empty() || spec.argv[0].empty() || spec.argv[0][0] != '/') {
-    return MakeError("sandbox", "argv[0] must be an absolute path inside the sandbox");
+    return MakeError(ErrorKind::kSystem, "argv[0] must be an absolute path inside the sandbox");
   }
   util::StampPhase("launch");
   MountPlan mounts = BuildMountPlan(spec);
@@ -636,7 +637,7 @@ std::string WaitingSandbox::ExitDescription() {
 Result<std::unique_ptr<WaitingSandbox>> Launcher::StartWaiting(const SandboxSpec& spec,
                                                                RunCgroup* cgroup) const {
   if (spec.argv.empty() || spec.argv[0].empty() || spec.argv[0][0] != '/') {
-    return MakeError("sandbox", "argv[0] must be an absolute path inside the sandbox");
+    return MakeError(ErrorKind::kSystem, "argv[0] must be an absolute path inside the sandbox");
   }
   auto state = std::make_unique<WaitingSandbox::State>();
   state->mounts = BuildMountPlan(spec);
@@ -651,7 +652,7 @@ Result<SandboxResult> Launcher::RunWaiting(WaitingSandbox& sandbox, const std::s
                                            const SandboxSpec& spec) const {
   WaitingSandbox::State& s = *sandbox.state_;
   if (s.used || sandbox.Exited()) {
-    return MakeError("sandbox", "the waiting sandbox has ended or served a run already");
+    return MakeError(ErrorKind::kSystem, "the waiting sandbox has ended or served a run already");
   }
   s.used = true;
   Started& st = s.st;
@@ -660,7 +661,7 @@ Result<SandboxResult> Launcher::RunWaiting(WaitingSandbox& sandbox, const std::s
     if (Status set = st.cgroup->SetLimits(CgroupLimitsFor(spec.limits)); !set.ok()) {
       sys::KillPidfd(st.pidfd.get());
       (void)sys::Reap(st.pid);
-      return MakeError("sandbox", "cgroup: " + set.error().message, set.error().err);
+      return MakeError(ErrorKind::kSystem, "cgroup: " + set.error().message, set.error().err);
     }
     st.base = st.cgroup->Stats();
   }
@@ -681,7 +682,7 @@ Result<HelperResult> Launcher::RunHelper(const std::vector<std::string>& argv,
   }
   const CgroupStats base = cgroup ? cgroup->Stats() : CgroupStats{};
   auto pid = sys::Spawn(argv, out.write.get(), err.write.get(), sync.read.get());
-  if (!pid.ok()) return MakeError("sandbox", pid.error().message);
+  if (!pid.ok()) return MakeError(ErrorKind::kSystem, pid.error().message);
   out.write.Reset();
   err.write.Reset();
   sync.read.Reset();
@@ -689,7 +690,7 @@ Result<HelperResult> Launcher::RunHelper(const std::vector<std::string>& argv,
     if (Status s = cgroup->AddProcess(*pid); !s.ok()) {
       sys::KillPid(*pid);
       (void)sys::Reap(*pid);
-      return MakeError("sandbox", s.error().message);
+      return MakeError(ErrorKind::kSystem, s.error().message);
     }
   }
   (void)sys::WriteAll(sync.write.get(), "G", 1);
@@ -805,7 +806,7 @@ Result<std::unique_ptr<LiveSandbox>> Launcher::Start(const SandboxSpec& spec) co
 Result<std::unique_ptr<LiveSandbox>> Launcher::Start(const SandboxSpec& spec,
                                                      std::unique_ptr<RunCgroup> cgroup) const {
   if (spec.argv.empty() || spec.argv[0].empty() || spec.argv[0][0] != '/') {
-    return MakeError("sandbox", "argv[0] must be an absolute path inside the sandbox");
+    return MakeError(ErrorKind::kSystem, "argv[0] must be an absolute path inside the sandbox");
   }
   auto state = std::make_unique<LiveSandbox::State>();
   state->cgroup = std::move(cgroup);

@@ -137,7 +137,7 @@ class Launcher {
   // other (a session's restore, then each step of the run: issue 10 item 4), so that what
   // one leaves charged counts against the next. Null without cgroups. The caller owns it;
   // remove it (destroy it) once its last process is reaped and, so its charges go with it,
-  // after the tmpfs filled from inside it is unmounted. Errors: "sandbox". Not safe after fork.
+  // after the tmpfs filled from inside it is unmounted. Errors: kSystem. Not safe after fork.
   Result<std::unique_ptr<RunCgroup>> CreateCgroup(const std::string& run_id,
                                                   const CgroupLimits& limits) const;
 
@@ -146,7 +146,7 @@ class Launcher {
   // included — is charged to the run, and stays charged there while the run's steps run
   // (issue 10 item 4). The cgroup is left in place. The helper must read one byte from its
   // fd 3 before working: it is moved into the cgroup first. With a null `cgroup` (no
-  // cgroups) it runs unconfined. Errors: "sandbox" when it cannot be started. Not safe
+  // cgroups) it runs unconfined. Errors: kSystem when it cannot be started. Not safe
   // after fork.
   Result<HelperResult> RunHelper(const std::vector<std::string>& argv, RunCgroup* cgroup) const;
 

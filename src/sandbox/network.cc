@@ -29,11 +29,12 @@ Result<FirewallPlan> MakeFirewallPlan(const NetworkSpec& spec) {
   FirewallPlan plan;
   for (const std::string& text : spec.allow_cidrs) {
     auto cidr = ParseCidr(text);
-    if (!cidr.ok()) return MakeError("sandbox", "network_allow_cidrs: " + cidr.error().message);
+    if (!cidr.ok())
+      return MakeError(ErrorKind::kSystem, "network_allow_cidrs: " + cidr.error().message);
     plan.allowed.push_back(*cidr);
   }
   auto addresses = sys::InterfaceAddresses();
-  if (!addresses.ok()) return MakeError("sandbox", addresses.error().message);
+  if (!addresses.ok()) return MakeError(ErrorKind::kSystem, addresses.error().message);
   for (const std::string& text : *addresses) {
     if (auto cidr = ParseCidr(text); cidr.ok()) plan.host_addresses.push_back(*cidr);
   }
@@ -54,9 +55,9 @@ Result<std::string> RunNftIn(int netns_fd, const std::string& commands) {
   static std::mutex mutex;
   std::lock_guard<std::mutex> lock(mutex);
   auto home = sys::OpenThreadNetNamespace();
-  if (!home.ok()) return MakeError("sandbox", home.error().message);
+  if (!home.ok()) return MakeError(ErrorKind::kSystem, home.error().message);
   if (Status s = sys::EnterNetNamespace(netns_fd); !s.ok()) {
-    return MakeError("sandbox", "firewall: " + s.error().message);
+    return MakeError(ErrorKind::kSystem, "firewall: " + s.error().message);
   }
   std::string output, errors;
   int rc = -1;
@@ -73,7 +74,7 @@ Result<std::string> RunNftIn(int netns_fd, const std::string& commands) {
   // A worker thread left in a run's namespace would make every later connection of the
   // daemon from it go there: it cannot go on.
   if (!sys::EnterNetNamespace(home->get()).ok()) std::abort();
-  if (rc != 0) return MakeError("sandbox", "firewall (nftables): " + errors);
+  if (rc != 0) return MakeError(ErrorKind::kSystem, "firewall (nftables): " + errors);
   return output;
 }
 
@@ -83,16 +84,16 @@ Result<std::unique_ptr<RunNetwork>> RunNetwork::Start(pid_t pid, uid_t uid, gid_
   if (!plan.ok()) return plan.error();
   std::unique_ptr<RunNetwork> net(new RunNetwork());
   auto userns = sys::OpenNamespace(pid, "user");
-  if (!userns.ok()) return MakeError("sandbox", userns.error().message);
+  if (!userns.ok()) return MakeError(ErrorKind::kSystem, userns.error().message);
   auto netns = sys::OpenNamespace(pid, "net");
-  if (!netns.ok()) return MakeError("sandbox", netns.error().message);
+  if (!netns.ok()) return MakeError(ErrorKind::kSystem, netns.error().message);
   net->netns_ = std::move(*netns);
   auto exit_pipe = sys::MakePipe();
   auto ready_pipe = sys::MakePipe();
-  if (!exit_pipe.ok()) return MakeError("sandbox", exit_pipe.error().message);
-  if (!ready_pipe.ok()) return MakeError("sandbox", ready_pipe.error().message);
+  if (!exit_pipe.ok()) return MakeError(ErrorKind::kSystem, exit_pipe.error().message);
+  if (!ready_pipe.ok()) return MakeError(ErrorKind::kSystem, ready_pipe.error().message);
   auto log = sys::MemfdWith("slirp4netns-log", "");
-  if (!log.ok()) return MakeError("sandbox", log.error().message);
+  if (!log.ok()) return MakeError(ErrorKind::kSystem, log.error().message);
   // fds 3..6 of slirp4netns, as SpawnWithOwnTun numbers them.
   const std::vector<std::string> argv = {
       spec.slirp_path,     "--configure",     "--mtu=65520",  "--disable-host-loopback",
@@ -102,15 +103,15 @@ Result<std::unique_ptr<RunNetwork>> RunNetwork::Start(pid_t pid, uid_t uid, gid_
       argv, uid, gid,
       {exit_pipe->read.get(), ready_pipe->write.get(), userns->get(), net->netns_.get()},
       log->get());
-  if (!spawned.ok()) return MakeError("sandbox", "network: " + spawned.error().message);
+  if (!spawned.ok()) return MakeError(ErrorKind::kSystem, "network: " + spawned.error().message);
   net->slirp_pid_ = *spawned;
   net->exit_write_ = std::move(exit_pipe->write);
   exit_pipe->read.Reset();
   ready_pipe->write.Reset();
   if (!WaitReady(ready_pipe->read.get())) {
-    return MakeError("sandbox", "network: slirp4netns did not configure tap0 within " +
-                                    std::to_string(kReadyTimeoutMs / 1000) +
-                                    " s: " + LogText(log->get()));
+    return MakeError(ErrorKind::kSystem, "network: slirp4netns did not configure tap0 within " +
+                                             std::to_string(kReadyTimeoutMs / 1000) +
+                                             " s: " + LogText(log->get()));
   }
   if (auto done = RunNftIn(net->netns_.get(), BuildRuleset(*plan)); !done.ok()) {
     return done.error();

@@ -58,7 +58,7 @@ class RunNetwork {
 // Runs `commands` (nft -f syntax) through libnftables in the network namespace `netns_fd`,
 // from the calling thread (which goes there and back; the daemon's other threads stay where
 // they are). Calls are serialised (libnftables keeps some global state). Returns nft's
-// output. Errors: code "sandbox" with nft's error text. Not safe after fork.
+// output. Errors: kSystem with nft's error text. Not safe after fork.
 Result<std::string> RunNftIn(int netns_fd, const std::string& commands);
 
 }  // namespace sandrun::sandbox

@@ -71,15 +71,16 @@ Result<Cidr> ParseCidr(std::string_view text) {
   } else if (::inet_pton(AF_INET6, address.c_str(), c.bytes.data()) == 1) {
     c.family = AF_INET6;
   } else {
-    return MakeError("cidr", "'" + item + "' is not an IPv4 or IPv6 address or network");
+    return MakeError(ErrorKind::kInvalidInput,
+                     "'" + item + "' is not an IPv4 or IPv6 address or network");
   }
   c.prefix = MaxBits(c.family);
   if (slash != std::string::npos) {
     const std::string bits = item.substr(slash + 1);
     if (bits.empty() || bits.size() > 3 || bits.find_first_not_of("0123456789") != bits.npos ||
         std::atoi(bits.c_str()) > c.prefix) {
-      return MakeError(
-          "cidr", "'" + item + "': the prefix length must be 0 to " + std::to_string(c.prefix));
+      return MakeError(ErrorKind::kInvalidInput, "'" + item + "': the prefix length must be 0 to " +
+                                                     std::to_string(c.prefix));
     }
     c.prefix = std::atoi(bits.c_str());
   }

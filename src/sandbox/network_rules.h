@@ -42,7 +42,7 @@ struct Cidr {
 };
 
 // "a.b.c.d", "a.b.c.d/n", an IPv6 address with or without /n (no zone). Bits past the prefix
-// are cleared ("10.1.2.3/8" is 10.0.0.0/8). Errors: code "cidr", naming the text.
+// are cleared ("10.1.2.3/8" is 10.0.0.0/8). Errors: kInvalidInput, naming the text.
 Result<Cidr> ParseCidr(std::string_view text);
 
 // One range the program may not reach, with the registry entry it comes from.

@@ -202,7 +202,7 @@ constexpr unsigned long kNamespaceFlags[] = {CLONE_NEWNS,    CLONE_NEWUSER, CLON
                                              CLONE_NEWCGROUP};
 
 Error SeccompError(const std::string& what, int rc) {
-  return MakeError("seccomp", what + ": " + std::strerror(-rc), -rc);
+  return MakeError(ErrorKind::kSystem, what + ": " + sys::ErrnoMessage(-rc), -rc);
 }
 
 struct CtxDeleter {
@@ -317,16 +317,17 @@ std::vector<sock_filter> UnknownSyscallGuard(uint32_t native_arch) {
 // libseccomp's program as instructions (it exports only to an fd).
 Result<std::vector<sock_filter>> Export(const Ctx& ctx) {
   sys::UniqueFd memfd(static_cast<int>(::syscall(SYS_memfd_create, "seccomp-bpf", MFD_CLOEXEC)));
-  if (!memfd.valid()) return sys::ErrnoError("seccomp", "memfd_create");
+  if (!memfd.valid()) return sys::ErrnoError("memfd_create");
   int rc = seccomp_export_bpf(ctx.get(), memfd.get());
   if (rc < 0) return SeccompError("seccomp_export_bpf", rc);
   off_t size = ::lseek(memfd.get(), 0, SEEK_END);
   if (size <= 0 || size % sizeof(sock_filter) != 0) {
-    return MakeError("seccomp", "seccomp_export_bpf wrote " + std::to_string(size) + " bytes");
+    return MakeError(ErrorKind::kSystem,
+                     "seccomp_export_bpf wrote " + std::to_string(size) + " bytes");
   }
   std::vector<sock_filter> out(static_cast<size_t>(size) / sizeof(sock_filter));
   if (::pread(memfd.get(), out.data(), static_cast<size_t>(size), 0) != size) {
-    return sys::ErrnoError("seccomp", "pread exported filter");
+    return sys::ErrnoError("pread exported filter");
   }
   return out;
 }
@@ -335,7 +336,7 @@ Result<std::vector<sock_filter>> Export(const Ctx& ctx) {
 
 Result<SeccompFilter> SeccompFilter::Compile() {
   Ctx ctx(seccomp_init(SCMP_ACT_ALLOW));
-  if (!ctx) return MakeError("seccomp", "seccomp_init failed");
+  if (!ctx) return MakeError(ErrorKind::kSystem, "seccomp_init failed");
   // Other ABIs (i386 via int 0x80, x32) could reach syscalls by other numbers: kill.
   int rc = seccomp_attr_set(ctx.get(), SCMP_FLTATR_ACT_BADARCH, SCMP_ACT_KILL_PROCESS);
   if (rc < 0) return SeccompError("seccomp_attr_set(ACT_BADARCH)", rc);
@@ -354,8 +355,9 @@ Result<SeccompFilter> SeccompFilter::Compile() {
   filter.instructions_ = UnknownSyscallGuard(seccomp_arch_native());
   filter.instructions_.insert(filter.instructions_.end(), exported->begin(), exported->end());
   if (filter.instructions_.size() > BPF_MAXINSNS) {
-    return MakeError("seccomp", "filter has " + std::to_string(filter.instructions_.size()) +
-                                    " instructions, more than BPF_MAXINSNS");
+    return MakeError(ErrorKind::kSystem, "filter has " +
+                                             std::to_string(filter.instructions_.size()) +
+                                             " instructions, more than BPF_MAXINSNS");
   }
   filter.program_.len = static_cast<unsigned short>(filter.instructions_.size());
   filter.program_.filter = filter.instructions_.data();

@@ -14,7 +14,7 @@ class SeccompFilter {
  public:
   // Builds the filter for the native ABI: refused syscalls answer EPERM (a few ENOSYS), socket
   // families outside the list EAFNOSUPPORT, syscalls newer than the table ENOSYS; every other
-  // ABI (i386, x32) kills the process. Errors: code "seccomp", message names the libseccomp call
+  // ABI (i386, x32) kills the process. Errors: kSystem, message names the libseccomp call
   // and rule. Not child-safe.
   static Result<SeccompFilter> Compile();
 

@@ -158,18 +158,18 @@ void Log(const api::HttpRequest& request, const api::HttpResponse& response, int
 }  // namespace
 
 Status FcgiServer::Open() {
-  if (FCGX_Init() != 0) return MakeError("server", "FCGX_Init failed");
+  if (FCGX_Init() != 0) return MakeError(ErrorKind::kSystem, "FCGX_Init failed");
   // sd_listen_fds(3): the sockets of sandrund.socket, if systemd started us through it
   // (unsets LISTEN_FDS, so sandboxes do not inherit the variables).
   const int passed = sd_listen_fds(1);
   if (passed > 1) {
-    return MakeError("server", "systemd passed " + std::to_string(passed) +
-                                   " sockets; sandrund.socket must listen on one");
+    return MakeError(ErrorKind::kSystem, "systemd passed " + std::to_string(passed) +
+                                             " sockets; sandrund.socket must listen on one");
   }
   if (passed == 1) {
     if (sd_is_socket_unix(SD_LISTEN_FDS_START, SOCK_STREAM, 1, options_.socket_path.c_str(), 0) <=
         0) {
-      return MakeError("server",
+      return MakeError(ErrorKind::kSystem,
                        "the socket systemd passed is not a listening unix stream socket "
                        "at " +
                            options_.socket_path +
@@ -183,7 +183,7 @@ Status FcgiServer::Open() {
   ::unlink(options_.socket_path.c_str());
   listen_fd_ = FCGX_OpenSocket(options_.socket_path.c_str(), 128);
   if (listen_fd_ < 0) {
-    return MakeError("server", "cannot listen on FastCGI socket " + options_.socket_path);
+    return MakeError(ErrorKind::kSystem, "cannot listen on FastCGI socket " + options_.socket_path);
   }
   // nginx's workers run as another user; the socket's directory decides who may reach it.
   ::chmod(options_.socket_path.c_str(), 0666);

@@ -236,7 +236,8 @@ Result<UniqueFd> OpenRoot(const std::string& root) {
   std::error_code ec;
   std::filesystem::create_directories(root, ec);
   if (ec) {
-    return MakeError("storage", "create_directories(" + root + "): " + ec.message(), ec.value());
+    return MakeError(ErrorKind::kSystem, "create_directories(" + root + "): " + ec.message(),
+                     ec.value());
   }
   UniqueFd root_fd(open(root.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
   if (!root_fd.valid()) return StorageError("open", root, LastErrno());
@@ -254,7 +255,8 @@ struct Staging {
 Result<Staging> MakeStaging(const UserDirLock& lock, const std::string& run_id) {
   struct stat st;
   if (fstatat(lock.fd(), run_id.c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0) {
-    return MakeError("storage", lock.path() + "/" + run_id + ": run already published", EEXIST);
+    return MakeError(ErrorKind::kSystem, lock.path() + "/" + run_id + ": run already published",
+                     EEXIST);
   }
   Staging staging;
   staging.name = std::string(kStagingPrefix) + run_id;
@@ -321,7 +323,8 @@ Result<PublishResult> Publish(const std::string& workspace, const std::vector<Fo
 Result<PublishResult> Publish(const std::string& workspace, const std::vector<FoundFile>& files,
                               const ExtraSource& extra, const std::string& user,
                               const std::string& run_id, const PublishOptions& options) {
-  if (!IsRunId(run_id)) return MakeError("storage", "Publish: bad run id '" + run_id + "'");
+  if (!IsRunId(run_id))
+    return MakeError(ErrorKind::kSystem, "Publish: bad run id '" + run_id + "'");
   PublishResult result;
   // No empty run directories for the janitor to sweep.
   if (files.empty() && extra.files.empty()) return result;

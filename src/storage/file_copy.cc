@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "storage/fs.h"
+#include "sys/syscalls.h"
 
 namespace sandrun::storage {
 namespace {
@@ -17,7 +18,7 @@ constexpr size_t kChunk = 64 * 1024;
 Error CopyFailure(const char* call, const std::string& path, int err) {
   Error error = StorageError(call, path, err);
   // The destination's size limit (a tmpfs workspace, a full disk): the caller's "does not fit".
-  if (err == ENOSPC || err == EDQUOT || err == EFBIG) error.code = "file_limit";
+  error.kind = sys::WriteErrorKind(err);
   return error;
 }
 

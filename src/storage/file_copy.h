@@ -36,8 +36,8 @@ using CopyObserver = std::function<void(const char* data, size_t size)>;
 // nothing. Copies the source's first st_size bytes as of the start (the writer, a finished
 // sandbox, is gone). A file system without SEEK_DATA (EINVAL) is copied densely, minus the
 // all-zero chunks. When st_size > `max_size`, writes nothing and sets too_large.
-// Errors: code "file_limit" for ENOSPC, EDQUOT and EFBIG on the destination (the caller's
-// size limit), "storage" otherwise; `path` names the file in messages. Not safe after fork.
+// Errors: kFileLimit for ENOSPC, EDQUOT and EFBIG on the destination (the caller's
+// size limit), kSystem otherwise; `path` names the file in messages. Not safe after fork.
 Result<CopiedFile> CopyFileKeepingHoles(int in, int out, uint64_t max_size, const std::string& path,
                                         const CopyObserver& observe = nullptr);
 

@@ -4,7 +4,6 @@
 #include <sys/stat.h>
 
 #include <cerrno>
-#include <system_error>
 
 #include "sys/syscalls.h"
 #include "sys/tree_walk.h"
@@ -13,13 +12,12 @@
 namespace sandrun::storage {
 
 Error StorageError(std::string_view call, std::string_view arg, int err) {
-  // std::error_code's message is thread-safe, unlike strerror(3).
   std::string message(call);
   message += "(";
   message += arg;
   message += "): ";
-  message += std::error_code(err, std::generic_category()).message();
-  return MakeError("storage", std::move(message), err);
+  message += sys::ErrnoMessage(err);
+  return MakeError(ErrorKind::kSystem, std::move(message), err);
 }
 
 int LastErrno() { return sys::LastErrno(); }

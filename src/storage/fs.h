@@ -16,7 +16,7 @@ namespace sandrun::storage {
 // The fd owner of sys/ (STYLE.md: fd owners live there).
 using UniqueFd = sys::UniqueFd;
 
-// An Error with code "storage" whose message is "<call>(<arg>): <strerror(err)>".
+// An Error of kind kSystem whose message is "<call>(<arg>): <sys::ErrnoMessage(err)>".
 Error StorageError(std::string_view call, std::string_view arg, int err);
 
 // The current errno (read here so callers outside this file need not touch it).

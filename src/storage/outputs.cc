@@ -27,7 +27,8 @@ bool PlainName(const std::string& name) {
 Result<std::string> ReadOutputFile(const std::string& dir, const std::string& name,
                                    size_t max_bytes, bool* truncated) {
   *truncated = false;
-  if (!PlainName(name)) return MakeError("storage", "ReadOutputFile: bad name '" + name + "'");
+  if (!PlainName(name))
+    return MakeError(ErrorKind::kSystem, "ReadOutputFile: bad name '" + name + "'");
   auto dir_fd = OpenOutputsDir(dir);
   if (!dir_fd.ok()) return dir_fd.error();
   // O_NONBLOCK: a FIFO planted under the name must not block the daemon.
@@ -41,7 +42,7 @@ Result<std::string> ReadOutputFile(const std::string& dir, const std::string& na
   struct stat st;
   if (fstat(fd.get(), &st) != 0) return StorageError("fstat", dir + "/" + name, LastErrno());
   if (!S_ISREG(st.st_mode)) {
-    return MakeError("storage", dir + "/" + name + ": not a regular file");
+    return MakeError(ErrorKind::kSystem, dir + "/" + name + ": not a regular file");
   }
   std::string data;
   char buffer[64 * 1024];

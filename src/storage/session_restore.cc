@@ -33,7 +33,7 @@ int RestoreSessionMain(const std::vector<std::string>& args) {
                                 static_cast<gid_t>(std::atol(args[3].c_str())));
   if (!restored.ok()) {
     std::fprintf(stderr, "%s\n", restored.error().message.c_str());
-    return restored.error().code == "file_limit" ? kRestoreFileLimit : kRestoreFailed;
+    return restored.error().kind == ErrorKind::kFileLimit ? kRestoreFileLimit : kRestoreFailed;
   }
   const std::string out = EncodeDigests(*restored);
   return sys::WriteAll(1, out.data(), out.size()) ? kRestoreOk : kRestoreFailed;
@@ -55,7 +55,7 @@ Result<FileDigests> DecodeDigests(std::string_view bytes) {
   while (!bytes.empty()) {
     size_t a = bytes.find('\0');
     size_t b = a == std::string_view::npos ? a : bytes.find('\0', a + 1);
-    if (b == std::string_view::npos) return MakeError("storage", "truncated digest list");
+    if (b == std::string_view::npos) return MakeError(ErrorKind::kSystem, "truncated digest list");
     digests[std::string(bytes.substr(a + 1, b - a - 1))] = std::string(bytes.substr(0, a));
     bytes.remove_prefix(b + 1);
   }

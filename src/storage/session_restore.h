@@ -33,7 +33,7 @@ int RestoreSessionMain(const std::vector<std::string>& args);
 
 // "<sha256 hex>\0<path>\0" per file: paths may hold any byte but NUL. Pure.
 std::string EncodeDigests(const FileDigests& digests);
-// Errors: code "storage" when `bytes` is not such a list.
+// Errors: kSystem when `bytes` is not such a list.
 Result<FileDigests> DecodeDigests(std::string_view bytes);
 
 }  // namespace sandrun::storage

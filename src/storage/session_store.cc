@@ -33,11 +33,11 @@ constexpr char kUsageFile[] = "usage";  // <session dir>/usage: "<entries> <byte
 Error CopyError(const char* call, const std::string& path) {
   const int err = LastErrno();
   Error error = StorageError(call, path, err);
-  if (err == ENOSPC || err == EDQUOT || err == EFBIG) error.code = "file_limit";
+  error.kind = sys::WriteErrorKind(err);
   return error;
 }
 
-Error OverBudget(const std::string& what) { return MakeError("over_budget", what); }
+Error OverBudget(const std::string& what) { return MakeError(ErrorKind::kOverBudget, what); }
 
 // Entries a copy may have: its budget's, and never more than kMaxEntries.
 uint64_t EntryBound(const CopyTreeOptions& options) {
@@ -195,7 +195,7 @@ Error WalkLimitError(const std::string& from, const CopyTreeOptions& options,
     case sys::TreeStop::kRootOpen:
       return StorageError("readdir", from, report.err);
     default:
-      return MakeError("storage", from + ": " + report.Describe(CopyLimits(options)));
+      return MakeError(ErrorKind::kSystem, from + ": " + report.Describe(CopyLimits(options)));
   }
 }
 
@@ -314,14 +314,14 @@ Result<SessionLock> SessionStore::Lock(const std::string& user, const std::strin
   }
   sys::UniqueFd fd(
       ::open((dir + "/lock").c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600));
-  if (!fd.valid()) return sys::ErrnoError("storage", "open " + dir + "/lock");
+  if (!fd.valid()) return sys::ErrnoError("open " + dir + "/lock");
   const auto deadline = std::chrono::steady_clock::now() + wait;
   while (::flock(fd.get(), LOCK_EX | LOCK_NB) != 0) {
     const int err = LastErrno();
     if (err != EWOULDBLOCK && err != EINTR) return StorageError("flock", dir, err);
     if (std::chrono::steady_clock::now() >= deadline) {
-      return MakeError("session_busy", "another run of this session is still going after " +
-                                           std::to_string(wait.count() / 1000) + " s of waiting");
+      return MakeError(ErrorKind::kBusy, "another run of this session is still going after " +
+                                             std::to_string(wait.count() / 1000) + " s of waiting");
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
   }
@@ -351,7 +351,7 @@ Status SessionStore::Save(const SessionLock& lock, const std::string& workspace,
   const std::string self = BaseName(lock.dir());
   (void)sys::RemoveTree(next);
   (void)sys::RemoveTree(old);
-  if (::mkdir(next.c_str(), 0700) != 0) return sys::ErrnoError("storage", "mkdir " + next);
+  if (::mkdir(next.c_str(), 0700) != 0) return sys::ErrnoError("mkdir " + next);
   // The copy stops at the budget the other sessions leave, so a refused session costs the
   // host no more than an accepted one could.
   CopyTreeOptions options;
@@ -380,11 +380,11 @@ Status SessionStore::Save(const SessionLock& lock, const std::string& workspace,
   const std::string files = lock.dir() + "/files";
   if (::rename(files.c_str(), old.c_str()) != 0) {
     (void)sys::RemoveTree(next);
-    return sys::ErrnoError("storage", "rename " + files);
+    return sys::ErrnoError("rename " + files);
   }
   // A crash here leaves files.old and no files: Lock renames it back.
   if (::rename(next.c_str(), files.c_str()) != 0) {
-    Status s = sys::ErrnoError("storage", "rename " + next);
+    Status s = sys::ErrnoError("rename " + next);
     (void)::rename(old.c_str(), files.c_str());
     return s;
   }

@@ -60,14 +60,14 @@ class SessionStore {
 
   // Locks (user, session), creating it if new (SessionLock::created); waits at most `wait`. A
   // session whose Save crashed between its two renames (`files` gone, `files.old` there) gets
-  // `files.old` back. Errors: code "session_busy" when another run holds it past the wait;
-  // "storage" on I/O failure.
+  // `files.old` back. Errors: kBusy when another run holds it past the wait;
+  // kSystem on I/O failure.
   Result<SessionLock> Lock(const std::string& user, const std::string& session,
                            std::chrono::milliseconds wait) const;
 
   // Copies the session's files into `workspace`, owned by uid:gid, keeping holes and hard
-  // links. Errors: code "file_limit" when they do not fit (the workspace's size limit),
-  // "storage" otherwise.
+  // links. Errors: kFileLimit when they do not fit (the workspace's size limit),
+  // kSystem otherwise.
   Result<FileDigests> Restore(const SessionLock& lock, const std::string& workspace, uid_t uid,
                               gid_t gid) const;
 
@@ -76,8 +76,8 @@ class SessionStore {
   // The user's sessions together must fit `quota` (files = entries, bytes on disk; 0 in a
   // field = unbounded): the copy stops as soon as this one would not, and the previous copy
   // stays. Atomic: a crash leaves the old or the new copy (Lock restores the old one).
-  // Errors: code "over_budget" (the message says which bound) and nothing changed;
-  // "file_limit" when the host disk is full; "storage" otherwise.
+  // Errors: kOverBudget (the message says which bound) and nothing changed;
+  // kFileLimit when the host disk is full; kSystem otherwise.
   Status Save(const SessionLock& lock, const std::string& workspace, const Quota& quota = {}) const;
 
   // What all sessions of `user` hold (as recorded by Save; measured for sessions saved
@@ -109,9 +109,9 @@ struct CopyTreeOptions {
 // The walk is sys::WalkTree's: a copy that stops, at a limit or at a directory it cannot
 // read, is an error, never a shorter success. Entries it does not copy (symlinks, ...) count
 // against the budget's entries too, as the walk reads no more names than the budget.
-// Errors: code "over_budget" when the tree has more entries or bytes than `budget`, more
-// than 100000 entries, or is deeper than 64 directories (what was copied stays: the caller
-// discards it); "file_limit" on ENOSPC/EDQUOT/EFBIG; "storage" otherwise (a directory that
+// Errors: kOverBudget when the tree has more entries or bytes than `budget`, more than
+// 100000 entries, or is deeper than 64 directories (what was copied stays: the caller
+// discards it); kFileLimit on ENOSPC/EDQUOT/EFBIG; kSystem otherwise (a directory that
 // cannot be read included). Messages name the path. Not safe after fork.
 Result<Usage> CopyTree(const std::string& from, const std::string& to,
                        const CopyTreeOptions& options);

@@ -118,7 +118,7 @@ Result<UserDirLock> UserDirLock::Acquire(int root_fd, const std::string& name, b
     lock.locked_ = true;
     return lock;
   }
-  return MakeError("storage", "cannot lock " + path + ": it keeps being removed");
+  return MakeError(ErrorKind::kSystem, "cannot lock " + path + ": it keeps being removed");
 }
 
 void UserDirLock::Unlock() {

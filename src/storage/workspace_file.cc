@@ -16,7 +16,7 @@ Status PlaceFile(const std::string& workspace, const std::string& path, const st
                  uid_t uid, gid_t gid) {
   std::vector<std::string> parts;
   if (!SplitRelativePath(path, &parts)) {
-    return MakeError("invalid_path", "not a plain relative path: " + path);
+    return MakeError(ErrorKind::kInvalidPath, "not a plain relative path: " + path);
   }
   UniqueFd dir(::open(workspace.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
   for (size_t i = 0; dir.valid() && i + 1 < parts.size(); ++i) {
@@ -27,13 +27,14 @@ Status PlaceFile(const std::string& workspace, const std::string& path, const st
     dir = OpenDirAt(dir.get(), parts[i]);
   }
   if (!dir.valid()) {
-    return MakeError("invalid_path", "cannot create the directories of " + path, LastErrno());
+    return MakeError(ErrorKind::kInvalidPath, "cannot create the directories of " + path,
+                     LastErrno());
   }
   UniqueFd fd(::openat(dir.get(), parts.back().c_str(),
                        O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0644));
-  if (!fd.valid()) return MakeError("invalid_path", "cannot create " + path, LastErrno());
+  if (!fd.valid()) return MakeError(ErrorKind::kInvalidPath, "cannot create " + path, LastErrno());
   if (!sys::WriteAll(fd.get(), content.data(), content.size())) {
-    return MakeError("file_limit", "cannot write " + path + " (the workspace is full?)",
+    return MakeError(ErrorKind::kFileLimit, "cannot write " + path + " (the workspace is full?)",
                      LastErrno());
   }
   (void)::fchown(fd.get(), uid, gid);

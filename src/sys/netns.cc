@@ -137,24 +137,24 @@ void TunChildSetUp(int error_fd, uid_t uid, gid_t gid, pid_t parent) {
 Result<UniqueFd> OpenNamespace(pid_t pid, const std::string& kind) {
   const std::string path = "/proc/" + std::to_string(pid) + "/ns/" + kind;
   UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
-  if (!fd.valid()) return ErrnoError("netns", "open " + path);
+  if (!fd.valid()) return ErrnoError("open " + path);
   return fd;
 }
 
 Result<UniqueFd> OpenThreadNetNamespace() {
   UniqueFd fd(::open("/proc/thread-self/ns/net", O_RDONLY | O_CLOEXEC));
-  if (!fd.valid()) return ErrnoError("netns", "open /proc/thread-self/ns/net");
+  if (!fd.valid()) return ErrnoError("open /proc/thread-self/ns/net");
   return fd;
 }
 
 Status EnterNetNamespace(int fd) {
-  if (::setns(fd, CLONE_NEWNET) != 0) return ErrnoError("netns", "setns(CLONE_NEWNET)");
+  if (::setns(fd, CLONE_NEWNET) != 0) return ErrnoError("setns(CLONE_NEWNET)");
   return OkStatus();
 }
 
 Result<std::vector<std::string>> InterfaceAddresses() {
   ifaddrs* list = nullptr;
-  if (::getifaddrs(&list) != 0) return ErrnoError("netns", "getifaddrs");
+  if (::getifaddrs(&list) != 0) return ErrnoError("getifaddrs");
   std::vector<std::string> out;
   for (const ifaddrs* a = list; a != nullptr; a = a->ifa_next) {
     if (a->ifa_addr == nullptr) continue;
@@ -176,22 +176,23 @@ Result<std::vector<std::string>> InterfaceAddresses() {
 
 Result<pid_t> SpawnWithOwnTun(const std::vector<std::string>& argv, uid_t uid, gid_t gid,
                               const std::vector<int>& fds, int log_fd) {
-  if (fds.size() > kMaxFds) return MakeError("spawn", argv[0] + ": more than 12 fds to pass");
+  if (fds.size() > kMaxFds)
+    return MakeError(ErrorKind::kSystem, argv[0] + ": more than 12 fds to pass");
   // Everything the child uses is made here: after fork it may only make async-signal-safe
   // calls (the daemon is multi-threaded).
   std::vector<char*> args;
   for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
   args.push_back(nullptr);
   auto errors = MakePipe();
-  if (!errors.ok()) return MakeError("spawn", errors.error().message);
+  if (!errors.ok()) return MakeError(ErrorKind::kSystem, errors.error().message);
   const int error_fd = errors->write.get();
   const int null_fd = ::open("/dev/null", O_RDONLY | O_CLOEXEC);
-  if (null_fd < 0) return ErrnoError("spawn", "open /dev/null");
+  if (null_fd < 0) return ErrnoError("open /dev/null");
   const pid_t parent = ::getpid();
   const pid_t pid = ::fork();
   if (pid < 0) {
     ::close(null_fd);
-    return ErrnoError("spawn", "fork");
+    return ErrnoError("fork");
   }
   if (pid == 0) {
     TunChildSetUp(error_fd, uid, gid, parent);
@@ -206,8 +207,8 @@ Result<pid_t> SpawnWithOwnTun(const std::vector<std::string>& argv, uid_t uid, g
   } while (got < 0 && errno == EINTR);
   if (got == static_cast<ssize_t>(sizeof record)) {
     (void)Reap(pid);
-    return MakeError("spawn",
-                     argv[0] + ": " + SpawnStepName(record[0]) + ": " + std::strerror(record[1]),
+    return MakeError(ErrorKind::kSystem,
+                     argv[0] + ": " + SpawnStepName(record[0]) + ": " + ErrnoMessage(record[1]),
                      record[1]);
   }
   return pid;

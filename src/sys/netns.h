@@ -14,16 +14,16 @@
 
 namespace sandrun::sys {
 
-// Opens /proc/<pid>/ns/<kind> ("net", "user") O_RDONLY|O_CLOEXEC. Errors: "netns".
+// Opens /proc/<pid>/ns/<kind> ("net", "user") O_RDONLY|O_CLOEXEC. Errors: kSystem.
 Result<UniqueFd> OpenNamespace(pid_t pid, const std::string& kind);
-// The calling thread's own network namespace (/proc/thread-self/ns/net). Errors: "netns".
+// The calling thread's own network namespace (/proc/thread-self/ns/net). Errors: kSystem.
 Result<UniqueFd> OpenThreadNetNamespace();
 // setns(fd, CLONE_NEWNET) for the CALLING THREAD only (a network namespace is per task);
-// sockets it opens afterwards live in that namespace. Errors: "netns".
+// sockets it opens afterwards live in that namespace. Errors: kSystem.
 Status EnterNetNamespace(int fd);
 
 // The addresses of every interface of the calling thread's network namespace (getifaddrs),
-// as text ("192.0.2.2", "fe80::1"; no zone). Errors: "netns".
+// as text ("192.0.2.2", "fe80::1"; no zone). Errors: kSystem.
 Result<std::vector<std::string>> InterfaceAddresses();
 
 // Starts `argv` (argv[0] an absolute path, empty environment) as uid:gid with no
@@ -32,7 +32,7 @@ Result<std::vector<std::string>> InterfaceAddresses();
 // although the host's node is root's alone — and nothing else of the host's mounts changes.
 // `fds[i]` (at most 12) becomes its fd 3 + i; stdin is /dev/null, stdout and stderr go to `log_fd`,
 // every other fd is closed. It gets SIGKILL when the calling thread exits (PR_SET_PDEATHSIG, set
-// after the credential change that would clear it). Errors: "spawn", naming the step that
+// after the credential change that would clear it). Errors: kSystem, naming the step that
 // failed in the child (its errno is passed back before execve).
 Result<pid_t> SpawnWithOwnTun(const std::vector<std::string>& argv, uid_t uid, gid_t gid,
                               const std::vector<int>& fds, int log_fd);

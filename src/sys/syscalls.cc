@@ -18,20 +18,31 @@
 
 namespace sandrun::sys {
 
-Error ErrnoError(const std::string& code, const std::string& what) {
+std::string ErrnoMessage(int err) {
+  char buf[256];
+  // The GNU strerror_r: returns the message, in `buf` or a static string.
+  return ::strerror_r(err, buf, sizeof buf);
+}
+
+Error ErrnoError(const std::string& what) {
   int err = errno;
-  return MakeError(code, what + ": " + std::strerror(err), err);
+  return MakeError(ErrorKind::kSystem, what + ": " + ErrnoMessage(err), err);
+}
+
+ErrorKind WriteErrorKind(int err) {
+  return err == ENOSPC || err == EDQUOT || err == EFBIG ? ErrorKind::kFileLimit
+                                                        : ErrorKind::kSystem;
 }
 
 Result<Pipe> MakePipe() {
   int fds[2];
-  if (::pipe2(fds, O_CLOEXEC) != 0) return ErrnoError("pipe", "pipe2");
+  if (::pipe2(fds, O_CLOEXEC) != 0) return ErrnoError("pipe2");
   return Pipe{UniqueFd(fds[0]), UniqueFd(fds[1])};
 }
 
 Status ChownPipe(const Pipe& pipe, uid_t uid, gid_t gid) {
   if (::fchown(pipe.read.get(), uid, gid) != 0) {
-    return ErrnoError("pipe", "fchown pipe to " + std::to_string(uid) + ":" + std::to_string(gid));
+    return ErrnoError("fchown pipe to " + std::to_string(uid) + ":" + std::to_string(gid));
   }
   return OkStatus();
 }
@@ -39,32 +50,33 @@ Status ChownPipe(const Pipe& pipe, uid_t uid, gid_t gid) {
 Status SetNonBlocking(int fd) {
   int flags = ::fcntl(fd, F_GETFL);
   if (flags < 0 || ::fcntl(fd, F_SETFL, flags | O_NONBLOCK) != 0) {
-    return ErrnoError("fcntl", "fcntl(O_NONBLOCK)");
+    return ErrnoError("fcntl(O_NONBLOCK)");
   }
   return OkStatus();
 }
 
 Status WriteFile(const std::string& path, const std::string& data, int mode) {
   UniqueFd fd(::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, mode));
-  if (!fd.valid()) return ErrnoError("write_file", "open " + path);
+  if (!fd.valid()) return ErrnoError("open " + path);
   if (!WriteAll(fd.get(), data.data(), data.size())) {
-    return ErrnoError("write_file", "write " + path);
+    return ErrnoError("write " + path);
   }
   return OkStatus();
 }
 
 Result<std::string> ReadFile(const std::string& path, size_t max_bytes) {
   UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
-  if (!fd.valid()) return ErrnoError("read_file", "open " + path);
+  if (!fd.valid()) return ErrnoError("open " + path);
   std::string out;
   char buf[8192];
   for (;;) {
     ssize_t n = ::read(fd.get(), buf, sizeof buf);
     if (n < 0 && errno == EINTR) continue;
-    if (n < 0) return ErrnoError("read_file", "read " + path);
+    if (n < 0) return ErrnoError("read " + path);
     if (n == 0) break;
     out.append(buf, static_cast<size_t>(n));
-    if (out.size() > max_bytes) return MakeError("read_file", path + ": larger than expected");
+    if (out.size() > max_bytes)
+      return MakeError(ErrorKind::kSystem, path + ": larger than expected");
   }
   return out;
 }
@@ -77,7 +89,7 @@ Status MakeDirs(const std::string& path, int mode) {
     if (next == std::string::npos) next = path.size();
     partial = path.substr(0, next);
     if (!partial.empty() && ::mkdir(partial.c_str(), mode) != 0 && errno != EEXIST) {
-      return ErrnoError("mkdir", "mkdir " + partial);
+      return ErrnoError("mkdir " + partial);
     }
     pos = next + 1;
   }
@@ -86,7 +98,7 @@ Status MakeDirs(const std::string& path, int mode) {
 
 Status MakeDir(const std::string& path, int mode) {
   if (::mkdir(path.c_str(), static_cast<mode_t>(mode)) != 0) {
-    return ErrnoError("mkdir", "mkdir " + path);
+    return ErrnoError("mkdir " + path);
   }
   return OkStatus();
 }
@@ -95,12 +107,12 @@ Result<size_t> Read(int fd, void* buf, size_t size) {
   for (;;) {
     const ssize_t n = ::read(fd, buf, size);
     if (n >= 0) return static_cast<size_t>(n);
-    if (errno != EINTR) return ErrnoError("read", "read fd " + std::to_string(fd));
+    if (errno != EINTR) return ErrnoError("read fd " + std::to_string(fd));
   }
 }
 
 Status RemoveEmptyDir(const std::string& path) {
-  if (::rmdir(path.c_str()) != 0 && errno != ENOENT) return ErrnoError("rmdir", "rmdir " + path);
+  if (::rmdir(path.c_str()) != 0 && errno != ENOENT) return ErrnoError("rmdir " + path);
   return OkStatus();
 }
 
@@ -110,12 +122,12 @@ Status Rename(const std::string& from, const std::string& to) {
     return OkStatus();
   }
   if (errno == EINVAL && ::rename(from.c_str(), to.c_str()) == 0) return OkStatus();
-  return ErrnoError("rename", "rename " + from + " to " + to);
+  return ErrnoError("rename " + from + " to " + to);
 }
 
 Result<uint64_t> AvailableBytes(const std::string& path) {
   struct statvfs fs;
-  if (::statvfs(path.c_str(), &fs) != 0) return ErrnoError("statvfs", "statvfs " + path);
+  if (::statvfs(path.c_str(), &fs) != 0) return ErrnoError("statvfs " + path);
   return static_cast<uint64_t>(fs.f_bavail) * static_cast<uint64_t>(fs.f_frsize);
 }
 
@@ -127,13 +139,13 @@ Status MountTmpfs(const std::string& target, uint64_t size_bytes, uid_t uid, gid
                         std::to_string(mode % 8) + ",uid=" + std::to_string(uid) +
                         ",gid=" + std::to_string(gid);
   if (::mount("tmpfs", target.c_str(), "tmpfs", MS_NOSUID | MS_NODEV, options.c_str()) != 0) {
-    return ErrnoError("mount", "mount tmpfs on " + target + " (" + options + ")");
+    return ErrnoError("mount tmpfs on " + target + " (" + options + ")");
   }
   return OkStatus();
 }
 
 Status Unmount(const std::string& target) {
-  if (::umount2(target.c_str(), MNT_DETACH) != 0) return ErrnoError("umount", "umount " + target);
+  if (::umount2(target.c_str(), MNT_DETACH) != 0) return ErrnoError("umount " + target);
   return OkStatus();
 }
 
@@ -143,27 +155,27 @@ Result<ExitInfo> Reap(pid_t pid) {
     pid_t r = ::wait4(pid, &info.wait_status, __WALL, &info.usage);
     if (r == pid) return info;
     if (r < 0 && errno == EINTR) continue;
-    return ErrnoError("wait", "wait4 " + std::to_string(pid));
+    return ErrnoError("wait4 " + std::to_string(pid));
   }
 }
 
 Result<UniqueFd> MemfdWith(const std::string& name, const std::string& data) {
   UniqueFd fd(static_cast<int>(::syscall(SYS_memfd_create, name.c_str(), MFD_CLOEXEC)));
-  if (!fd.valid()) return ErrnoError("memfd", "memfd_create " + name);
-  if (!WriteAll(fd.get(), data.data(), data.size())) return ErrnoError("memfd", "write " + name);
-  if (::lseek(fd.get(), 0, SEEK_SET) != 0) return ErrnoError("memfd", "lseek " + name);
+  if (!fd.valid()) return ErrnoError("memfd_create " + name);
+  if (!WriteAll(fd.get(), data.data(), data.size())) return ErrnoError("write " + name);
+  if (::lseek(fd.get(), 0, SEEK_SET) != 0) return ErrnoError("lseek " + name);
   return fd;
 }
 
 Result<UniqueFd> OpenExecutable(const std::string& path) {
   UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
-  if (!fd.valid()) return ErrnoError("open", "open " + path);
+  if (!fd.valid()) return ErrnoError("open " + path);
   return fd;
 }
 
 Status SetThreadEffectiveUid(uid_t euid) {
   if (::syscall(SYS_setresuid, -1, euid, -1) != 0) {
-    return ErrnoError("setresuid", "setresuid(-1, " + std::to_string(euid) + ", -1)");
+    return ErrnoError("setresuid(-1, " + std::to_string(euid) + ", -1)");
   }
   return OkStatus();
 }
@@ -186,7 +198,7 @@ Result<pid_t> Spawn(const std::vector<std::string>& argv, int out_fd, int err_fd
   int rc = ::posix_spawn(&pid, args[0], &actions, nullptr, args.data(), no_env);
   posix_spawn_file_actions_destroy(&actions);
   if (rc != 0) {
-    return MakeError("spawn", "posix_spawn " + argv[0] + ": " + std::strerror(rc), rc);
+    return MakeError(ErrorKind::kSystem, "posix_spawn " + argv[0] + ": " + ErrnoMessage(rc), rc);
   }
   return pid;
 }

@@ -15,20 +15,28 @@
 
 namespace sandrun::sys {
 
-// Error with code `code`, errno and "<what>: strerror" as message. Reads errno: call right
-// after the failing call. Not child-safe (allocates).
-Error ErrnoError(const std::string& code, const std::string& what);
+// The one errno -> message helper: the text strerror(3) gives for `err` ("No such file or
+// directory"), read with strerror_r, so it is thread-safe. Not child-safe (allocates).
+std::string ErrnoMessage(int err);
+
+// An Error of kind kSystem with errno and "<what>: <ErrnoMessage(errno)>" as message. Reads
+// errno: call right after the failing call. Not child-safe (allocates).
+Error ErrnoError(const std::string& what);
+
+// The kind of a failed write's errno: kFileLimit when it means the file or file system is full
+// (ENOSPC, EDQUOT, EFBIG), else kSystem.
+ErrorKind WriteErrorKind(int err);
 
 struct Pipe {
   UniqueFd read;
   UniqueFd write;
 };
-// pipe2(O_CLOEXEC). Errors: "pipe".
+// pipe2(O_CLOEXEC). Errors: kSystem.
 Result<Pipe> MakePipe();
 // fchown of the pipe's inode (shared by both ends) to uid:gid. A pipe is mode 0600 and owned
 // by its creator, and opening it again by path (/dev/stdout -> /proc/self/fd/1) checks that
 // mode (proc(5) /proc/pid/fd, pipe(7)): a program running as another uid gets EACCES.
-// Errors: "pipe". Not child-safe.
+// Errors: kSystem. Not child-safe.
 Status ChownPipe(const Pipe& pipe, uid_t uid, gid_t gid);
 
 Status SetNonBlocking(int fd);
@@ -40,7 +48,7 @@ Result<std::string> ReadFile(const std::string& path, size_t max_bytes = 1 << 20
 
 // mkdir -p with mode. Errors name the path.
 Status MakeDirs(const std::string& path, int mode = 0755);
-// mkdir(2) of `path` alone. Errors: "mkdir" naming the path, with its errno (EEXIST when
+// mkdir(2) of `path` alone. Errors: kSystem naming the path, with its errno (EEXIST when
 // something is there already: a caller that accepts that checks Error::err). Not child-safe.
 Status MakeDir(const std::string& path, int mode = 0755);
 // read(2) of up to `size` bytes, retrying on EINTR: the bytes read, 0 at end of file.
@@ -60,9 +68,9 @@ Status Rename(const std::string& from, const std::string& to);
 // (f_bavail * f_frsize). Errors name the path. Not child-safe.
 Result<uint64_t> AvailableBytes(const std::string& path);
 
-// Mounts a tmpfs of `size_bytes` at `target` owned by uid:gid with mode. Errors: "mount".
+// Mounts a tmpfs of `size_bytes` at `target` owned by uid:gid with mode. Errors: kSystem.
 Status MountTmpfs(const std::string& target, uint64_t size_bytes, uid_t uid, gid_t gid, int mode);
-// umount2(target, MNT_DETACH). Errors: "umount".
+// umount2(target, MNT_DETACH). Errors: kSystem.
 Status Unmount(const std::string& target);
 
 // Why `path` (relative to the cwd, and possibly not existing yet) cannot be reached by an
@@ -82,17 +90,17 @@ Result<ExitInfo> Reap(pid_t pid);
 // Sends SIGKILL to `pidfd`'s process (pidfd_send_signal). Errors ignored when already gone.
 void KillPidfd(int pidfd);
 
-// A memfd (MFD_CLOEXEC) holding `data`, positioned at 0. Errors: "memfd".
+// A memfd (MFD_CLOEXEC) holding `data`, positioned at 0. Errors: kSystem.
 Result<UniqueFd> MemfdWith(const std::string& name, const std::string& data);
 
 // Opens an executable for a later execveat(fd, "", ..., AT_EMPTY_PATH) (O_RDONLY|O_CLOEXEC).
-// Errors: "open" naming the path.
+// Errors: kSystem naming the path.
 Result<UniqueFd> OpenExecutable(const std::string& path);
 
 // Sets the effective uid of the CALLING THREAD only (the raw setresuid syscall, not glibc's
 // all-threads wrapper; credentials are per thread in Linux, credentials(7) "NOTES"). With a
 // real and saved uid of 0 the thread can go back with SetThreadEffectiveUid(0). Used so that
-// a user namespace made by clone(2) from this thread is owned by `euid`. Errors: "setresuid".
+// a user namespace made by clone(2) from this thread is owned by `euid`. Errors: kSystem.
 Status SetThreadEffectiveUid(uid_t euid);
 
 // kill(pid, SIGKILL); false when the process no longer exists (ESRCH) or on error.
@@ -100,7 +108,7 @@ bool KillPid(pid_t pid);
 
 // Starts `argv[0]` (absolute path) with `argv` and an empty environment: stdin from
 // /dev/null, stdout/stderr to `out_fd`/`err_fd`, `fd3` as its fd 3, every other fd closed
-// (posix_spawn: vfork + execve, safe in a multi-threaded process). Errors: "spawn".
+// (posix_spawn: vfork + execve, safe in a multi-threaded process). Errors: kSystem.
 Result<pid_t> Spawn(const std::vector<std::string>& argv, int out_fd, int err_fd, int fd3);
 
 // Child-safe helpers ----------------------------------------------------------------------

@@ -7,18 +7,16 @@
 #include <algorithm>
 #include <cerrno>
 #include <memory>
-#include <system_error>
 
+#include "sys/syscalls.h"
 #include "sys/unique_fd.h"
 
 namespace sandrun::sys {
 namespace {
 
 Error ListError(const char* call, const std::string& arg, int err) {
-  // Same shape as storage's StorageError; std::error_code's message is thread-safe.
-  return MakeError("storage",
-                   std::string(call) + "(" + arg +
-                       "): " + std::error_code(err, std::generic_category()).message(),
+  // Same shape as storage's StorageError.
+  return MakeError(ErrorKind::kSystem, std::string(call) + "(" + arg + "): " + ErrnoMessage(err),
                    err);
 }
 
@@ -129,8 +127,7 @@ class NullVisitor : public TreeVisitor {
 };
 
 Error RemoveError(const std::string& what, int err) {
-  return MakeError("remove", what + ": " + std::error_code(err, std::generic_category()).message(),
-                   err);
+  return MakeError(ErrorKind::kSystem, what + ": " + ErrnoMessage(err), err);
 }
 
 // Post-order removal: files as they are met, each directory once its contents are gone.
@@ -141,7 +138,7 @@ class Remover : public TreeVisitor {
   TreeStep Enter(const TreeEntry& entry) override {
     if (S_ISDIR(entry.st.st_mode)) {
       if (entry.st.st_dev == dev_) return TreeStep::kDescend;
-      Note(MakeError("remove", Shown(entry) + ": is another mount, not removed"));
+      Note(MakeError(ErrorKind::kSystem, Shown(entry) + ": is another mount, not removed"));
       return TreeStep::kSkip;
     }
     if (unlinkat(entry.dirfd, entry.name.c_str(), 0) != 0 && errno != ENOENT) {
@@ -199,7 +196,8 @@ Status RemoveTreeAt(int dirfd, const std::string& name) {
   const TreeReport report = WalkTreeAt(dirfd, name, kUnboundedTree, remover);
   if (report.stop == TreeStop::kRootOpen) return RemoveError("open " + name, report.err);
   if (!report.complete()) {
-    return MakeError("remove", name + ": " + report.Describe(kUnboundedTree) + ", not removed");
+    return MakeError(ErrorKind::kSystem,
+                     name + ": " + report.Describe(kUnboundedTree) + ", not removed");
   }
   if (!remover.status().ok()) return remover.status();
   if (unlinkat(dirfd, name.c_str(), AT_REMOVEDIR) != 0 && errno != ENOENT) {
@@ -240,8 +238,7 @@ std::string TreeReport::Describe(const TreeLimits& limits) const {
     case TreeStop::kVisitor:
       return at + "stopped by the visitor";
     case TreeStop::kRootOpen:
-      return at +
-             "cannot open or read it: " + std::error_code(err, std::generic_category()).message();
+      return at + "cannot open or read it: " + ErrnoMessage(err);
   }
   return "";
 }

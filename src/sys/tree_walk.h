@@ -113,12 +113,12 @@ TreeReport MeasureTreeAt(int dirfd, const std::string& path, const TreeLimits& l
 // following symlinks; a directory on another file system (a mount) is refused, not entered.
 // Goes on past entries it cannot remove, then fails naming the first. Bounded by
 // kUnboundedTree's depth: a deeper tree stays and is an error. A missing `name` is not an
-// error. Errors: code "remove", naming the call and the path. Not safe after fork.
+// error. Errors: kSystem, naming the call and the path. Not safe after fork.
 Status RemoveTreeAt(int dirfd, const std::string& name);
 
 // Reads the names in the directory `fd` (without "." and ".."), at most `max_names` of them;
 // sets *truncated when more were present. Takes no ownership of `fd`; its offset is reset.
-// Errors: the directory cannot be read (code "storage", naming the call).
+// Errors: the directory cannot be read (kSystem, naming the call).
 Result<std::vector<std::string>> ListDir(int fd, size_t max_names, bool* truncated);
 
 }  // namespace sandrun::sys

@@ -69,7 +69,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (result.ok()) {
     CheckPlan(markdown, block, *result);
   } else {
-    const std::string& code = result.error().code;
+    const std::string code = sandrun::ErrorKindName(result.error().kind);
     Check(code == "no_runnable_code" || code == "bad_block" || code == "too_large", "error code");
     Check(!result.error().message.empty(), "error message");
   }

@@ -28,14 +28,15 @@ void Check(bool condition) {
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::string body(reinterpret_cast<const char*>(data), size);
-  sandrun::api::RunRequest request;
-  auto error =
-      sandrun::api::DecodeRunRequest(body, "header-user", "header-session", FuzzConfig(), &request);
-  if (error) {
-    Check(error->status >= 400 && error->status < 500);
-    Check(!error->code.empty() && !error->message.empty());
+  auto decoded =
+      sandrun::api::DecodeRunRequest(body, "header-user", "header-session", FuzzConfig());
+  if (!decoded.ok()) {
+    const sandrun::api::ApiError& error = decoded.error();
+    Check(error.status >= 400 && error.status < 500);
+    Check(!error.code.empty() && !error.message.empty());
     return 0;
   }
+  const sandrun::api::RunRequest& request = *decoded;
   // What the decoder promises for an accepted request.
   Check(!request.steps.empty() || request.markdown.has_value());
   for (const auto& step : request.steps) {

@@ -17,11 +17,53 @@ config::Config TestConfig() {
   return c;
 }
 
+// The refusal of `body`, or nullopt with the request in *out (when given).
 std::optional<api::ApiError> Decode(const std::string& body, api::RunRequest* out = nullptr,
                                     const std::string& header_user = "") {
   static config::Config config = TestConfig();
-  api::RunRequest scratch;
-  return api::DecodeRunRequest(body, header_user, "", config, out ? out : &scratch);
+  auto decoded = api::DecodeRunRequest(body, header_user, "", config);
+  if (!decoded.ok()) return decoded.error();
+  if (out != nullptr) *out = std::move(*decoded);
+  return std::nullopt;
+}
+
+// A RunResponse with every optional member set.
+api::RunResponse FullResponse() {
+  api::RunResponse r;
+  r.id = "run-1";
+  r.status = "timeout";
+  r.exit_code = 1;
+  r.signal = 9;
+  r.stdout_stream = {"out", true};
+  r.stderr_stream = {"err", false};
+  storage::ArtifactFile f{"a.png", "out/a.png", 12, "image/png", "ab", "http://x/a", 99};
+  r.files = {f};
+  r.files_skipped = {{"link", "symlink"}};
+  r.displays = {{"image", "image/png", std::nullopt, f},
+                {"text", "text/plain", "hi", std::nullopt}};
+  r.wall_ms = 5;
+  r.cpu_ms = 4;
+  r.max_rss_kb = 3;
+  r.net_rx_bytes = 100;
+  r.net_tx_bytes = 200;
+  api::StepResult s;
+  s.index = 2;
+  s.language = "python";
+  s.code = "print(1)";
+  s.status = "ok";
+  s.exit_code = 0;
+  s.stdout_stream = {"1\n", false};
+  s.wall_ms = 7;
+  s.budget = "install";
+  api::StepResult t = s;
+  t.budget = "";
+  t.signal = 15;
+  r.steps = std::vector<api::StepResult>{s, t};
+  r.plan = std::vector<api::PlanEntry>{{0, "python", true, "main code"}, {1, "", false, "no"}};
+  r.environment = api::EnvironmentReport{"env1", {"numpy==1"}, "built", 1234};
+  r.kernel = api::KernelInfo{"kept", 3};
+  r.session_restarted = true;
+  return r;
 }
 
 }  // namespace
@@ -98,18 +140,17 @@ BOOST_AUTO_TEST_CASE(network_is_forbidden_with_403) {
 
 BOOST_AUTO_TEST_CASE(network_follows_the_configured_mode) {
   config::Config c = TestConfig();
-  api::RunRequest r;
   c.network = "on_request";
-  BOOST_TEST(
-      !api::DecodeRunRequest(R"({"language":"py","code":"x","network":true})", "", "", c, &r));
-  BOOST_TEST(r.network);
-  api::RunRequest plain;
-  BOOST_TEST(!api::DecodeRunRequest(R"({"language":"py","code":"x"})", "", "", c, &plain));
-  BOOST_TEST(!plain.network);
+  auto r = api::DecodeRunRequest(R"({"language":"py","code":"x","network":true})", "", "", c);
+  BOOST_TEST_REQUIRE(r.ok());
+  BOOST_TEST(r->network);
+  auto plain = api::DecodeRunRequest(R"({"language":"py","code":"x"})", "", "", c);
+  BOOST_TEST_REQUIRE(plain.ok());
+  BOOST_TEST(!plain->network);
   c.network = "always";
-  api::RunRequest always;
-  BOOST_TEST(!api::DecodeRunRequest(R"({"language":"py","code":"x"})", "", "", c, &always));
-  BOOST_TEST(always.network);
+  auto always = api::DecodeRunRequest(R"({"language":"py","code":"x"})", "", "", c);
+  BOOST_TEST_REQUIRE(always.ok());
+  BOOST_TEST(always->network);
 }
 
 BOOST_AUTO_TEST_CASE(nul_byte_in_code_is_refused_with_its_offset) {
@@ -165,6 +206,30 @@ BOOST_AUTO_TEST_CASE(encodes_nulls_and_replaces_invalid_utf8) {
   BOOST_TEST(std::string(doc["stderr"].GetString()).empty());
   BOOST_TEST(doc["files_skipped"][0]["reason"].GetString() == std::string("symlink"));
   BOOST_TEST(doc["limits"]["wall_time_s"].GetInt() == 10);
+}
+
+BOOST_AUTO_TEST_CASE(encodes_every_member_in_the_documented_order) {
+  // Byte for byte what clients have always got, every optional member set.
+  const std::string expected =
+      R"j({"id":"run-1","status":"timeout","exit_code":1,"signal":9,"stdout":"out","stderr":"e)j"
+      R"j(rr","stdout_truncated":true,"stderr_truncated":false,"files":[{"name":"a.png","path")j"
+      R"j(:"out/a.png","size":12,"mime":"image/png","sha256":"ab","url":"http://x/a","expires_)j"
+      R"j(at":99}],"displays":[{"kind":"image","mime":"image/png","file":{"name":"a.png","path)j"
+      R"j(":"out/a.png","size":12,"mime":"image/png","sha256":"ab","url":"http://x/a","expires)j"
+      R"j(_at":99}},{"kind":"text","mime":"text/plain","text":"hi"}],"files_skipped":[{"path":)j"
+      R"j("link","reason":"symlink"}],"usage":{"wall_ms":5,"cpu_ms":4,"max_rss_kb":3,"net_rx_b)j"
+      R"j(ytes":100,"net_tx_bytes":200},"snippets":[{"index":2,"language":"python","code":"pri)j"
+      R"j(nt(1)","status":"ok","exit_code":0,"signal":null,"stdout":"1\n","stderr":"","stdout_)j"
+      R"j(truncated":false,"stderr_truncated":false,"wall_ms":7,"budget":"install"},{"index":2)j"
+      R"j(,"language":"python","code":"print(1)","status":"ok","exit_code":0,"signal":15,"stdo)j"
+      R"j(ut":"1\n","stderr":"","stdout_truncated":false,"stderr_truncated":false,"wall_ms":7})j"
+      R"j(],"environment":{"id":"env1","packages":["numpy==1"],"status":"built","build_ms":123)j"
+      R"j(4},"plan":[{"index":0,"language":"python","run":true,"reason":"main code"},{"index":)j"
+      R"j(1,"language":"","run":false,"reason":"no"}],"kernel":{"status":"kept","execution_cou)j"
+      R"j(nt":3},"session_restarted":true,"limits":{"wall_time_s":10,"cpu_time_s":10,"memory_m)j"
+      R"j(b":512,"processes":64,"output_bytes":1048576,"max_files":100,"file_size_mb":10,"disk)j"
+      R"j(_mb":100}})j";
+  BOOST_TEST(api::EncodeRunResponse(FullResponse()) == expected);
 }
 
 BOOST_AUTO_TEST_SUITE_END()
@@ -232,9 +297,9 @@ BOOST_AUTO_TEST_CASE(bad_base64_is_refused) {
 
 BOOST_AUTO_TEST_CASE(session_from_header_when_body_has_none) {
   static config::Config config = TestConfig();
-  api::RunRequest r;
-  BOOST_TEST(!api::DecodeRunRequest(R"j({"language":"py","code":"1"})j", "", "chat-1", config, &r));
-  BOOST_TEST(r.session == "chat-1");
+  auto r = api::DecodeRunRequest(R"j({"language":"py","code":"1"})j", "", "chat-1", config);
+  BOOST_TEST_REQUIRE(r.ok());
+  BOOST_TEST(r->session == "chat-1");
 }
 
 BOOST_AUTO_TEST_SUITE_END()
@@ -317,12 +382,11 @@ BOOST_AUTO_TEST_CASE(header_and_body_naming_different_users_are_refused) {
 
 BOOST_AUTO_TEST_CASE(header_and_body_naming_different_sessions_are_refused) {
   static config::Config config = TestConfig();
-  api::RunRequest r;
-  auto err = api::DecodeRunRequest(R"j({"language":"py","code":"x","session":"s1"})j", "", "s2",
-                                   config, &r);
-  BOOST_TEST_REQUIRE(err.has_value());
-  BOOST_TEST(err->code == "conflicting_fields");
-  BOOST_TEST(err->field == "session");
+  auto r =
+      api::DecodeRunRequest(R"j({"language":"py","code":"x","session":"s1"})j", "", "s2", config);
+  BOOST_TEST_REQUIRE(!r.ok());
+  BOOST_TEST(r.error().code == "conflicting_fields");
+  BOOST_TEST(r.error().field == "session");
 }
 
 BOOST_AUTO_TEST_CASE(no_user_named_is_anonymous_and_not_named) {

@@ -36,7 +36,7 @@ std::string ResultToJson(const Result<RunPlan>& result, bool with_code) {
     w.Key("error");
     w.StartObject();
     w.Key("code");
-    w.String(result.error().code.c_str());
+    w.String(ErrorKindName(result.error().kind));
     w.Key("message");
     w.String(result.error().message.c_str());
     w.EndObject();
@@ -143,7 +143,7 @@ void CheckExpected(const std::string& name, const Result<RunPlan>& result,
   if (!error.empty()) {
     BOOST_TEST_REQUIRE(!result.ok(),
                        name << ": expected error " << error << ", got " << ResultToJson(result));
-    BOOST_TEST(result.error().code == error, name);
+    BOOST_TEST(ErrorKindName(result.error().kind) == error, name);
     if (expected.HasMember("error_contains")) {
       for (const auto& c : expected["error_contains"].GetArray()) {
         BOOST_TEST(result.error().message.find(c.GetString()) != std::string::npos,

@@ -107,7 +107,7 @@ BOOST_AUTO_TEST_SUITE(Bounds)
 
 BOOST_AUTO_TEST_CASE(one_megabyte_message_is_planned_quickly) {
   std::string md = OneMegabyteMessage();
-  Result<RunPlan> result = MakeError("unset", "");
+  Result<RunPlan> result = MakeError(ErrorKind::kSystem, "");
   double ms = MillisecondsToPlan(md, &result);
   BOOST_TEST_MESSAGE("1 MB message (" << md.size() << " bytes) planned in " << ms << " ms");
   BOOST_TEST_REQUIRE(result.ok());
@@ -128,7 +128,7 @@ BOOST_AUTO_TEST_CASE(one_huge_block_of_equal_lines_is_fast) {
   std::string code;
   while (code.size() < (1 << 20)) code += line;
   std::string md = "```python\n" + code + "```\n\n```python\n" + code + "```\n";
-  Result<RunPlan> result = MakeError("unset", "");
+  Result<RunPlan> result = MakeError(ErrorKind::kSystem, "");
   double ms = MillisecondsToPlan(md, &result);
   BOOST_TEST_MESSAGE("2 x 1 MB equal lines planned in " << ms << " ms");
   BOOST_TEST_REQUIRE(result.ok());
@@ -146,7 +146,7 @@ BOOST_AUTO_TEST_CASE(pathological_markdown_is_fast) {
     std::string md;
     while (md.size() < (1 << 20)) md += unit;
     md += "\n\n```python\nprint(1)\n```\n";
-    Result<RunPlan> result = MakeError("unset", "");
+    Result<RunPlan> result = MakeError(ErrorKind::kSystem, "");
     double ms = MillisecondsToPlan(md, &result);
     BOOST_TEST_MESSAGE(name << ": " << ms << " ms");
     CheckInvariants(name, md, kAllBlocks, result);
@@ -174,7 +174,7 @@ BOOST_AUTO_TEST_CASE(one_megabyte_shell_block_shapes_are_fast) {
       {"named_blocks", named + "```\n"},
   };
   for (const auto& [name, md] : kCases) {
-    Result<RunPlan> result = MakeError("unset", "");
+    Result<RunPlan> result = MakeError(ErrorKind::kSystem, "");
     double ms = MillisecondsToPlan(md, &result);
     BOOST_TEST_MESSAGE(name << ": " << md.size() << " bytes in " << ms << " ms");
     CheckInvariants(name, md, kAllBlocks, result);
@@ -188,7 +188,7 @@ BOOST_AUTO_TEST_CASE(over_the_size_limit_is_refused) {
   std::string md(kMaxMarkdownBytes + 1, 'a');
   auto result = BuildRunPlan(md, DefaultLanguages());
   BOOST_TEST_REQUIRE(!result.ok());
-  BOOST_TEST(result.error().code == "too_large");
+  BOOST_TEST((result.error().kind == ErrorKind::kTooLarge));
 }
 
 BOOST_AUTO_TEST_CASE(too_many_blocks_are_refused) {
@@ -196,7 +196,7 @@ BOOST_AUTO_TEST_CASE(too_many_blocks_are_refused) {
   for (size_t i = 0; i <= kMaxBlocks; ++i) md += "```python\nx = 1\n```\n";
   auto result = BuildRunPlan(md, DefaultLanguages());
   BOOST_TEST_REQUIRE(!result.ok());
-  BOOST_TEST(result.error().code == "too_large");
+  BOOST_TEST((result.error().kind == ErrorKind::kTooLarge));
   BOOST_TEST(result.error().message.find("code blocks") != std::string::npos);
 }
 
@@ -207,13 +207,13 @@ BOOST_AUTO_TEST_SUITE(Arguments)
 BOOST_AUTO_TEST_CASE(negative_block_other_than_all_is_bad_block) {
   auto result = BuildRunPlan("```python\nprint(1)\n```\n", DefaultLanguages(), -2);
   BOOST_TEST_REQUIRE(!result.ok());
-  BOOST_TEST(result.error().code == "bad_block");
+  BOOST_TEST((result.error().kind == ErrorKind::kBadBlock));
 }
 
 BOOST_AUTO_TEST_CASE(block_of_a_message_without_blocks_is_bad_block) {
   auto result = BuildRunPlan("just words", DefaultLanguages(), 0);
   BOOST_TEST_REQUIRE(!result.ok());
-  BOOST_TEST(result.error().code == "bad_block");
+  BOOST_TEST((result.error().kind == ErrorKind::kBadBlock));
   BOOST_TEST(result.error().message.find("no fenced code block") != std::string::npos);
 }
 

@@ -69,6 +69,24 @@ BOOST_AUTO_TEST_CASE(missing_cgroups_is_a_problem_or_weaker_limits) {
   BOOST_TEST(WeakerLimits(f).size() == 4u);
 }
 
+BOOST_AUTO_TEST_CASE(cgroups_are_unavailable_without_a_hierarchy_or_without_root) {
+  HostFacts f = GoodHost();
+  BOOST_TEST(!CgroupsUnavailable(CheckHost(f, true)));
+  f.cgroup_version = "";
+  f.cgroup_error = "no cgroup";
+  BOOST_TEST(CgroupsUnavailable(CheckHost(f, true)));
+  BOOST_TEST(!CgroupsUnavailable(CheckHost(f, false)));  // weaker limits instead
+  f = GoodHost();
+  f.is_root = false;
+  BOOST_TEST(CgroupsUnavailable(CheckHost(f, true)));
+  f = GoodHost();
+  f.seccomp = false;
+  f.nginx_version_output = "";
+  auto problems = CheckHost(f, true);
+  BOOST_TEST(problems.size() == 2u);
+  BOOST_TEST(!CgroupsUnavailable(problems));
+}
+
 BOOST_AUTO_TEST_CASE(no_seccomp_or_tmpfs_are_named) {
   HostFacts f = GoodHost();
   f.seccomp = false;

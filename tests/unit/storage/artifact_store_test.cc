@@ -239,7 +239,7 @@ BOOST_AUTO_TEST_CASE(write_error_removes_the_whole_run) {
   signal(SIGXFSZ, old_handler);
   BOOST_TEST_REQUIRE(!result.ok());
   // The shared copy routine (file_copy.h) calls a full destination "file_limit".
-  BOOST_TEST(result.error().code == "file_limit");
+  BOOST_TEST((result.error().kind == ErrorKind::kFileLimit));
   BOOST_TEST(result.error().message.find(RunDir("run-1") + "/b.bin") != std::string::npos,
              result.error().message);
   BOOST_TEST(result.error().message.find("File too large") != std::string::npos);

@@ -352,7 +352,7 @@ BOOST_AUTO_TEST_CASE(default_limits_are_the_documented_ones) {
 BOOST_AUTO_TEST_CASE(missing_workspace_is_a_storage_error) {
   auto result = WalkWorkspace("/nonexistent/sandrun/workspace", {});
   BOOST_TEST_REQUIRE(!result.ok());
-  BOOST_TEST(result.error().code == "storage");
+  BOOST_TEST((result.error().kind == ErrorKind::kSystem));
   BOOST_TEST(result.error().message.find("/nonexistent/sandrun/workspace") != std::string::npos);
 }
 

@@ -146,10 +146,10 @@ BOOST_AUTO_TEST_CASE(session_over_budget_is_not_saved_and_previous_kept) {
     SessionLock lock = LockOk();
     Status s = store.Save(lock, ws, Quota{3, 0});
     BOOST_TEST_REQUIRE(!s.ok());
-    BOOST_TEST(s.error().code == "over_budget");
+    BOOST_TEST((s.error().kind == ErrorKind::kOverBudget));
     BOOST_TEST(s.error().message.find("more than 3 files") != std::string::npos, s.error().message);
     Status bytes = store.Save(lock, ws, Quota{0, 8192});  // 4 files of one block each
-    BOOST_TEST(bytes.error().code == "over_budget");
+    BOOST_TEST((bytes.error().kind == ErrorKind::kOverBudget));
   }
   SessionLock lock = LockOk();
   RestoreOk(lock, scratch / "out");
@@ -170,7 +170,7 @@ BOOST_AUTO_TEST_CASE(sessions_of_one_user_share_the_quota) {
     SessionLock lock = LockOk("s2");
     Status s = store.Save(lock, ws, Quota{3, 0});  // 2 + 2 > 3
     BOOST_TEST_REQUIRE(!s.ok());
-    BOOST_TEST(s.error().code == "over_budget");
+    BOOST_TEST((s.error().kind == ErrorKind::kOverBudget));
   }
   {
     SessionLock lock = LockOk("s1", "bob");  // another user has a quota of their own
@@ -189,7 +189,7 @@ BOOST_AUTO_TEST_CASE(tree_deeper_than_the_bound_is_refused) {
   SessionLock lock = LockOk();
   Status s = store.Save(lock, ws);
   BOOST_TEST_REQUIRE(!s.ok());
-  BOOST_TEST(s.error().code == "over_budget");
+  BOOST_TEST((s.error().kind == ErrorKind::kOverBudget));
   BOOST_TEST(s.error().message.find("deeper than 64") != std::string::npos, s.error().message);
 }
 
@@ -212,7 +212,7 @@ BOOST_AUTO_TEST_CASE(copy_stopped_at_a_walk_limit_does_not_replace_the_session) 
     SessionLock lock = LockOk();
     Status s = store.Save(lock, ws);
     BOOST_TEST_REQUIRE(!s.ok());
-    BOOST_TEST(s.error().code == "over_budget");
+    BOOST_TEST((s.error().kind == ErrorKind::kOverBudget));
     BOOST_TEST(s.error().message.find("deeper than 64 directories (at d/d/") != std::string::npos,
                s.error().message);
   }

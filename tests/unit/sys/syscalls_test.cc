@@ -7,11 +7,41 @@
 #include <boost/test/unit_test.hpp>
 #include <cerrno>
 #include <cstdlib>
+#include <cstring>
 #include <string>
+#include <system_error>
 
 using sandrun::sys::FirstUnsearchableDir;
 
 BOOST_AUTO_TEST_SUITE(Syscalls)
+
+BOOST_AUTO_TEST_CASE(errno_message_is_the_strerror_text) {
+  for (int err : {ENOENT, EACCES, ENOSPC, EINTR, 0, 99999}) {
+    BOOST_TEST(sandrun::sys::ErrnoMessage(err) == std::strerror(err), err);
+    // The words storage/ used before (std::error_code) are the same words.
+    BOOST_TEST(
+        sandrun::sys::ErrnoMessage(err) == std::error_code(err, std::generic_category()).message(),
+        err);
+  }
+  BOOST_TEST(sandrun::sys::ErrnoMessage(ENOENT) == "No such file or directory");
+}
+
+BOOST_AUTO_TEST_CASE(errno_error_names_the_call_and_keeps_errno) {
+  errno = EACCES;
+  const sandrun::Error e = sandrun::sys::ErrnoError("open /x");
+  BOOST_TEST((e.kind == sandrun::ErrorKind::kSystem));
+  BOOST_TEST(e.err == EACCES);
+  BOOST_TEST(e.message == "open /x: Permission denied");
+}
+
+BOOST_AUTO_TEST_CASE(a_full_file_system_is_a_file_limit) {
+  for (int err : {ENOSPC, EDQUOT, EFBIG}) {
+    BOOST_TEST((sandrun::sys::WriteErrorKind(err) == sandrun::ErrorKind::kFileLimit), err);
+  }
+  for (int err : {EIO, EACCES, 0}) {
+    BOOST_TEST((sandrun::sys::WriteErrorKind(err) == sandrun::ErrorKind::kSystem), err);
+  }
+}
 
 BOOST_AUTO_TEST_CASE(names_the_first_directory_others_cannot_search) {
   char tmpl[] = "/tmp/sandrun-sys-XXXXXX";

@@ -1,0 +1,75 @@
+#define BOOST_TEST_MODULE api_errors
+#include "api/errors.h"
+
+#include <boost/test/unit_test.hpp>
+#include <string>
+
+using namespace sandrun;
+
+namespace {
+
+struct Expected {
+  ErrorKind kind;
+  int status;
+  std::string code;
+};
+
+// The contract of util/result.h, row by row.
+const Expected kContract[] = {
+    {ErrorKind::kSystem, 500, "internal"},
+    {ErrorKind::kInvalidInput, 400, "invalid_input"},
+    {ErrorKind::kInvalidPath, 400, "invalid_path"},
+    {ErrorKind::kFileLimit, 400, "file_limit"},
+    {ErrorKind::kOverBudget, 400, "over_budget"},
+    {ErrorKind::kTooLarge, 400, "too_large"},
+    {ErrorKind::kBadBlock, 400, "bad_block"},
+    {ErrorKind::kNoRunnableCode, 400, "no_runnable_code"},
+    {ErrorKind::kBusy, 409, "session_busy"},
+    {ErrorKind::kUnavailable, 503, "busy"},
+    {ErrorKind::kProtocol, 500, "internal"},
+    {ErrorKind::kRefused, 500, "internal"},
+};
+
+}  // namespace
+
+BOOST_AUTO_TEST_SUITE(ApiErrors)
+
+BOOST_AUTO_TEST_CASE(each_kind_maps_to_its_written_status_and_code) {
+  for (const Expected& row : kContract) {
+    const api::ApiStatus got = api::ApiStatusOf(row.kind);
+    BOOST_TEST(got.status == row.status, ErrorKindName(row.kind));
+    BOOST_TEST(std::string(got.code) == row.code, ErrorKindName(row.kind));
+  }
+}
+
+BOOST_AUTO_TEST_CASE(client_kinds_keep_their_names_as_api_codes) {
+  // The kinds a client sees as a 4xx keep the API code the old Error.code strings had.
+  for (ErrorKind kind : {ErrorKind::kInvalidPath, ErrorKind::kFileLimit, ErrorKind::kTooLarge,
+                         ErrorKind::kBadBlock, ErrorKind::kNoRunnableCode}) {
+    BOOST_TEST(std::string(api::ApiStatusOf(kind).code) == ErrorKindName(kind));
+  }
+}
+
+BOOST_AUTO_TEST_CASE(an_error_keeps_its_message_and_gets_the_field) {
+  const Error error = MakeError(ErrorKind::kInvalidPath, "not a plain relative path: ../x");
+  const api::ApiError api = api::ToApiError(error, "files");
+  BOOST_TEST(api.status == 400);
+  BOOST_TEST(api.code == "invalid_path");
+  BOOST_TEST(api.message == "not a plain relative path: ../x");
+  BOOST_TEST(api.field == "files");
+}
+
+BOOST_AUTO_TEST_CASE(the_response_is_the_one_error_body) {
+  const Error error = MakeError(ErrorKind::kFileLimit, "cannot write a (the workspace is full?)");
+  const api::HttpResponse r = api::ErrorResponse(error, "markdown");
+  BOOST_TEST(r.status == 400);
+  BOOST_TEST(r.body == R"j({"error":{"code":"file_limit","message":"cannot write a (the )j"
+                       R"j(workspace is full?)","field":"markdown"}})j");
+  const api::HttpResponse same = api::ErrorResponse(400, "file_limit", error.message, "markdown");
+  BOOST_TEST(r.body == same.body);
+  const api::HttpResponse no_field = api::ErrorResponse(MakeError(ErrorKind::kBusy, "held"));
+  BOOST_TEST(no_field.status == 409);
+  BOOST_TEST(no_field.body == R"({"error":{"code":"session_busy","message":"held"}})");
+}
+
+BOOST_AUTO_TEST_SUITE_END()
