@@ -11,9 +11,10 @@ Result<RunsDirChoice> ChooseRunsDir(const Config& config) {
   const std::string why = sys::FirstUnsearchableDir(config.runs_dir);
   if (why.empty()) return choice;
   if (config.runs_dir_configured) {
-    return MakeError(ErrorKind::kInvalidInput, "key 'runs_dir': " + why +
-                                   ": make every directory on the path searchable by others "
-                                   "(chmod o+x) or choose another path");
+    return MakeError(ErrorKind::kInvalidInput,
+                     "key 'runs_dir': " + why +
+                         ": make every directory on the path searchable by others "
+                         "(chmod o+x) or choose another path");
   }
   choice.path = "/run/sandrun/" + std::to_string(std::hash<std::string>{}(config.state_dir));
   choice.fallback = true;
