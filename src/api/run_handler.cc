@@ -326,7 +326,7 @@ std::optional<HttpResponse> Service::RestoreSession(
                                   static_cast<gid_t>(config_.sandbox_gid))) {
     argv.push_back(std::move(arg));
   }
-  auto helper = launcher_->RunHelper(argv, cgroup);
+  auto helper = runner_->RunHelper(argv, cgroup);
   if (!helper.ok()) {
     return ErrorResponse(500, "sandbox_error", "run " + id + ": " + helper.error().message);
   }
@@ -368,7 +368,7 @@ HttpResponse Service::HandleRun(const HttpRequest& request, bool trusted) {
     return r;
   }
   if (auto err = CheckContentType(request.Header("content-type"))) return Refusal(*err);
-  if (launcher_ == nullptr || !health_error_.empty()) {
+  if (runner_ == nullptr || !health_error_.empty()) {
     return ErrorResponse(503, "unavailable", "this host cannot run sandboxes: " + health_error_);
   }
   if (draining_) return StoppingResponse();
@@ -434,7 +434,7 @@ HttpResponse Service::HandleRun(const HttpRequest& request, bool trusted) {
   sandbox::CgroupLimits cgroup_limits;
   cgroup_limits.memory_bytes = static_cast<uint64_t>(limits.memory_mb) << 20;
   cgroup_limits.processes = limits.processes;
-  auto cgroup = launcher_->CreateCgroup(id, cgroup_limits);
+  auto cgroup = runner_->CreateCgroup(id, cgroup_limits);
   if (!cgroup.ok()) {
     return ErrorResponse(500, "sandbox_error", "run " + id + ": " + cgroup.error().message);
   }
@@ -692,7 +692,7 @@ RunResponse Service::RunSteps(const RunRequest& run, const std::string& id,
     spec.network.allow_cidrs = config_.network_allow_cidrs;
 
     // Steps run one after the other in the run's cgroup; each one's outcome is its own.
-    auto result = launcher_->Run(spec, cgroup);
+    auto result = runner_->Run(spec, cgroup);
     if (!result.ok()) {
       response.status = "sandbox_error";
       response.stderr_stream.text = result.error().message;

@@ -15,7 +15,7 @@
 #include "api/run_codec.h"
 #include "config/config.h"
 #include "kernel/kernel_manager.h"
-#include "sandbox/launcher.h"
+#include "sandbox/runner.h"
 #include "storage/environment_store.h"
 #include "storage/session_store.h"
 
@@ -26,9 +26,9 @@ std::vector<std::string> SandboxEnv(const config::Config& config);
 
 class Service {
  public:
-  // `launcher` may be null when the host cannot sandbox; /healthz then reports
+  // `runner` (a Launcher) may be null when the host cannot sandbox; /healthz then reports
   // `health_error` and /run answers 503.
-  Service(const config::Config& config, const sandbox::Launcher* launcher,
+  Service(const config::Config& config, const sandbox::SandboxRunner* runner,
           std::string health_error);
 
   // Runs a real sandbox (`echo`) and records the outcome for /healthz. Returns the error
@@ -102,7 +102,7 @@ class Service {
                                        std::vector<CodeStep>* steps,
                                        std::optional<std::vector<PlanEntry>>* plan) const;
   // Copies the session's files into `workspace` from a helper in the run's `cgroup`
-  // (Launcher::RunHelper; null without cgroups), where the pages stay charged while the run
+  // (SandboxRunner::RunHelper; null without cgroups), where the pages stay charged while the run
   // goes on; fills `digests`. Returns the error response (400 memory_limit / file_limit
   // naming the limit, 500 otherwise) when it could not.
   std::optional<HttpResponse> RestoreSession(const storage::SessionLock& session,
@@ -156,7 +156,7 @@ class Service {
   // LiveConfig() snapshot instead, taken once per request.
   const config::Config& config_;
   std::atomic<std::shared_ptr<const config::Config>> live_;
-  const sandbox::Launcher* launcher_;
+  const sandbox::SandboxRunner* runner_;
   storage::SessionStore sessions_;
   std::string health_error_;
   std::vector<std::string> weaker_limits_;
@@ -168,7 +168,7 @@ class Service {
   mutable Admission admission_;
   WaiterGate session_waiters_;
   WaiterGate environment_waiters_;  // requests waiting for an environment's build
-  std::unique_ptr<storage::EnvironmentStore> environments_;  // null without a launcher
+  std::unique_ptr<storage::EnvironmentStore> environments_;  // null without a runner
   kernel::KernelManager kernels_;
   mutable std::mutex metrics_mu_;
   std::map<std::string, int64_t> runs_by_status_;

@@ -132,7 +132,7 @@ HttpResponse Service::HandleStatefulRun(const HttpRequest& request, const RunReq
                                         std::optional<std::vector<PlanEntry>> plan,
                                         const storage::SessionLock& session,
                                         const std::string& id) {
-  if (launcher_->cgroups() == nullptr) {
+  if (runner_->cgroups() == nullptr) {
     return ErrorResponse(503, "unavailable",
                          "stateful runs need cgroups (a kernel's CPU time is bounded per run from "
                          "its cgroup); this host runs without them",

@@ -70,8 +70,8 @@ void KernelManager::Lease::Release() {
   // `gone` (if any) is ended here, outside the lock.
 }
 
-KernelManager::KernelManager(const sandbox::Launcher* launcher, ManagerOptions options)
-    : launcher_(launcher), options_(std::move(options)), zmq_context_(zmq_ctx_new()) {}
+KernelManager::KernelManager(const sandbox::SandboxRunner* runner, ManagerOptions options)
+    : runner_(runner), options_(std::move(options)), zmq_context_(zmq_ctx_new()) {}
 
 void KernelManager::StartReaperOnce() {
   // Started with the first kernel, not with the manager: until then the daemon stays as it
@@ -172,12 +172,12 @@ Result<KernelManager::Acquired> KernelManager::Acquire(
     if (!made.ok()) return fail(made.error());
     // One cgroup for the restore and the kernel (issue 10 item 4): the session's tmpfs pages
     // stay charged to the kernel's memory limit.
-    auto cgroup = launcher_->CreateCgroup((*made)->id(), sandbox::CgroupLimitsFor(spec.limits));
+    auto cgroup = runner_->CreateCgroup((*made)->id(), sandbox::CgroupLimitsFor(spec.limits));
     if (!cgroup.ok()) return fail(MakeError("kernel", cgroup.error().message));
     if (Status s = populate((*made)->workspace(), cgroup->get()); !s.ok()) {
       return fail(s.error());
     }
-    Status s = (*made)->Boot(*launcher_, zmq_context_, std::move(*cgroup));
+    Status s = (*made)->Boot(*runner_, zmq_context_, std::move(*cgroup));
     if (s.ok()) {
       kernel = std::move(*made);
     } else if (attempt > 0 || s.error().message.find("ended while starting") == std::string::npos) {
