@@ -68,7 +68,7 @@ std::optional<StepResult> SatisfiedByEnvironment(const RunRequest& run, const Co
   sr.index = index;
   sr.language = step.language->name;
   sr.code = step.code;
-  sr.status = "ok";
+  sr.status = RunStatus::kOk;
   sr.exit_code = 0;
   sr.stdout_stream.text = "sandrun: not installed again: " + Joined(names) +
                           " come from the prepared environment " + run.environment_id + "\n";
@@ -237,7 +237,7 @@ std::optional<HttpResponse> Service::PrepareEnvironment(RunRequest* run, const c
       case Outcome::kFailed: {
         RunResponse failed;
         failed.id = util::RandomHex(16);
-        failed.status = "error";
+        failed.status = RunStatus::kError;
         failed.limits = run->limits;
         failed.stderr_stream.text =
             "sandrun: the environment for " + Joined(run->packages) +

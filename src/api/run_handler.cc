@@ -118,22 +118,22 @@ std::vector<std::string> SandboxEnv(const config::Config& config) {
 
 namespace {
 
-std::string StatusOf(const sandbox::SandboxResult& r) {
+RunStatus StatusOf(const sandbox::SandboxResult& r) {
   using sandbox::RunOutcome;
   switch (r.outcome) {
     case RunOutcome::kExited:
-      return r.exit_code == 0 ? "ok" : "error";
+      return r.exit_code == 0 ? RunStatus::kOk : RunStatus::kError;
     case RunOutcome::kSignaled:
-      return "killed";
+      return RunStatus::kKilled;
     case RunOutcome::kWallTimeout:
     case RunOutcome::kCpuTimeout:
-      return "timeout";
+      return RunStatus::kTimeout;
     case RunOutcome::kMemoryLimit:
-      return "memory_limit";
+      return RunStatus::kMemoryLimit;
     case RunOutcome::kOutputLimit:
-      return "output_limit";
+      return RunStatus::kOutputLimit;
   }
-  return "error";
+  return RunStatus::kError;
 }
 
 // A line appended to stderr saying which limit stopped the run, so neither the user nor the
@@ -233,7 +233,7 @@ Status WriteProgramFiles(const RunRequest& run, const std::string& workspace) {
 void SaveSession(const storage::SessionStore& sessions, const storage::SessionLock& session,
                  const std::string& workspace, const storage::Quota& quota, RunResponse& response) {
   const std::string kept = "; the session keeps its files from before this run";
-  if (response.status == "file_limit") {
+  if (response.status == RunStatus::kFileLimit) {
     AppendLine(response.stderr_stream.text,
                "sandrun: session not saved: the run hit a file limit" + kept);
     return;
@@ -490,8 +490,13 @@ HttpResponse Service::HandleRun(const HttpRequest& request, bool trusted) {
   }
 
   util::StampPhase("files_placed");
-  RunResponse response = RunSteps(run, id, dir.workspace(), dir.tmp(), dir.root(), dir.outputs(),
-                                  teardown->cgroup.get());
+  auto ran = RunSteps(run, id, dir.workspace(), dir.tmp(), dir.root(), dir.outputs(),
+                      teardown->cgroup.get());
+  if (!ran.ok()) {
+    CountSandboxError();
+    return ErrorResponse(500, "sandbox_error", "run " + id + ": " + ran.error().message);
+  }
+  RunResponse& response = *ran;
   if (plan && response.steps) {
     MarkBlocksNotRun(run.steps, *response.steps, response.status, &*plan);
   }
@@ -499,10 +504,6 @@ HttpResponse Service::HandleRun(const HttpRequest& request, bool trusted) {
   if (session.held())
     response.session_restarted = SessionRestarted(session_seen, session.created());
   response.environment = std::move(environment);
-  if (response.status == "sandbox_error") {
-    Count("sandbox_error", 0);
-    return ErrorResponse(500, "sandbox_error", "run " + id + ": " + response.stderr_stream.text);
-  }
 
   HttpResponse http = ExportAndRespond(request, run, *live, dir.workspace(), dir.outputs(), &before,
                                        session, response);
@@ -574,7 +575,7 @@ HttpResponse Service::ExportAndRespond(const HttpRequest& request, const RunRequ
       for (const auto& f : response.files) (*digests)[f.path] = f.sha256;
       for (auto& s : published->skipped) response.files_skipped.push_back(std::move(s));
       if (published->over_quota) {
-        response.status = "file_limit";
+        response.status = RunStatus::kFileLimit;
         std::string note = storage::DescribeOverQuota(published->requested, publish.quota);
         if (publish.reserved.files > 0 || publish.reserved.bytes > 0) {
           note += " (the user's sessions hold " + std::to_string(publish.reserved.files) +
@@ -585,7 +586,7 @@ HttpResponse Service::ExportAndRespond(const HttpRequest& request, const RunRequ
       }
     } else {
       // Disk full or a write error in the store: nothing of the run was published.
-      response.status = "file_limit";
+      response.status = RunStatus::kFileLimit;
       AppendLine(response.stderr_stream.text,
                  "sandrun: generated files could not be saved, none were published: " +
                      published.error().message);
@@ -597,7 +598,7 @@ HttpResponse Service::ExportAndRespond(const HttpRequest& request, const RunRequ
   if (session.held()) SaveSession(sessions_, session, workspace, quota, response);
   CapSkipped(skipped_unlisted, response);
   Count(response.status, response.wall_ms);
-  Notes().run_status = response.status;
+  Notes().run_status = RunStatusName(response.status);
   Notes().run_ms = response.wall_ms;
   HttpResponse http;
   http.body = EncodeRunResponse(response);
@@ -605,14 +606,14 @@ HttpResponse Service::ExportAndRespond(const HttpRequest& request, const RunRequ
   return http;
 }
 
-RunResponse Service::RunSteps(const RunRequest& run, const std::string& id,
-                              const std::string& workspace, const std::string& tmp,
-                              const std::string& root, const std::string& outputs,
-                              sandbox::RunCgroup* cgroup) const {
+Result<RunResponse> Service::RunSteps(const RunRequest& run, const std::string& id,
+                                      const std::string& workspace, const std::string& tmp,
+                                      const std::string& root, const std::string& outputs,
+                                      sandbox::RunCgroup* cgroup) const {
   const config::Limits& limits = run.limits;
   RunResponse response;
   response.id = id;
-  response.status = "ok";
+  response.status = RunStatus::kOk;
   response.limits = limits;
   const bool multi = MultiStep(run);
   const size_t programs = static_cast<size_t>(std::count_if(
@@ -642,7 +643,7 @@ RunResponse Service::RunSteps(const RunRequest& run, const std::string& id,
     const uint64_t output_left = static_cast<uint64_t>(limits.output_bytes) -
                                  std::min<uint64_t>(output_used, limits.output_bytes);
     if (wall_left_ms <= 0 || output_left < 1024) {
-      response.status = wall_left_ms <= 0 ? "timeout" : "output_limit";
+      response.status = wall_left_ms <= 0 ? RunStatus::kTimeout : RunStatus::kOutputLimit;
       AppendLine(response.stderr_stream.text,
                  "sandrun: " + step.title + " not run: the run's " +
                      (wall_left_ms <= 0 ? "wall-clock time" : "output") + " budget is spent");
@@ -693,11 +694,7 @@ RunResponse Service::RunSteps(const RunRequest& run, const std::string& id,
 
     // Steps run one after the other in the run's cgroup; each one's outcome is its own.
     auto result = runner_->Run(spec, cgroup);
-    if (!result.ok()) {
-      response.status = "sandbox_error";
-      response.stderr_stream.text = result.error().message;
-      return response;
-    }
+    if (!result.ok()) return result.error();
     StepResult sr;
     sr.index = step.block_index >= 0 ? step.block_index : static_cast<int>(i);
     sr.language = step.language->name;
@@ -735,7 +732,7 @@ RunResponse Service::RunSteps(const RunRequest& run, const std::string& id,
     if (result->process_limit_hits > 0) {
       // A run that hit its process limit did not do what it tried (a fork bomb, a pool too
       // big): say so, and never call it "ok" even if the main program exited 0.
-      if (sr.status == "ok") sr.status = "error";
+      if (sr.status == RunStatus::kOk) sr.status = RunStatus::kError;
       AppendLine(sr.stderr_stream.text, "sandrun: the run reached its process limit of " +
                                             std::to_string(limits.processes) +
                                             " (the kernel refused " +
@@ -753,16 +750,16 @@ RunResponse Service::RunSteps(const RunRequest& run, const std::string& id,
     response.stderr_stream.text += sr.stderr_stream.text;
     response.stdout_stream.truncated |= sr.stdout_stream.truncated;
     response.stderr_stream.truncated |= sr.stderr_stream.truncated;
-    const bool failed = sr.status != "ok";
+    const bool failed = sr.status != RunStatus::kOk;
     // Top-level exit code and signal go with the top-level status: the first failure's.
-    if (response.status == "ok") {
+    if (response.status == RunStatus::kOk) {
       response.exit_code = sr.exit_code;
       response.signal = sr.signal;
     }
     response.wall_ms += result->wall_ms;
     response.cpu_ms += result->cpu_ms;
     response.max_rss_kb = std::max(response.max_rss_kb, result->max_rss_kb);
-    if (failed && response.status == "ok") response.status = sr.status;
+    if (failed && response.status == RunStatus::kOk) response.status = sr.status;
     if (response.steps) response.steps->push_back(std::move(sr));
     if (failed && !run.continue_on_error) stopped = true;
   }

@@ -54,7 +54,7 @@ Service::Service(const config::Config& config, const sandbox::SandboxRunner* run
       environment_waiters_(config.session_max_waiters_total, config.session_max_waiters_total),
       // A kernel never outlives its session's expiry.
       kernels_(runner, {config.runs_dir, std::min(config.kernel_idle_s, config.session_idle_s),
-                          config.max_kernels}),
+                        config.max_kernels}),
       duration_buckets_(std::size(kDurationBucketsMs), 0) {
   if (runner_ != nullptr) environments_ = MakeEnvironmentStore();
 }
@@ -156,7 +156,11 @@ HttpResponse Service::HandleHealth() const {
   return r;
 }
 
-void Service::Count(const std::string& status, int64_t wall_ms) {
+void Service::Count(RunStatus status, int64_t wall_ms) {
+  CountName(RunStatusName(status), wall_ms);
+}
+
+void Service::CountName(const std::string& status, int64_t wall_ms) {
   std::lock_guard lock(metrics_mu_);
   ++runs_by_status_[status];
   for (size_t i = 0; i < std::size(kDurationBucketsMs); ++i) {

@@ -86,12 +86,13 @@ class Service {
   // `trusted`: skip bearer-token checks (the start-up self-test).
   HttpResponse HandleRun(const HttpRequest& request, bool trusted = false);
   // Runs run.steps in order in one workspace (stops at the first failure unless
-  // continue_on_error) and joins their results. status "sandbox_error" (message in
-  // stderr) when a sandbox could not be built.
+  // continue_on_error) and joins their results. An Error (code "sandbox") when a sandbox
+  // could not be built (HandleRun answers 500 sandbox_error).
   // `outputs` is the run's outputs area (run_displays.h).
-  RunResponse RunSteps(const RunRequest& run, const std::string& id, const std::string& workspace,
-                       const std::string& tmp, const std::string& root, const std::string& outputs,
-                       sandbox::RunCgroup* cgroup) const;
+  Result<RunResponse> RunSteps(const RunRequest& run, const std::string& id,
+                               const std::string& workspace, const std::string& tmp,
+                               const std::string& root, const std::string& outputs,
+                               sandbox::RunCgroup* cgroup) const;
   // A stateless Python program sent as `code` with notebook lines (`!pip install x`,
   // `%pip install x`, `%matplotlib inline`): the pip lines run first as an install step of
   // the shell, as in a markdown block, and stay in the program as comments (issue 9 part 2).
@@ -150,7 +151,11 @@ class Service {
   // waiters (WaiterGate); the refusal (409 session_busy with Retry-After, 500) otherwise.
   std::optional<HttpResponse> LockSession(const RunRequest& run, storage::SessionLock* lock);
   std::string PublicBaseUrl(const HttpRequest& request) const;
-  void Count(const std::string& status, int64_t wall_ms);
+  // Counts a finished run for /metrics (sandrun_runs_total by status, the duration
+  // histogram); a run whose sandbox could not be built counts as "sandbox_error", 0 ms.
+  void Count(RunStatus status, int64_t wall_ms);
+  void CountSandboxError() { CountName("sandbox_error", 0); }
+  void CountName(const std::string& status, int64_t wall_ms);
 
   // The start-up config. Keys that change live (config::IsLiveKey) must be read from a
   // LiveConfig() snapshot instead, taken once per request.

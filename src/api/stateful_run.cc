@@ -29,23 +29,23 @@ std::string Sha256Hex(const std::string& data) {
   return sha.FinalHex();
 }
 
-std::string StatusName(kernel::ExecuteStatus status) {
+RunStatus StatusOf(kernel::ExecuteStatus status) {
   switch (status) {
     case kernel::ExecuteStatus::kOk:
-      return "ok";
+      return RunStatus::kOk;
     case kernel::ExecuteStatus::kError:
-      return "error";
+      return RunStatus::kError;
     case kernel::ExecuteStatus::kWallTimeout:
     case kernel::ExecuteStatus::kCpuTimeout:
-      return "timeout";
+      return RunStatus::kTimeout;
     case kernel::ExecuteStatus::kMemoryLimit:
-      return "memory_limit";
+      return RunStatus::kMemoryLimit;
     case kernel::ExecuteStatus::kOutputLimit:
-      return "output_limit";
+      return RunStatus::kOutputLimit;
     case kernel::ExecuteStatus::kKilled:
-      return "killed";
+      return RunStatus::kKilled;
   }
-  return "error";
+  return RunStatus::kError;
 }
 
 // The stderr line saying which limit stopped the cell and what became of the kernel.
@@ -208,7 +208,7 @@ HttpResponse Service::HandleStatefulRun(const HttpRequest& request, const RunReq
 
   RunResponse response;
   response.id = id;
-  response.status = "ok";
+  response.status = RunStatus::kOk;
   response.limits = limits;
   if (!acquired->note.empty()) {
     AppendLine(response.stderr_stream.text,
@@ -233,7 +233,7 @@ HttpResponse Service::HandleStatefulRun(const HttpRequest& request, const RunReq
     const uint64_t output_left = static_cast<uint64_t>(limits.output_bytes) -
                                  std::min<uint64_t>(output_used, limits.output_bytes);
     if (wall_left_ms <= 0 || output_left < 1024) {
-      response.status = wall_left_ms <= 0 ? "timeout" : "output_limit";
+      response.status = wall_left_ms <= 0 ? RunStatus::kTimeout : RunStatus::kOutputLimit;
       AppendLine(response.stderr_stream.text,
                  "sandrun: " + step.title + " not run: the run's " +
                      (wall_left_ms <= 0 ? "wall-clock time" : "output") + " budget is spent");
@@ -246,7 +246,7 @@ HttpResponse Service::HandleStatefulRun(const HttpRequest& request, const RunReq
     sr.index = step.block_index >= 0 ? step.block_index : static_cast<int>(i);
     sr.language = step.language->name;
     sr.code = step.code;
-    sr.status = StatusName(er.status);
+    sr.status = StatusOf(er.status);
     sr.stdout_stream = {er.stdout_text, er.truncated};
     sr.stderr_stream = {er.stderr_text, er.truncated};
     // A failed %%bash cell raises CalledProcessError: report bash's exit code as a run of
@@ -288,14 +288,15 @@ HttpResponse Service::HandleStatefulRun(const HttpRequest& request, const RunReq
     response.cpu_ms += er.cpu_ms;
     response.max_rss_kb = std::max(response.max_rss_kb, er.max_rss_kb);
     for (auto& d : er.displays) rich.push_back(std::move(d));
-    const bool failed = sr.status != "ok";
-    if (failed && response.status == "ok") {
+    const bool failed = sr.status != RunStatus::kOk;
+    if (failed && response.status == RunStatus::kOk) {
       response.status = sr.status;
       response.exit_code = sr.exit_code;
     }
     if (response.steps) response.steps->push_back(std::move(sr));
     if (er.kernel_lost) {
-      acquired->lease.SetLostReason("the previous run stopped it (" + StatusName(er.status) + ")");
+      acquired->lease.SetLostReason("the previous run stopped it (" +
+                                    std::string(RunStatusName(StatusOf(er.status))) + ")");
       break;
     }
     if (failed && !run.continue_on_error) break;
