@@ -42,10 +42,11 @@ HttpResponse ErrorResponse(int status, const std::string& code, const std::strin
 }
 
 Service::Service(const config::Config& config, const sandbox::SandboxRunner* runner,
-                 std::string health_error)
+                 std::string health_error, const RunTmpfs& run_tmpfs)
     : config_(config),
       live_(std::make_shared<const config::Config>(config)),
       runner_(runner),
+      run_tmpfs_(run_tmpfs),
       sessions_(config.state_dir + "/sessions", config.link_secret + ":session-dir"),
       health_error_(std::move(health_error)),
       admission_(config.max_concurrent_runs, config.max_queue,

@@ -11,8 +11,11 @@
 #include <vector>
 
 #include "api/admission.h"
+#include "api/display_manifest.h"
 #include "api/http.h"
 #include "api/run_codec.h"
+#include "api/run_dir.h"
+#include "api/run_steps.h"
 #include "config/config.h"
 #include "kernel/kernel_manager.h"
 #include "sandbox/runner.h"
@@ -21,15 +24,14 @@
 
 namespace sandrun::api {
 
-// The sandbox's environment (HOME, PATH, LANG, pip's settings, ...), for runs and kernels.
-std::vector<std::string> SandboxEnv(const config::Config& config);
-
 class Service {
  public:
   // `runner` (a Launcher) may be null when the host cannot sandbox; /healthz then reports
-  // `health_error` and /run answers 503.
+  // `health_error` and /run answers 503. `run_tmpfs` mounts each stateless run's tmpfs
+  // (KernelTmpfs(), root only; a test passes one that does not mount). Both outlive the
+  // Service.
   Service(const config::Config& config, const sandbox::SandboxRunner* runner,
-          std::string health_error);
+          std::string health_error, const RunTmpfs& run_tmpfs = KernelTmpfs());
 
   // Runs a real sandbox (`echo`) and records the outcome for /healthz. Returns the error
   // message, or "" when the self-test passed.
@@ -83,16 +85,53 @@ class Service {
   HttpResponse HandleReady() const;
   // The LogFields of the request this thread is handling (Handle() resets and returns them).
   static LogFields& Notes();
+  // POST /run, in phases: AcceptRun, the plan (PlanMarkdown or SplitCodePipLines),
+  // PrepareEnvironment, Admit, then HandleStatefulRun or HandleStatelessRun.
   // `trusted`: skip bearer-token checks (the start-up self-test).
   HttpResponse HandleRun(const HttpRequest& request, bool trusted = false);
-  // Runs run.steps in order in one workspace (stops at the first failure unless
-  // continue_on_error) and joins their results. An Error (code "sandbox") when a sandbox
-  // could not be built (HandleRun answers 500 sandbox_error).
-  // `outputs` is the run's outputs area (run_displays.h).
-  Result<RunResponse> RunSteps(const RunRequest& run, const std::string& id,
-                               const std::string& workspace, const std::string& tmp,
-                               const std::string& root, const std::string& outputs,
+  // Origin, bearer token, content type, whether runs are taken now; then decodes the body
+  // into `run` and the X-Sandrun-Session-Seen header into `session_seen`. The refusal
+  // (401, 400, 403, 415, 503) or nullopt.
+  std::optional<HttpResponse> AcceptRun(const HttpRequest& request, bool trusted,
+                                        const config::Config& live, RunRequest* run,
+                                        bool* session_seen) const;
+  // Locks the run's session (if it names one), then takes a sandbox slot into `ticket`.
+  // The refusal (409 session_busy, 503 busy or stopping, 500) or nullopt.
+  std::optional<HttpResponse> Admit(const RunRequest& run, storage::SessionLock* session,
+                                    std::optional<Admission::Ticket>* ticket);
+  // What a run's response carries that was decided before its steps ran.
+  struct RunPreamble {
+    std::optional<std::vector<PlanEntry>> plan;    // with markdown
+    std::optional<EnvironmentReport> environment;  // PrepareEnvironment's report
+    std::optional<bool> session_restarted;         // with a session (session_continuity.h)
+  };
+  // An admitted stateless run `id`: its cgroup and RunDir, FillWorkspace, RunSteps, then
+  // ExportAndRespond. 500 sandbox_error when a sandbox (or its cgroup or directory) could
+  // not be made.
+  HttpResponse HandleStatelessRun(const HttpRequest& request, const RunRequest& run,
+                                  const config::Config& live, RunPreamble preamble,
+                                  const storage::SessionLock& session, const std::string& id);
+  // The files a stateless run starts with, before any of its code runs: matplotlib's font
+  // cache, the session's files (RestoreSession), the input files, the blocks saved under a
+  // name, and every program file. Fills `before` with the digests of the files the run
+  // starts with. The error response (400 for a bad input path, RestoreSession's, 500) or
+  // nullopt.
+  std::optional<HttpResponse> FillWorkspace(const RunRequest& run,
+                                            const storage::SessionLock& session,
+                                            const RunPaths& paths, const std::string& id,
+                                            sandbox::RunCgroup* cgroup,
+                                            storage::FileDigests* before) const;
+  // Runs the programs of run.steps in order in one workspace (stops at the first failure
+  // unless continue_on_error, or when the run's budget is spent) and joins their results.
+  // An Error (code "sandbox") when a sandbox could not be built (HandleRun answers 500
+  // sandbox_error).
+  Result<RunResponse> RunSteps(const RunRequest& run, const std::string& id, const RunPaths& paths,
                                sandbox::RunCgroup* cgroup) const;
+  // Runs program step `i` of `run` in the sandbox `spec` (StepSpec) in the run's `cgroup`
+  // and describes it (DescribeStep). The one place a step meets the sandbox. Errors: the
+  // runner's ("sandbox").
+  Result<StepRun> RunStep(const RunRequest& run, size_t i, const sandbox::SandboxSpec& spec,
+                          sandbox::RunCgroup* cgroup) const;
   // A stateless Python program sent as `code` with notebook lines (`!pip install x`,
   // `%pip install x`, `%matplotlib inline`): the pip lines run first as an install step of
   // the shell, as in a markdown block, and stay in the program as comments (issue 9 part 2).
@@ -141,6 +180,14 @@ class Service {
                                 const config::Config& live, const std::string& workspace,
                                 const std::string& outputs_dir, storage::FileDigests* digests,
                                 const storage::SessionLock& session, RunResponse& response);
+  // Publishes the files the walk `found` in `workspace` and those `manifest` names in
+  // `outputs_dir` (at most `max_file_bytes` each) into the artifact store; fills the
+  // response's files, displays and skipped files, adds the published ones to `digests`;
+  // status file_limit, with a note, when they are over the quota or the store failed.
+  void PublishFiles(const HttpRequest& request, const RunRequest& run, const config::Config& live,
+                    const std::string& workspace, const std::string& outputs_dir,
+                    const DisplayManifest& manifest, const std::vector<storage::FoundFile>& found,
+                    uint64_t max_file_bytes, storage::FileDigests* digests, RunResponse& response);
   // The key of a run's kernel: its user and session (two users never share one).
   static std::string KernelKey(const RunRequest& run) {
     return std::to_string(run.user.size()) + ":" + run.user + "/" + run.session;
@@ -162,6 +209,7 @@ class Service {
   const config::Config& config_;
   std::atomic<std::shared_ptr<const config::Config>> live_;
   const sandbox::SandboxRunner* runner_;
+  const RunTmpfs& run_tmpfs_;
   storage::SessionStore sessions_;
   std::string health_error_;
   std::vector<std::string> weaker_limits_;

@@ -18,18 +18,13 @@
 namespace sandrun::api {
 namespace {
 
-void AppendLine(std::string& text, const std::string& line) {
-  if (!text.empty() && text.back() != '\n') text.push_back('\n');
-  text += line + "\n";
-}
-
 std::string Sha256Hex(const std::string& data) {
   storage::Sha256 sha;
   sha.Update(data.data(), data.size());
   return sha.FinalHex();
 }
 
-RunStatus StatusOf(kernel::ExecuteStatus status) {
+RunStatus StatusOfCell(kernel::ExecuteStatus status) {
   switch (status) {
     case kernel::ExecuteStatus::kOk:
       return RunStatus::kOk;
@@ -246,7 +241,7 @@ HttpResponse Service::HandleStatefulRun(const HttpRequest& request, const RunReq
     sr.index = step.block_index >= 0 ? step.block_index : static_cast<int>(i);
     sr.language = step.language->name;
     sr.code = step.code;
-    sr.status = StatusOf(er.status);
+    sr.status = StatusOfCell(er.status);
     sr.stdout_stream = {er.stdout_text, er.truncated};
     sr.stderr_stream = {er.stderr_text, er.truncated};
     // A failed %%bash cell raises CalledProcessError: report bash's exit code as a run of
@@ -296,7 +291,7 @@ HttpResponse Service::HandleStatefulRun(const HttpRequest& request, const RunReq
     if (response.steps) response.steps->push_back(std::move(sr));
     if (er.kernel_lost) {
       acquired->lease.SetLostReason("the previous run stopped it (" +
-                                    std::string(RunStatusName(StatusOf(er.status))) + ")");
+                                    std::string(RunStatusName(StatusOfCell(er.status))) + ")");
       break;
     }
     if (failed && !run.continue_on_error) break;
