@@ -352,28 +352,35 @@ std::optional<HttpResponse> Service::FillWorkspace(const RunRequest& run,
       return refused;
     }
   }
-  for (const auto& file : run.files) {
-    if (Status s = storage::PlaceFile(paths.workspace, file.path, file.content, uid, gid);
-        !s.ok()) {
-      return ErrorResponse(400, s.error().code, s.error().message, "files");
-    }
-    (*before)[file.path] = Sha256Hex(file.content);
-  }
-  // Blocks the plan saves under a name (app.py, run by a later "python app.py") are
-  // written first, like input files: not exported again unless the run changes them.
-  for (size_t i : PartitionSteps(run.steps).files) {
-    const CodeStep& saved = run.steps[i];
-    if (Status s = storage::PlaceFile(paths.workspace, saved.save_as, saved.code, uid, gid);
-        !s.ok()) {
-      return ErrorResponse(400, s.error().code, s.error().message, "markdown");
-    }
-    (*before)[saved.save_as] = Sha256Hex(saved.code);
-  }
+  if (auto refused = PlaceRunFiles(run, paths.workspace, before)) return refused;
   // Every program file is written now, before any user code runs: once the run has started,
   // the workspace is the user's (it could plant symlinks), and the daemon writes nothing
   // more into it (red-team finding: a path written between steps followed a planted link).
   if (Status s = WriteProgramFiles(run, paths.workspace); !s.ok()) {
     return ErrorResponse(500, "sandbox_error", "run " + id + ": " + s.error().message);
+  }
+  return std::nullopt;
+}
+
+std::optional<HttpResponse> Service::PlaceRunFiles(const RunRequest& run,
+                                                   const std::string& workspace,
+                                                   storage::FileDigests* digests) const {
+  const uid_t uid = static_cast<uid_t>(config_.sandbox_uid);
+  const gid_t gid = static_cast<gid_t>(config_.sandbox_gid);
+  for (const auto& file : run.files) {
+    if (Status s = storage::PlaceFile(workspace, file.path, file.content, uid, gid); !s.ok()) {
+      return ErrorResponse(400, s.error().code, s.error().message, "files");
+    }
+    (*digests)[file.path] = Sha256Hex(file.content);
+  }
+  // Blocks the plan saves under a name (app.py, run by a later "python app.py") are
+  // written first, like input files: not exported again unless the run changes them.
+  for (size_t i : PartitionSteps(run.steps).files) {
+    const CodeStep& saved = run.steps[i];
+    if (Status s = storage::PlaceFile(workspace, saved.save_as, saved.code, uid, gid); !s.ok()) {
+      return ErrorResponse(400, s.error().code, s.error().message, "markdown");
+    }
+    (*digests)[saved.save_as] = Sha256Hex(saved.code);
   }
   return std::nullopt;
 }

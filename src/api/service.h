@@ -121,6 +121,11 @@ class Service {
                                             const RunPaths& paths, const std::string& id,
                                             sandbox::RunCgroup* cgroup,
                                             storage::FileDigests* before) const;
+  // Places the request's input files and the blocks saved under a name (save_as) in
+  // `workspace` (storage::PlaceFile: never through a link) and records their digests. The
+  // 400 of a path that cannot be written (field "files" or "markdown") or nullopt.
+  std::optional<HttpResponse> PlaceRunFiles(const RunRequest& run, const std::string& workspace,
+                                            storage::FileDigests* digests) const;
   // Runs the programs of run.steps in order in one workspace (stops at the first failure
   // unless continue_on_error, or when the run's budget is spent) and joins their results.
   // An Error (code "sandbox") when a sandbox could not be built (HandleRun answers 500
@@ -163,11 +168,35 @@ class Service {
   std::unique_ptr<storage::EnvironmentStore> MakeEnvironmentStore();
   storage::BuildResult BuildEnvironment(const std::string& build_dir,
                                         const std::vector<std::string>& packages) const;
-  // A run with `stateful`: its Python runs in the session's kernel (stateful_run.cc).
+  // A run with `stateful`: its Python runs in the session's kernel (stateful_run.cc), in
+  // phases: CheckStateful, AcquireKernel, PlaceRunFiles, RunCells, PublishDisplays, then
+  // ExportAndRespond as a stateless run.
   HttpResponse HandleStatefulRun(const HttpRequest& request, const RunRequest& run,
                                  const config::Config& live,
                                  std::optional<std::vector<PlanEntry>> plan,
                                  const storage::SessionLock& session, const std::string& id);
+  // The refusal of a stateful run this host or request cannot have (503 without cgroups,
+  // 400 with stdin or a language other than python and bash) or nullopt.
+  std::optional<HttpResponse> CheckStateful(const RunRequest& run) const;
+  // The session's kernel for `run` (KernelManager::Acquire), a new one filled from the
+  // session (RestoreSession; its digests into `restored`). The refusal (RestoreSession's,
+  // 503 busy, 500 sandbox_error) or nullopt.
+  std::optional<HttpResponse> AcquireKernel(const RunRequest& run,
+                                            const storage::SessionLock& session,
+                                            const std::string& id,
+                                            kernel::KernelManager::Acquired* acquired,
+                                            storage::FileDigests* restored);
+  // Runs the programs of run.steps as cells of the acquired kernel, in order, within the
+  // run's wall time and output budget; joins their results and collects what they showed
+  // into `rich`. A cell that lost the kernel ends the run (the lease says why).
+  RunResponse RunCells(const RunRequest& run, const std::string& id,
+                       kernel::KernelManager::Acquired* acquired,
+                       std::vector<kernel::RichOutput>* rich) const;
+  // The response's displays from the kernel's `rich` outputs, images published as
+  // figure-N.png under the run's id + "-displays".
+  void PublishDisplays(const HttpRequest& request, const RunRequest& run,
+                       const config::Config& live, const std::string& id,
+                       const std::vector<kernel::RichOutput>& rich, RunResponse* response);
   // Where and how a run's files are published: the store, the link base and secret (with
   // this node's prefix), ttl and age, the user's quota less what the user's sessions hold.
   storage::PublishOptions MakePublishOptions(const HttpRequest& request, const RunRequest& run,
