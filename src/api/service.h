@@ -163,6 +163,15 @@ class Service {
   std::optional<HttpResponse> PrepareEnvironment(RunRequest* run, const config::Config& live,
                                                  storage::EnvironmentStore::Lease* lease,
                                                  std::optional<EnvironmentReport>* report);
+  // A markdown run without `packages`: a present environment that covers the packages of
+  // every install step, if there is one.
+  std::optional<storage::EnvironmentStore::Answer> FindCoveringEnvironment(
+      const RunRequest& run) const;
+  // The environment of run.packages, found, built or waited for (up to environment_wait_s):
+  // nullopt with `answer` cached or built; else the refusal (403 network_forbidden, 503
+  // environment_building) or the 200 of a failed build.
+  std::optional<HttpResponse> AcquireEnvironment(const RunRequest& run, const config::Config& live,
+                                                 storage::EnvironmentStore::Answer* answer);
   // Builds `packages` into <build_dir>/ws/site in a sandbox with the network (Builder of
   // storage/environment_store.h).
   std::unique_ptr<storage::EnvironmentStore> MakeEnvironmentStore();
