@@ -318,4 +318,22 @@ BOOST_AUTO_TEST_CASE(saved_markdown_block_is_written_not_run) {
   BOOST_TEST(!doc["plan"][0]["run"].GetBool());
 }
 
+BOOST_AUTO_TEST_CASE(install_step_runs_on_the_install_budget) {
+  runner.Exits(0);
+  runner.Exits(0);
+  const api::HttpResponse http = Post(
+      R"j({"snippets":[{"language":"bash","code":"pip install requests"},{"language":"python","code":"pass"}],"limits":{"wall_time_s":4}})j");
+  BOOST_TEST(http.status == 200, http.body);
+  BOOST_TEST_REQUIRE(runner.specs().size() == 2u);
+  const sandbox::SandboxLimits& install = runner.specs()[0].limits;
+  BOOST_TEST(install.wall_time_ms == config.install_wall_time_s * 1000);
+  BOOST_TEST(install.cpu_time_s == config.install_wall_time_s);
+  BOOST_TEST(install.disk_bytes == static_cast<uint64_t>(config.install_disk_mb) << 20);
+  // The program's wall time is the request's, less what earlier program steps used (none).
+  BOOST_TEST(runner.specs()[1].limits.wall_time_ms == 4000);
+  rapidjson::Document doc = Json(http);
+  BOOST_TEST(Str(doc["snippets"][0]["budget"]) == "install");
+  BOOST_TEST(Str(doc["snippets"][1]["budget"]) == "program");
+}
+
 BOOST_AUTO_TEST_SUITE_END()
