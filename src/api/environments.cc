@@ -40,6 +40,25 @@ HttpResponse Building(const std::string& message, int64_t retry_after_s) {
   return r;
 }
 
+// The answer to a run whose environment could not be built (a 200: status error, pip's
+// output; the code did not run).
+HttpResponse FailedBuild(const RunRequest& run, const storage::EnvironmentStore::Answer& answer) {
+  RunResponse failed;
+  failed.id = util::RandomHex(16);
+  failed.status = RunStatus::kError;
+  failed.limits = run.limits;
+  failed.stderr_stream.text =
+      "sandrun: the environment for " + Joined(run.packages) +
+      " could not be built; the code did not run. This failure is remembered: the build "
+      "is not tried again for " +
+      std::to_string(answer.retry_after_s) + " s. pip's output:\n" +
+      util::SanitizeUtf8(answer.failure_output);
+  failed.environment = EnvironmentReport{answer.meta.id, run.packages, "failed", 0};
+  HttpResponse http;
+  http.body = EncodeRunResponse(failed);
+  return http;
+}
+
 }  // namespace
 
 void AddEnvironmentToPath(std::vector<std::string>* env) {
@@ -68,7 +87,7 @@ std::optional<StepResult> SatisfiedByEnvironment(const RunRequest& run, const Co
   sr.index = index;
   sr.language = step.language->name;
   sr.code = step.code;
-  sr.status = "ok";
+  sr.status = RunStatus::kOk;
   sr.exit_code = 0;
   sr.stdout_stream.text = "sandrun: not installed again: " + Joined(names) +
                           " come from the prepared environment " + run.environment_id + "\n";
@@ -132,7 +151,7 @@ storage::BuildResult Service::BuildEnvironment(const std::string& build_dir,
   // A package's build step is untrusted code: it runs like a run, with the run's network.
   spec.network.enabled = true;
   spec.network.allow_cidrs = config_.network_allow_cidrs;
-  auto result = launcher_->Run(spec);
+  auto result = runner_->Run(spec);
   if (!result.ok()) {
     out.output = "sandrun: the build sandbox could not start: " + result.error().message;
     return out;
@@ -171,10 +190,73 @@ int Service::SweepEnvironments() {
       environments_->Evict(static_cast<uint64_t>(config_.environments_max_mb) << 20).size());
 }
 
+std::optional<storage::EnvironmentStore::Answer> Service::FindCoveringEnvironment(
+    const RunRequest& run) const {
+  // The markdown plan: a present environment that covers every install step's packages.
+  if (!run.markdown) return std::nullopt;
+  std::vector<std::string> names;
+  for (const auto& step : run.steps) {
+    if (!step.install) continue;
+    for (auto& name : InstallStepNames(step.code)) names.push_back(std::move(name));
+  }
+  if (names.empty()) return std::nullopt;
+  std::sort(names.begin(), names.end());
+  names.erase(std::unique(names.begin(), names.end()), names.end());
+  auto answer = environments_->FindCovering(
+      names, [](const std::string& text) { return NamesOf({text}).front(); });
+  if (answer.outcome != storage::EnvironmentStore::Outcome::kCached) return std::nullopt;
+  return answer;
+}
+
+std::optional<HttpResponse> Service::AcquireEnvironment(const RunRequest& run,
+                                                        const config::Config& live,
+                                                        storage::EnvironmentStore::Answer* answer) {
+  using Outcome = storage::EnvironmentStore::Outcome;
+  // Building needs the network; without it only what is there (prebuilt) is served.
+  const bool may_build = live.network != "off";
+  *answer = environments_->Acquire(run.packages, may_build, std::chrono::milliseconds(0));
+  bool waited = false;
+  if (answer->outcome == Outcome::kBuilding) {
+    // Waiting holds a worker thread: only as many as WorkerThreads() counted may.
+    WaiterGate::Pass pass = environment_waiters_.Enter(answer->meta.id);
+    if (!pass.admitted()) {
+      return Building("the environment for " + Joined(run.packages) +
+                          " is being built and enough requests wait for it; retry shortly",
+                      10);
+    }
+    *answer = environments_->Acquire(run.packages, may_build,
+                                     std::chrono::seconds(live.environment_wait_s));
+    waited = true;
+  }
+  switch (answer->outcome) {
+    case Outcome::kCached:
+    case Outcome::kBuilt:
+      if (waited) answer->outcome = Outcome::kBuilt;
+      return std::nullopt;
+    case Outcome::kAbsent:
+      return ErrorResponse(
+          403, "network_forbidden",
+          "the environment for " + Joined(run.packages) +
+              " is not prepared on this server, and building it needs the network, which is "
+              "off for runs (config \"network\" is \"off\"); the admin can list the set in "
+              "\"environments_prebuild\"",
+          "packages");
+    case Outcome::kBuilding:
+      return Building("the environment for " + Joined(run.packages) + " is still being built (" +
+                          std::to_string(live.environment_wait_s) +
+                          " s environment_wait_s passed); retry shortly",
+                      answer->retry_after_s);
+    case Outcome::kBusy:
+      return Building("other environments are being built; retry shortly", answer->retry_after_s);
+    case Outcome::kFailed:
+      return FailedBuild(run, *answer);
+  }
+  return std::nullopt;
+}
+
 std::optional<HttpResponse> Service::PrepareEnvironment(RunRequest* run, const config::Config& live,
                                                         storage::EnvironmentStore::Lease* lease,
                                                         std::optional<EnvironmentReport>* report) {
-  using Outcome = storage::EnvironmentStore::Outcome;
   if (run->stateful && !run->packages.empty()) {
     return ErrorResponse(400, "conflicting_fields",
                          "'packages' does not go with 'stateful' (a kernel does not mount a "
@@ -184,80 +266,19 @@ std::optional<HttpResponse> Service::PrepareEnvironment(RunRequest* run, const c
   if (!environments_ || run->stateful) return std::nullopt;
   storage::EnvironmentStore::Answer answer;
   if (run->packages.empty()) {
-    // The markdown plan: a present environment that covers every install step's packages.
-    if (!run->markdown) return std::nullopt;
-    std::vector<std::string> names;
-    for (const auto& step : run->steps) {
-      if (!step.install) continue;
-      for (auto& name : InstallStepNames(step.code)) names.push_back(std::move(name));
-    }
-    if (names.empty()) return std::nullopt;
-    std::sort(names.begin(), names.end());
-    names.erase(std::unique(names.begin(), names.end()), names.end());
-    answer = environments_->FindCovering(
-        names, [](const std::string& text) { return NamesOf({text}).front(); });
-    if (answer.outcome != Outcome::kCached) return std::nullopt;
-  } else {
-    // Building needs the network; without it only what is there (prebuilt) is served.
-    const bool may_build = live.network != "off";
-    answer = environments_->Acquire(run->packages, may_build, std::chrono::milliseconds(0));
-    bool waited = false;
-    if (answer.outcome == Outcome::kBuilding) {
-      // Waiting holds a worker thread: only as many as WorkerThreads() counted may.
-      WaiterGate::Pass pass = environment_waiters_.Enter(answer.meta.id);
-      if (!pass.admitted()) {
-        return Building("the environment for " + Joined(run->packages) +
-                            " is being built and enough requests wait for it; retry shortly",
-                        10);
-      }
-      answer = environments_->Acquire(run->packages, may_build,
-                                      std::chrono::seconds(live.environment_wait_s));
-      waited = true;
-    }
-    switch (answer.outcome) {
-      case Outcome::kCached:
-      case Outcome::kBuilt:
-        if (waited) answer.outcome = Outcome::kBuilt;
-        break;
-      case Outcome::kAbsent:
-        return ErrorResponse(
-            403, "network_forbidden",
-            "the environment for " + Joined(run->packages) +
-                " is not prepared on this server, and building it needs the network, which is "
-                "off for runs (config \"network\" is \"off\"); the admin can list the set in "
-                "\"environments_prebuild\"",
-            "packages");
-      case Outcome::kBuilding:
-        return Building("the environment for " + Joined(run->packages) + " is still being built (" +
-                            std::to_string(live.environment_wait_s) +
-                            " s environment_wait_s passed); retry shortly",
-                        answer.retry_after_s);
-      case Outcome::kBusy:
-        return Building("other environments are being built; retry shortly", answer.retry_after_s);
-      case Outcome::kFailed: {
-        RunResponse failed;
-        failed.id = util::RandomHex(16);
-        failed.status = "error";
-        failed.limits = run->limits;
-        failed.stderr_stream.text =
-            "sandrun: the environment for " + Joined(run->packages) +
-            " could not be built; the code did not run. This failure is remembered: the build "
-            "is not tried again for " +
-            std::to_string(answer.retry_after_s) + " s. pip's output:\n" +
-            util::SanitizeUtf8(answer.failure_output);
-        failed.environment = EnvironmentReport{answer.meta.id, run->packages, "failed", 0};
-        HttpResponse http;
-        http.body = EncodeRunResponse(failed);
-        return http;
-      }
-    }
+    auto covering = FindCoveringEnvironment(*run);
+    if (!covering) return std::nullopt;
+    answer = std::move(*covering);
+  } else if (auto refused = AcquireEnvironment(*run, live, &answer)) {
+    return refused;
   }
   run->environment_dir = answer.site_dir;
   run->environment_id = answer.meta.id;
   run->environment_names = NamesOf(answer.meta.packages);
-  *report = EnvironmentReport{answer.meta.id, answer.meta.packages,
-                              answer.outcome == Outcome::kBuilt ? "built" : "cached",
-                              answer.meta.build_ms};
+  *report = EnvironmentReport{
+      answer.meta.id, answer.meta.packages,
+      answer.outcome == storage::EnvironmentStore::Outcome::kBuilt ? "built" : "cached",
+      answer.meta.build_ms};
   *lease = std::move(answer.lease);
   return std::nullopt;
 }

@@ -42,7 +42,7 @@ bool FontCacheName(const std::string& name) {
 }  // namespace
 
 std::string Service::PrepareFontCache() {
-  if (launcher_ == nullptr || !health_error_.empty()) return "no sandbox";
+  if (runner_ == nullptr || !health_error_.empty()) return "no sandbox";
   rapidjson::StringBuffer body;
   {
     rapidjson::Writer<rapidjson::StringBuffer> w(body);

@@ -8,7 +8,7 @@
 namespace sandrun::api {
 
 void MarkBlocksNotRun(const std::vector<CodeStep>& steps, const std::vector<StepResult>& ran,
-                      const std::string& run_status, std::vector<PlanEntry>* plan) {
+                      RunStatus run_status, std::vector<PlanEntry>* plan) {
   std::map<int, int> planned;  // block -> program steps planned, and that ran
   std::map<int, int> done;
   for (const CodeStep& s : steps) {
@@ -17,22 +17,24 @@ void MarkBlocksNotRun(const std::vector<CodeStep>& steps, const std::vector<Step
   const StepResult* failed = nullptr;
   for (const StepResult& r : ran) {
     ++done[r.index];
-    if (failed == nullptr && r.status != "ok") failed = &r;
+    if (failed == nullptr && r.status != RunStatus::kOk) failed = &r;
   }
   for (PlanEntry& e : *plan) {
     auto it = planned.find(e.index);
     if (!e.run || it == planned.end() || done[e.index] >= it->second) continue;
     std::string why;
     if (failed != nullptr && failed->index == e.index) {
-      why = "an install line of this block failed first (" + failed->status + ")";
+      why = "an install line of this block failed first (" +
+            std::string(RunStatusName(failed->status)) + ")";
     } else if (failed != nullptr) {
-      why = "block " + std::to_string(failed->index) + " failed (" + failed->status + ")";
-    } else if (run_status == "timeout") {
+      why = "block " + std::to_string(failed->index) + " failed (" + RunStatusName(failed->status) +
+            ")";
+    } else if (run_status == RunStatus::kTimeout) {
       why = "the run's wall-clock time was spent";
-    } else if (run_status == "output_limit") {
+    } else if (run_status == RunStatus::kOutputLimit) {
       why = "the run's output budget was spent";
     } else {
-      why = "the run stopped (" + run_status + ")";
+      why = "the run stopped (" + std::string(RunStatusName(run_status)) + ")";
     }
     e.run = false;
     e.reason = "not run: " + why + "; planned: " + e.reason;

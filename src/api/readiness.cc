@@ -16,7 +16,7 @@ namespace sandrun::api {
 HttpResponse Service::HandleReady() const {
   const std::shared_ptr<const config::Config> live = LiveConfig();
   std::vector<std::string> reasons;
-  if (launcher_ == nullptr || !health_error_.empty()) {
+  if (runner_ == nullptr || !health_error_.empty()) {
     reasons.push_back("this host cannot run sandboxes: " + health_error_);
   }
   if (draining_) reasons.emplace_back("stopping: the daemon is draining (SIGTERM)");

@@ -78,10 +78,10 @@ void String(Writer& w, const std::string& raw) {
 
 // The fields a run and each of its steps share: status, exit code, signal, both streams.
 template <typename Writer>
-void Outcome(Writer& w, const std::string& status, const std::optional<int>& exit_code,
+void Outcome(Writer& w, RunStatus status, const std::optional<int>& exit_code,
              const std::optional<int>& signal, const StreamResult& out, const StreamResult& err) {
   Key(w, "status");
-  String(w, status);
+  w.String(RunStatusName(status));
   Key(w, "exit_code");
   exit_code ? w.Int(*exit_code) : w.Null();
   Key(w, "signal");
@@ -543,6 +543,26 @@ Result<RunRequest, ApiError> DecodeRunRequest(const std::string& body,
   if (auto err = ApplySources(config, &src, &out)) return *err;
   if (auto err = ApplyIdentity(src, header_user, header_session, &out)) return *err;
   return out;
+}
+
+const char* RunStatusName(RunStatus status) {
+  switch (status) {
+    case RunStatus::kOk:
+      return "ok";
+    case RunStatus::kError:
+      return "error";
+    case RunStatus::kKilled:
+      return "killed";
+    case RunStatus::kTimeout:
+      return "timeout";
+    case RunStatus::kMemoryLimit:
+      return "memory_limit";
+    case RunStatus::kOutputLimit:
+      return "output_limit";
+    case RunStatus::kFileLimit:
+      return "file_limit";
+  }
+  return "error";
 }
 
 namespace {

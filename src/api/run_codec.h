@@ -87,6 +87,29 @@ Result<RunRequest, ApiError> DecodeRunRequest(const std::string& body,
 // Returns "" when valid, else why not.
 std::string CheckRelativePath(const std::string& path);
 
+// The status of a run or of one of its steps (DESIGN.md §2). A string only where it leaves
+// the daemon: the JSON (EncodeRunResponse), the metrics and the log line (RunStatusName). A
+// sandbox that could not be built is not a status but an Error (a 500 sandbox_error).
+enum class RunStatus {
+  kOk,           // every program exited 0
+  kError,        // a program exited non-zero (or hit the process limit)
+  kKilled,       // a program was killed by a signal that is not ours
+  kTimeout,      // the wall-clock or CPU time limit (or the run's time budget was spent)
+  kMemoryLimit,  // the OOM killer acted
+  kOutputLimit,  // stdout + stderr passed output_bytes (or the budget was spent)
+  kFileLimit,    // the generated files did not fit the quota, or could not be saved
+};
+
+// "ok", "error", "killed", "timeout", "memory_limit", "output_limit", "file_limit". Pure.
+const char* RunStatusName(RunStatus status);
+
+// For test and log output.
+template <typename Stream>
+Stream& operator<<(Stream& out, RunStatus status) {
+  out << RunStatusName(status);
+  return out;
+}
+
 struct StreamResult {
   std::string text;  // raw bytes; encoded with invalid UTF-8 replaced by U+FFFD
   bool truncated = false;
@@ -97,7 +120,7 @@ struct StepResult {
   int index = 0;
   std::string language;
   std::string code;  // what ran (an addition to DESIGN.md §2: clients show it beside the output)
-  std::string status;
+  RunStatus status = RunStatus::kOk;
   std::optional<int> exit_code;
   std::optional<int> signal;
   StreamResult stdout_stream;
@@ -128,7 +151,7 @@ struct PlanEntry {
 // tells what ran. `steps` are the request's, `ran` the response's (one per program step that
 // ran, `index` its block), `run_status` the response's status. Pure.
 void MarkBlocksNotRun(const std::vector<CodeStep>& steps, const std::vector<StepResult>& ran,
-                      const std::string& run_status, std::vector<PlanEntry>* plan);
+                      RunStatus run_status, std::vector<PlanEntry>* plan);
 
 // `kernel` of a stateful run's response.
 struct KernelInfo {
@@ -140,7 +163,7 @@ struct KernelInfo {
 
 struct RunResponse {
   std::string id;
-  std::string status;  // ok, error, killed, timeout, memory_limit, output_limit, file_limit
+  RunStatus status = RunStatus::kOk;
   std::optional<int> exit_code;
   std::optional<int> signal;
   StreamResult stdout_stream;

@@ -8,6 +8,14 @@
 namespace sandrun::api {
 namespace {
 
+class Kernel : public RunTmpfs {
+ public:
+  Status Mount(const std::string& dir, uint64_t bytes) const override {
+    return sys::MountTmpfs(dir, bytes, 0, 0, 0755);
+  }
+  Status Unmount(const std::string& dir) const override { return sys::Unmount(dir); }
+};
+
 Status MakeOwnedDir(const std::string& path, int mode, uid_t uid, gid_t gid) {
   if (::mkdir(path.c_str(), 0700) != 0) return sys::ErrnoError("mkdir " + path);
   if (::chown(path.c_str(), uid, gid) != 0 || ::chmod(path.c_str(), mode) != 0) {
@@ -18,23 +26,29 @@ Status MakeOwnedDir(const std::string& path, int mode, uid_t uid, gid_t gid) {
 
 }  // namespace
 
+const RunTmpfs& KernelTmpfs() {
+  static const Kernel kernel;
+  return kernel;
+}
+
 RunDir::~RunDir() {
-  if (mounted_) (void)sys::Unmount(path_ + "/fs");
+  if (mounted_) (void)tmpfs_.Unmount(path_ + "/fs");
   (void)sys::RemoveTree(path_);
 }
 
 Status RunDir::Create(uint64_t disk_bytes, uid_t uid, gid_t gid) {
+  const RunPaths p = paths();
   Status s = sys::MakeDirs(path_ + "/fs", 0755);
-  if (s.ok()) s = sys::MakeDirs(root(), 0755);
-  if (s.ok()) s = sys::MountTmpfs(path_ + "/fs", disk_bytes, 0, 0, 0755);
+  if (s.ok()) s = sys::MakeDirs(p.root, 0755);
+  if (s.ok()) s = tmpfs_.Mount(path_ + "/fs", disk_bytes);
   mounted_ = s.ok();
-  if (s.ok()) s = MakeOwnedDir(workspace(), 0755, uid, gid);
-  if (s.ok()) s = MakeOwnedDir(tmp(), 01777, uid, gid);
+  if (s.ok()) s = MakeOwnedDir(p.workspace, 0755, uid, gid);
+  if (s.ok()) s = MakeOwnedDir(p.tmp, 01777, uid, gid);
   // The sandbox user's (not host root's, which shows as nobody:nogroup in `ls -la`); it
   // still cannot change it: it is bound read-only at both names of the workspace (mounts.cc).
-  if (s.ok()) s = MakeOwnedDir(workspace() + "/.sandrun", 0755, uid, gid);
+  if (s.ok()) s = MakeOwnedDir(p.workspace + "/.sandrun", 0755, uid, gid);
   // Shown figures land here, on the run's tmpfs but outside the workspace (issue 14).
-  if (s.ok()) s = MakeOwnedDir(outputs(), 0755, uid, gid);
+  if (s.ok()) s = MakeOwnedDir(p.outputs, 0755, uid, gid);
   return s;
 }
 

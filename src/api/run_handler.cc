@@ -1,9 +1,7 @@
-// POST /run: decode -> admission -> workspace (session, input files) -> steps in the
-// sandbox -> export and publish -> JSON. Service::HandleRun is the only entry.
-#include <fcntl.h>
-#include <sys/stat.h>
+// POST /run: decode -> plan -> environment -> admission -> workspace (session, input files,
+// program files) -> steps in the sandbox -> export and publish -> JSON. Service::HandleRun is
+// the only entry; each phase is a function of its own below, in that order.
 #include <sys/wait.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
@@ -14,6 +12,7 @@
 #include "api/run_codec.h"
 #include "api/run_dir.h"
 #include "api/run_displays.h"
+#include "api/run_steps.h"
 #include "api/service.h"
 #include "api/session_continuity.h"
 #include "python/support_files.h"
@@ -30,124 +29,10 @@
 namespace sandrun::api {
 namespace {
 
-constexpr char kProgramDir[] = "/home/user/.sandrun";
-
-}  // namespace
-
-std::vector<std::string> SandboxEnv(const config::Config& config) {
-  std::vector<std::string> env = {
-      "HOME=/home/user",
-      "USER=user",
-      "LOGNAME=user",
-      "LANG=C.UTF-8",
-      "LC_ALL=C.UTF-8",
-      "PATH=/home/user/.local/bin:/usr/local/bin:/usr/bin:/bin",
-      "PYTHONUNBUFFERED=1",
-      // The program file lives in .sandrun/; modules the code writes beside it in the
-      // workspace (helper.py) must import as if the program ran from there.
-      "PYTHONPATH=" + std::string(python::kSupportDir) + ":/home/user",
-      "PYTHONIOENCODING=utf-8",
-      "PYTHONDONTWRITEBYTECODE=1",
-      "MPLBACKEND=Agg",
-      "MPLCONFIGDIR=/tmp/matplotlib",
-      "XDG_CACHE_HOME=/home/user/.cache",
-      "TMPDIR=/tmp",
-      // pip as users type it: user-site installs, Debian's PEP 668 refusal lifted inside
-      // the sandbox only, and a fast failure without network (no retries, short timeout).
-      "PIP_USER=1",
-      "PIP_BREAK_SYSTEM_PACKAGES=1",
-      "PIP_DISABLE_PIP_VERSION_CHECK=1",
-      "PIP_NO_INPUT=1",
-      "PIP_RETRIES=0",
-      "PIP_TIMEOUT=3",
-      "PIP_CACHE_DIR=/home/user/.cache/pip",
-  };
-  if (!config.timezone.empty()) env.push_back("TZ=" + config.timezone);
-  for (std::string& pip : PipEnv(config)) env.push_back(std::move(pip));
-  return env;
-}
-
-namespace {
-
-std::string StatusOf(const sandbox::SandboxResult& r) {
-  using sandbox::RunOutcome;
-  switch (r.outcome) {
-    case RunOutcome::kExited:
-      return r.exit_code == 0 ? "ok" : "error";
-    case RunOutcome::kSignaled:
-      return "killed";
-    case RunOutcome::kWallTimeout:
-    case RunOutcome::kCpuTimeout:
-      return "timeout";
-    case RunOutcome::kMemoryLimit:
-      return "memory_limit";
-    case RunOutcome::kOutputLimit:
-      return "output_limit";
-  }
-  return "error";
-}
-
-// A line appended to stderr saying which limit stopped the run, so neither the user nor the
-// model has to guess from a bare SIGKILL.
-std::string LimitNote(const sandbox::SandboxResult& r, const config::Limits& limits) {
-  using sandbox::RunOutcome;
-  switch (r.outcome) {
-    case RunOutcome::kWallTimeout:
-      return "sandrun: stopped: wall-clock time limit of " + std::to_string(limits.wall_time_s) +
-             " s reached";
-    case RunOutcome::kCpuTimeout:
-      return "sandrun: stopped: CPU time limit of " + std::to_string(limits.cpu_time_s) +
-             " s reached";
-    case RunOutcome::kMemoryLimit:
-      // The OOM killer picks one process; when that was a child and the program carried on
-      // to exit by itself, nothing was "stopped".
-      if (r.exit_code >= 0) {
-        return "sandrun: a process was killed by the memory limit of " +
-               std::to_string(limits.memory_mb) +
-               " MiB (the program went on and exited with code " + std::to_string(r.exit_code) +
-               ")";
-      }
-      return "sandrun: stopped: memory limit of " + std::to_string(limits.memory_mb) +
-             " MiB reached";
-    case RunOutcome::kOutputLimit:
-      return "sandrun: stopped: output limit exceeded (" + std::to_string(limits.output_bytes) +
-             " bytes of stdout + stderr)";
-    default:
-      return "";
-  }
-}
-
-void AppendLine(std::string& text, const std::string& line) {
-  if (!text.empty() && text.back() != '\n') text.push_back('\n');
-  text += line + "\n";
-}
-
 std::string Sha256Hex(const std::string& data) {
   storage::Sha256 sha;
   sha.Update(data.data(), data.size());
   return sha.FinalHex();
-}
-
-// An install step (pip install ..., and nothing else) runs on its own budget
-// (install_wall_time_s, install_disk_mb), not the program's (issue 9 part 2). The planner's
-// install steps are held to the same rule: a block that also runs something is a program.
-bool IsInstallStep(const CodeStep& step) {
-  return step.language != nullptr && step.language->name == "bash" && IsInstallOnlyCode(step.code);
-}
-
-// A shell step with a pip install in it, install step or not: when pip finds nothing
-// without the network, it gets the network-off note.
-bool MentionsInstall(const CodeStep& step) {
-  return step.language != nullptr && step.language->name == "bash" && IsInstallCode(step.code);
-}
-
-// Several programs (snippets, markdown) each get their own directory in .sandrun.
-bool MultiStep(const RunRequest& run) { return run.markdown.has_value() || run.steps.size() > 1; }
-
-// The program file of step `i`, relative to .sandrun: main.py, or <i>/main.py.
-std::string ProgramPath(const RunRequest& run, size_t i) {
-  const std::string& name = run.steps[i].language->file_name;
-  return MultiStep(run) ? std::to_string(i) + "/" + name : name;
 }
 
 // Writes every program file of the run into <workspace>/.sandrun (the daemon's own directory,
@@ -163,8 +48,7 @@ Status WriteProgramFiles(const RunRequest& run, const std::string& workspace) {
       return s;
     }
   }
-  for (size_t i = 0; i < run.steps.size(); ++i) {
-    if (!run.steps[i].save_as.empty()) continue;
+  for (size_t i : PartitionSteps(run.steps).programs) {
     if (MultiStep(run)) {
       if (Status s =
               sys::MakeDirs(workspace + "/" + util::kProgramDir + "/" + std::to_string(i), 0755);
@@ -184,7 +68,7 @@ Status WriteProgramFiles(const RunRequest& run, const std::string& workspace) {
 void SaveSession(const storage::SessionStore& sessions, const storage::SessionLock& session,
                  const std::string& workspace, const storage::Quota& quota, RunResponse& response) {
   const std::string kept = "; the session keeps its files from before this run";
-  if (response.status == "file_limit") {
+  if (response.status == RunStatus::kFileLimit) {
     AppendLine(response.stderr_stream.text,
                "sandrun: session not saved: the run hit a file limit" + kept);
     return;
@@ -277,7 +161,7 @@ std::optional<HttpResponse> Service::RestoreSession(
                                   static_cast<gid_t>(config_.sandbox_gid))) {
     argv.push_back(std::move(arg));
   }
-  auto helper = launcher_->RunHelper(argv, cgroup);
+  auto helper = runner_->RunHelper(argv, cgroup);
   if (!helper.ok()) {
     return ErrorResponse(500, "sandbox_error", "run " + id + ": " + helper.error().message);
   }
@@ -306,12 +190,12 @@ std::optional<HttpResponse> Service::RestoreSession(
   return std::nullopt;
 }
 
-HttpResponse Service::HandleRun(const HttpRequest& request, bool trusted) {
-  // The live keys (tokens, limits, quotas) as of now, for the whole request (SIGHUP).
-  const std::shared_ptr<const config::Config> live = LiveConfig();
+std::optional<HttpResponse> Service::AcceptRun(const HttpRequest& request, bool trusted,
+                                               const config::Config& live, RunRequest* run,
+                                               bool* session_seen) const {
   // A web page's request first: whatever else it carries, its origin must be allowed.
-  if (auto err = CheckOrigin(request.Header("origin"), live->origins)) return Refusal(*err);
-  const Caller caller = Authenticate(request.Header("authorization"), *live);
+  if (auto err = CheckOrigin(request.Header("origin"), live.origins)) return Refusal(*err);
+  const Caller caller = Authenticate(request.Header("authorization"), live);
   if (!trusted && !caller.authenticated) {
     HttpResponse r = ErrorResponse(401, "unauthorized",
                                    "missing or wrong bearer token (Authorization: Bearer <token>)");
@@ -319,25 +203,55 @@ HttpResponse Service::HandleRun(const HttpRequest& request, bool trusted) {
     return r;
   }
   if (auto err = CheckContentType(request.Header("content-type"))) return Refusal(*err);
-  if (launcher_ == nullptr || !health_error_.empty()) {
+  if (runner_ == nullptr || !health_error_.empty()) {
     return ErrorResponse(503, "unavailable", "this host cannot run sandboxes: " + health_error_);
   }
   if (draining_) return StoppingResponse();
   auto decoded = DecodeRunRequest(request.body, request.Header("x-sandrun-user"),
-                                  request.Header("x-sandrun-session"), *live);
+                                  request.Header("x-sandrun-session"), live);
   if (!decoded.ok()) return Refusal(decoded.error());
-  RunRequest run = std::move(*decoded);
-  if (auto err = ApplyTokenBinding(caller, &run)) return Refusal(*err);
-  bool session_seen = false;
-  if (auto err = DecodeSessionSeen(request.Header("x-sandrun-session-seen"), &session_seen)) {
+  *run = std::move(*decoded);
+  if (auto err = ApplyTokenBinding(caller, run)) return Refusal(*err);
+  if (auto err = DecodeSessionSeen(request.Header("x-sandrun-session-seen"), session_seen)) {
     return Refusal(*err);
   }
+  return std::nullopt;
+}
+
+std::optional<HttpResponse> Service::Admit(const RunRequest& run, storage::SessionLock* session,
+                                           std::optional<Admission::Ticket>* ticket) {
+  // The session first: a run waiting for its session's previous run must not hold a
+  // sandbox slot meanwhile (others would get 503 while nothing runs).
+  if (!run.session.empty()) {
+    if (auto refused = LockSession(run, session)) return *refused;
+  }
+  const auto queued_at = std::chrono::steady_clock::now();
+  ticket->emplace(admission_.Acquire());
+  Notes().queue_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
+                         std::chrono::steady_clock::now() - queued_at)
+                         .count();
+  if (!(*ticket)->admitted()) {
+    HttpResponse r = ErrorResponse(503, "busy", "all sandboxes are busy; retry shortly");
+    r.headers["Retry-After"] = "5";
+    return r;
+  }
+  // Waited in the queue or for the session while the daemon began to stop.
+  if (draining_) return StoppingResponse();
+  return std::nullopt;
+}
+
+HttpResponse Service::HandleRun(const HttpRequest& request, bool trusted) {
+  // The live keys (tokens, limits, quotas) as of now, for the whole request (SIGHUP).
+  const std::shared_ptr<const config::Config> live = LiveConfig();
+  RunRequest run;
+  bool session_seen = false;
+  if (auto refused = AcceptRun(request, trusted, *live, &run, &session_seen)) return *refused;
   Notes().user = run.user;
   util::StampPhase("decoded");
-  std::optional<std::vector<PlanEntry>> plan;
+  RunPreamble preamble;
   if (run.markdown) {
-    if (auto err = PlanMarkdown(*run.markdown, run.block, &run.steps, &plan)) {
-      return ErrorResponse(err->status, err->code, err->message, err->field);
+    if (auto err = PlanMarkdown(*run.markdown, run.block, &run.steps, &preamble.plan)) {
+      return Refusal(*err);
     }
   } else {
     SplitCodePipLines(&run);
@@ -345,130 +259,203 @@ HttpResponse Service::HandleRun(const HttpRequest& request, bool trusted) {
   // The prepared environment (`packages`), before the session and a sandbox slot: its build
   // may take long and holds neither.
   storage::EnvironmentStore::Lease environment_lease;
-  std::optional<EnvironmentReport> environment;
-  if (auto answer = PrepareEnvironment(&run, *live, &environment_lease, &environment)) {
+  if (auto answer = PrepareEnvironment(&run, *live, &environment_lease, &preamble.environment)) {
     return *answer;
   }
-  // The session first: a run waiting for its session's previous run must not hold a
-  // sandbox slot meanwhile (others would get 503 while nothing runs).
   storage::SessionLock session;
-  if (!run.session.empty()) {
-    if (auto refused = LockSession(run, &session)) return *refused;
-  }
-  const auto queued_at = std::chrono::steady_clock::now();
-  Admission::Ticket ticket = admission_.Acquire();
-  Notes().queue_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
-                         std::chrono::steady_clock::now() - queued_at)
-                         .count();
-  if (!ticket.admitted()) {
-    HttpResponse r = ErrorResponse(503, "busy", "all sandboxes are busy; retry shortly");
-    r.headers["Retry-After"] = "5";
-    return r;
-  }
-  // Waited in the queue or for the session while the daemon began to stop.
-  if (draining_) return StoppingResponse();
+  std::optional<Admission::Ticket> ticket;
+  if (auto refused = Admit(run, &session, &ticket)) return *refused;
   util::StampPhase("admitted");
 
   const std::string id = util::RandomHex(16);
-  const config::Limits& limits = run.limits;
-  const uid_t uid = static_cast<uid_t>(config_.sandbox_uid);
-  const gid_t gid = static_cast<gid_t>(config_.sandbox_gid);
-  if (run.stateful) return HandleStatefulRun(request, run, *live, std::move(plan), session, id);
+  if (run.stateful) {
+    return HandleStatefulRun(request, run, *live, std::move(preamble.plan), session, id);
+  }
+  if (session.held()) {
+    preamble.session_restarted = SessionRestarted(session_seen, session.created());
+  }
+  return HandleStatelessRun(request, run, *live, std::move(preamble), session, id);
+}
+
+HttpResponse Service::HandleStatelessRun(const HttpRequest& request, const RunRequest& run,
+                                         const config::Config& live, RunPreamble preamble,
+                                         const storage::SessionLock& session,
+                                         const std::string& id) {
   // A stateless run changes the session's files under its kernel: the kernel ends.
-  if (session.held())
+  if (session.held()) {
     kernels_.End(KernelKey(run), "a stateless run of the session changed its files");
+  }
   // The run's one cgroup, for the session's restore and then every step (issue 10 item 4):
   // what one of them leaves charged (the restored files, a step's files in /tmp or the
-  // workspace) counts against memory_mb for the rest of the run. Declared before the RunDir
-  // so it is removed after the tmpfs charged to it is unmounted.
-  sandbox::CgroupLimits cgroup_limits;
-  cgroup_limits.memory_bytes = static_cast<uint64_t>(limits.memory_mb) << 20;
-  cgroup_limits.processes = limits.processes;
+  // workspace) counts against memory_mb for the rest of the run. RunTeardown removes it
+  // after the tmpfs charged to it is unmounted.
   // A sandbox of the warm pool, started ahead with its directory and cgroup, when the run
-  // fits one (warm_start.cc); else both are made now and the sandbox started cold.
+  // fits one and one is ready (warm_start.cc); else both are made now (MakeRunDir) and the
+  // sandbox starts cold. Released after the response is sent (HttpResponse::after_send):
+  // the run's tmpfs is unmounted and its cgroup removed off the client's clock.
   std::unique_ptr<WarmSandbox> warm = TakeWarmSandbox(run, session.held(), id);
-  // Released after the response is sent (HttpResponse::after_send): the run's tmpfs is
-  // unmounted and its cgroup removed off the client's clock.
   std::shared_ptr<RunTeardown> teardown;
   if (warm) {
     teardown = warm->teardown;
     util::StampPhase("warm_taken");
   } else {
-    auto cgroup = launcher_->CreateCgroup(id, cgroup_limits);
-    if (!cgroup.ok()) {
-      return ErrorResponse(500, "sandbox_error", "run " + id + ": " + cgroup.error().message);
+    auto made = MakeRunDir(run, id);
+    if (!made.ok()) {
+      return ErrorResponse(500, "sandbox_error", "run " + id + ": " + made.error().message);
     }
-    teardown = std::make_shared<RunTeardown>(std::move(*cgroup), config_.runs_dir + "/" + id);
-    // Installed packages land in the workspace (~/.local): room for them on top of disk_mb.
-    const bool installs = std::any_of(run.steps.begin(), run.steps.end(), IsInstallStep);
-    const int64_t disk_mb = limits.disk_mb + (installs ? config_.install_disk_mb : 0);
-    if (Status s = teardown->dir.Create(static_cast<uint64_t>(disk_mb) << 20, uid, gid); !s.ok()) {
-      return ErrorResponse(500, "sandbox_error", "run " + id + ": " + s.error().message);
-    }
+    teardown = std::move(*made);
     util::StampPhase("run_dir");
-    // matplotlib's font cache, built at start-up (font_cache.cc), in the run's MPLCONFIGDIR.
-    if (!font_cache_name_.empty()) {
-      (void)storage::PlaceFile(teardown->dir.tmp(), "matplotlib/" + font_cache_name_, font_cache_,
-                               uid, gid);
-    }
   }
-  RunDir& dir = teardown->dir;
-
+  const RunPaths paths = teardown->dir.paths();
   // The files the run starts with: exported again only when changed.
   storage::FileDigests before;
+  if (auto refused = FillWorkspace(run, session, paths, id, teardown->cgroup.get(), &before)) {
+    return *refused;
+  }
+  util::StampPhase("files_placed");
+  auto ran = RunSteps(run, id, paths, teardown->cgroup.get(), warm ? warm->sandbox.get() : nullptr);
+  if (!ran.ok()) {
+    CountSandboxError();
+    return ErrorResponse(500, "sandbox_error", "run " + id + ": " + ran.error().message);
+  }
+  RunResponse& response = *ran;
+  if (preamble.plan && response.steps) {
+    MarkBlocksNotRun(run.steps, *response.steps, response.status, &*preamble.plan);
+  }
+  response.plan = std::move(preamble.plan);
+  response.session_restarted = preamble.session_restarted;
+  response.environment = std::move(preamble.environment);
+  HttpResponse http = ExportAndRespond(request, run, live, paths.workspace, paths.outputs, &before,
+                                       session, response);
+  warm.reset();  // reaped by now: its directory and cgroup go after the response
+  http.after_send = std::move(teardown);
+  return http;
+}
+
+Result<std::shared_ptr<RunTeardown>> Service::MakeRunDir(const RunRequest& run,
+                                                         const std::string& id) const {
+  // The run's one cgroup, for the session's restore and then every step (issue 10 item 4):
+  // what one of them leaves charged (the restored files, a step's files in /tmp or the
+  // workspace) counts against memory_mb for the rest of the run. RunTeardown removes it
+  // after the tmpfs charged to it is unmounted.
+  sandbox::CgroupLimits cgroup_limits;
+  cgroup_limits.memory_bytes = static_cast<uint64_t>(run.limits.memory_mb) << 20;
+  cgroup_limits.processes = run.limits.processes;
+  auto cgroup = runner_->CreateCgroup(id, cgroup_limits);
+  if (!cgroup.ok()) return cgroup.error();
+  auto teardown =
+      std::make_shared<RunTeardown>(std::move(*cgroup), config_.runs_dir + "/" + id, run_tmpfs_);
+  // Installed packages land in the workspace (~/.local): room for them on top of disk_mb.
+  const bool installs = std::any_of(run.steps.begin(), run.steps.end(), IsInstallStep);
+  const int64_t disk_mb = run.limits.disk_mb + (installs ? config_.install_disk_mb : 0);
+  if (Status s = teardown->dir.Create(static_cast<uint64_t>(disk_mb) << 20,
+                                      static_cast<uid_t>(config_.sandbox_uid),
+                                      static_cast<gid_t>(config_.sandbox_gid));
+      !s.ok()) {
+    return s.error();
+  }
+  return teardown;
+}
+
+std::optional<HttpResponse> Service::FillWorkspace(const RunRequest& run,
+                                                   const storage::SessionLock& session,
+                                                   const RunPaths& paths, const std::string& id,
+                                                   sandbox::RunCgroup* cgroup,
+                                                   storage::FileDigests* before) const {
+  const uid_t uid = static_cast<uid_t>(config_.sandbox_uid);
+  const gid_t gid = static_cast<gid_t>(config_.sandbox_gid);
+  // matplotlib's font cache, built at start-up (font_cache.cc), in the run's MPLCONFIGDIR.
+  if (!font_cache_name_.empty()) {
+    (void)storage::PlaceFile(paths.tmp, "matplotlib/" + font_cache_name_, font_cache_, uid, gid);
+  }
   if (session.held()) {
-    if (auto refused =
-            RestoreSession(session, dir.workspace(), id, limits, teardown->cgroup.get(), &before)) {
-      return *refused;
+    if (auto refused = RestoreSession(session, paths.workspace, id, run.limits, cgroup, before)) {
+      return refused;
     }
   }
-  for (const auto& file : run.files) {
-    if (Status s = storage::PlaceFile(dir.workspace(), file.path, file.content, uid, gid);
-        !s.ok()) {
-      return ErrorResponse(s.error(), "files");
-    }
-    before[file.path] = Sha256Hex(file.content);
-  }
-
-  // Blocks the plan saves under a name (app.py, run by a later "python app.py") are
-  // written first, like input files: not exported again unless the run changes them.
-  for (const auto& step : run.steps) {
-    if (step.save_as.empty()) continue;
-    if (Status s = storage::PlaceFile(dir.workspace(), step.save_as, step.code, uid, gid);
-        !s.ok()) {
-      return ErrorResponse(s.error(), "markdown");
-    }
-    before[step.save_as] = Sha256Hex(step.code);
-  }
-
+  if (auto refused = PlaceRunFiles(run, paths.workspace, before)) return refused;
   // Every program file is written now, before any user code runs: once the run has started,
   // the workspace is the user's (it could plant symlinks), and the daemon writes nothing
   // more into it (red-team finding: a path written between steps followed a planted link).
-  if (Status s = WriteProgramFiles(run, dir.workspace()); !s.ok()) {
+  if (Status s = WriteProgramFiles(run, paths.workspace); !s.ok()) {
     return ErrorResponse(500, "sandbox_error", "run " + id + ": " + s.error().message);
   }
+  return std::nullopt;
+}
 
-  util::StampPhase("files_placed");
-  RunResponse response = RunSteps(run, id, dir.workspace(), dir.tmp(), dir.root(), dir.outputs(),
-                                  teardown->cgroup.get(), warm ? warm->sandbox.get() : nullptr);
-  if (plan && response.steps) {
-    MarkBlocksNotRun(run.steps, *response.steps, response.status, &*plan);
+std::optional<HttpResponse> Service::PlaceRunFiles(const RunRequest& run,
+                                                   const std::string& workspace,
+                                                   storage::FileDigests* digests) const {
+  const uid_t uid = static_cast<uid_t>(config_.sandbox_uid);
+  const gid_t gid = static_cast<gid_t>(config_.sandbox_gid);
+  for (const auto& file : run.files) {
+    if (Status s = storage::PlaceFile(workspace, file.path, file.content, uid, gid); !s.ok()) {
+      return ErrorResponse(s.error(), "files");
+    }
+    (*digests)[file.path] = Sha256Hex(file.content);
   }
-  response.plan = std::move(plan);
-  if (session.held())
-    response.session_restarted = SessionRestarted(session_seen, session.created());
-  response.environment = std::move(environment);
-  if (response.status == "sandbox_error") {
-    Count("sandbox_error", 0);
-    return ErrorResponse(500, "sandbox_error", "run " + id + ": " + response.stderr_stream.text);
+  // Blocks the plan saves under a name (app.py, run by a later "python app.py") are
+  // written first, like input files: not exported again unless the run changes them.
+  for (size_t i : PartitionSteps(run.steps).files) {
+    const CodeStep& saved = run.steps[i];
+    if (Status s = storage::PlaceFile(workspace, saved.save_as, saved.code, uid, gid); !s.ok()) {
+      return ErrorResponse(s.error(), "markdown");
+    }
+    (*digests)[saved.save_as] = Sha256Hex(saved.code);
   }
+  return std::nullopt;
+}
 
-  HttpResponse http = ExportAndRespond(request, run, *live, dir.workspace(), dir.outputs(), &before,
-                                       session, response);
-  // The warm sandbox (reaped by now) goes first, then its directory and cgroup.
-  warm.reset();
-  http.after_send = std::move(teardown);
-  return http;
+Result<RunResponse> Service::RunSteps(const RunRequest& run, const std::string& id,
+                                      const RunPaths& paths, sandbox::RunCgroup* cgroup,
+                                      sandbox::WaitingSandbox* warm) const {
+  RunResponse response;
+  response.id = id;
+  response.status = RunStatus::kOk;
+  response.limits = run.limits;
+  if (MultiStep(run)) response.steps.emplace();
+  const std::vector<size_t> programs = PartitionSteps(run.steps).programs;
+  int64_t program_ms = 0;  // wall time of the program steps (install steps have their own)
+  uint64_t output_used = 0;
+  for (size_t i : programs) {
+    const CodeStep& step = run.steps[i];
+    // An install step whose packages the run's prepared environment holds is not run.
+    if (auto satisfied = IsInstallStep(step) ? SatisfiedByEnvironment(run, step, StepIndex(step, i))
+                                             : std::nullopt) {
+      response.stdout_stream.text += satisfied->stdout_stream.text;
+      if (response.steps) response.steps->push_back(std::move(*satisfied));
+      continue;
+    }
+    const StepBudget budget = BudgetLeft(config_, run, step, program_ms, output_used);
+    if (const std::string spent = BudgetSpent(budget); !spent.empty()) {
+      response.status = budget.wall_ms <= 0 ? RunStatus::kTimeout : RunStatus::kOutputLimit;
+      AppendLine(response.stderr_stream.text,
+                 "sandrun: " + step.title + " not run: the run's " + spent + " budget is spent");
+      break;
+    }
+    auto ran = RunStep(run, i, StepSpec(config_, run, i, id, paths, budget), cgroup, warm);
+    if (!ran.ok()) return ran.error();
+    if (!IsInstallStep(step)) program_ms += ran->step.wall_ms;
+    output_used += ran->output_bytes;
+    const bool failed = ran->step.status != RunStatus::kOk;
+    JoinStep(std::move(*ran), programs.size() > 1, step.title, &response);
+    if (failed && !run.continue_on_error) break;
+  }
+  return response;
+}
+
+Result<StepRun> Service::RunStep(const RunRequest& run, size_t i, const sandbox::SandboxSpec& spec,
+                                 sandbox::RunCgroup* cgroup, sandbox::WaitingSandbox* warm) const {
+  // Steps run one after the other in the run's cgroup; each one's outcome is its own. The
+  // warm pool's sandbox (when the run took one) serves its one program step.
+  const bool warm_start = warm != nullptr && !warm->used();
+  auto result = warm_start ? runner_->RunWaiting(*warm, WarmStartLine(spec), spec)
+                           : runner_->Run(spec, cgroup);
+  // A pooled sandbox that ended while waiting is not the run's failure: start cold, in the
+  // same directory and cgroup.
+  if (warm_start && !result.ok() && !warm->used()) result = runner_->Run(spec, cgroup);
+  if (!result.ok()) return result.error();
+  return DescribeStep(config_, run, i, *result);
 }
 
 storage::PublishOptions Service::MakePublishOptions(const HttpRequest& request,
@@ -496,8 +483,6 @@ HttpResponse Service::ExportAndRespond(const HttpRequest& request, const RunRequ
                                        storage::FileDigests* digests,
                                        const storage::SessionLock& session, RunResponse& response) {
   const config::Limits& limits = run.limits;
-  const std::string& id = response.id;
-  storage::FileDigests& before = *digests;
   storage::ExportOptions export_options;
   export_options.max_files = static_cast<int>(limits.max_files);
   // A file as large as RLIMIT_FSIZE was most likely cut short by it: treat as too large.
@@ -508,57 +493,26 @@ HttpResponse Service::ExportAndRespond(const HttpRequest& request, const RunRequ
                                        ? DisplayManifest{}
                                        : ReadDisplayManifest(outputs_dir, config_, &displays_note);
   if (!displays_note.empty()) AppendLine(response.stderr_stream.text, displays_note);
-  for (const auto& shown : WorkspaceFileNames(manifest)) before.erase(shown);
-  export_options.unchanged_inputs.assign(before.begin(), before.end());
+  for (const auto& shown : WorkspaceFileNames(manifest)) digests->erase(shown);
+  export_options.unchanged_inputs.assign(digests->begin(), digests->end());
   auto walk = storage::WalkWorkspace(workspace, export_options);
   util::StampPhase("export_walked");
   uint64_t skipped_unlisted = 0;
-  const storage::Quota quota = {static_cast<uint64_t>(live.user_quota_files),
-                                static_cast<uint64_t>(live.user_quota_mb) << 20};
   if (walk.ok()) {
     response.files_skipped = std::move(walk->skipped);
     skipped_unlisted = walk->skipped_unlisted;
-    const storage::PublishOptions publish = MakePublishOptions(request, run, live);
-    std::map<std::string, std::string> output_paths;
-    const storage::ExtraSource outputs =
-        PlanOutputFiles(outputs_dir, manifest, walk->files, export_options.max_file_bytes,
-                        &output_paths, &response.files_skipped);
-    for (const auto& s : manifest.skipped) response.files_skipped.push_back(s);
-    auto published = storage::Publish(workspace, walk->files, outputs, run.user, id, publish);
-    util::StampPhase("published");
-    if (published.ok()) {
-      response.files = std::move(published->files);
-      // A stateful run's displays come from its kernel (HandleStatefulRun), not a manifest.
-      if (!outputs_dir.empty()) {
-        response.displays = AssembleDisplays(manifest, output_paths, response.files);
-      }
-      for (const auto& f : response.files) (*digests)[f.path] = f.sha256;
-      for (auto& s : published->skipped) response.files_skipped.push_back(std::move(s));
-      if (published->over_quota) {
-        response.status = "file_limit";
-        std::string note = storage::DescribeOverQuota(published->requested, publish.quota);
-        if (publish.reserved.files > 0 || publish.reserved.bytes > 0) {
-          note += " (the user's sessions hold " + std::to_string(publish.reserved.files) +
-                  " files and directories, " + std::to_string(publish.reserved.bytes) +
-                  " bytes on disk, of that quota)";
-        }
-        AppendLine(response.stderr_stream.text, "sandrun: " + note);
-      }
-    } else {
-      // Disk full or a write error in the store: nothing of the run was published.
-      response.status = "file_limit";
-      AppendLine(response.stderr_stream.text,
-                 "sandrun: generated files could not be saved, none were published: " +
-                     published.error().message);
-    }
+    PublishFiles(request, run, live, workspace, outputs_dir, manifest, walk->files,
+                 export_options.max_file_bytes, digests, response);
   } else {
     AppendLine(response.stderr_stream.text,
                "sandrun: generated files could not be listed: " + walk.error().message);
   }
+  const storage::Quota quota = {static_cast<uint64_t>(live.user_quota_files),
+                                static_cast<uint64_t>(live.user_quota_mb) << 20};
   if (session.held()) SaveSession(sessions_, session, workspace, quota, response);
   CapSkipped(skipped_unlisted, response);
   Count(response.status, response.wall_ms);
-  Notes().run_status = response.status;
+  Notes().run_status = RunStatusName(response.status);
   Notes().run_ms = response.wall_ms;
   HttpResponse http;
   http.body = EncodeRunResponse(response);
@@ -566,173 +520,43 @@ HttpResponse Service::ExportAndRespond(const HttpRequest& request, const RunRequ
   return http;
 }
 
-RunResponse Service::RunSteps(const RunRequest& run, const std::string& id,
-                              const std::string& workspace, const std::string& tmp,
-                              const std::string& root, const std::string& outputs,
-                              sandbox::RunCgroup* cgroup, sandbox::WaitingSandbox* warm) const {
-  const config::Limits& limits = run.limits;
-  RunResponse response;
-  response.id = id;
-  response.status = "ok";
-  response.limits = limits;
-  const bool multi = MultiStep(run);
-  const size_t programs = static_cast<size_t>(std::count_if(
-      run.steps.begin(), run.steps.end(), [](const CodeStep& s) { return s.save_as.empty(); }));
-  if (multi) response.steps.emplace();
-  int64_t program_ms = 0;  // wall time of the program steps (install steps have their own)
-  uint64_t output_used = 0;
-  bool stopped = false;
-  for (size_t i = 0; i < run.steps.size(); ++i) {
-    const CodeStep& step = run.steps[i];
-    const uid_t uid = static_cast<uid_t>(config_.sandbox_uid);
-    const gid_t gid = static_cast<gid_t>(config_.sandbox_gid);
-    if (!step.save_as.empty()) continue;  // written before the run (HandleRun)
-    if (stopped) break;
-    const bool install = IsInstallStep(step);
-    // An install step whose packages the run's prepared environment holds is not run.
-    if (auto satisfied =
-            install ? SatisfiedByEnvironment(
-                          run, step, step.block_index >= 0 ? step.block_index : static_cast<int>(i))
-                    : std::nullopt) {
-      response.stdout_stream.text += satisfied->stdout_stream.text;
-      if (response.steps) response.steps->push_back(std::move(*satisfied));
-      continue;
-    }
-    const int64_t wall_left_ms =
-        install ? config_.install_wall_time_s * 1000 : limits.wall_time_s * 1000 - program_ms;
-    const uint64_t output_left = static_cast<uint64_t>(limits.output_bytes) -
-                                 std::min<uint64_t>(output_used, limits.output_bytes);
-    if (wall_left_ms <= 0 || output_left < 1024) {
-      response.status = wall_left_ms <= 0 ? "timeout" : "output_limit";
-      AppendLine(response.stderr_stream.text,
-                 "sandrun: " + step.title + " not run: the run's " +
-                     (wall_left_ms <= 0 ? "wall-clock time" : "output") + " budget is spent");
-      break;
-    }
-    // The program file: .sandrun/main.py for one step, .sandrun/<i>/main.py for several.
-    const std::string rel = ProgramPath(run, i);
-    sandbox::SandboxSpec spec;
-    for (const auto& arg : step.language->argv) {
-      if (arg == "{file}") {
-        spec.argv.push_back(std::string(kProgramDir) + "/" + rel);
-      } else if (arg == "{loader}") {
-        spec.argv.push_back(python::kLoaderPath);
-      } else {
-        spec.argv.push_back(arg);
-      }
-    }
-    spec.env = SandboxEnv(config_);
-    for (auto& line : NotebookEnv(config_)) spec.env.push_back(std::move(line));
-    spec.outputs_dir = outputs;
-    spec.environment_dir = run.environment_dir;
-    if (!run.environment_dir.empty()) AddEnvironmentToPath(&spec.env);
-    spec.workspace_dir = workspace;
-    spec.readonly_workspace_dirs = {util::kProgramDir};
-    spec.tmp_dir = tmp;
-    spec.root_dir = root;
-    if (i + 1 == run.steps.size()) spec.stdin_data = run.stdin_data;
-    spec.host_uid = uid;
-    spec.host_gid = gid;
-    spec.run_id = id;
-    spec.limits.wall_time_ms = wall_left_ms;
-    spec.limits.cpu_time_s = limits.cpu_time_s;
-    spec.limits.memory_bytes = static_cast<uint64_t>(limits.memory_mb) << 20;
-    spec.limits.processes = limits.processes;
-    spec.limits.output_bytes = output_left;
-    spec.limits.file_size_bytes = static_cast<uint64_t>(limits.file_size_mb) << 20;
-    spec.limits.disk_bytes = static_cast<uint64_t>(limits.disk_mb) << 20;
-    if (install) {
-      // The install budget (issue 9 part 2) replaces the program's time and size limits: a
-      // wheel (numpy's is 18 MB) and pip's unpacking in /tmp are bigger than a program's
-      // files, and pip's CPU time is bounded by its wall time.
-      spec.limits.cpu_time_s = config_.install_wall_time_s;
-      spec.limits.file_size_bytes = static_cast<uint64_t>(config_.install_disk_mb) << 20;
-      spec.limits.disk_bytes = static_cast<uint64_t>(config_.install_disk_mb) << 20;
-    }
-    spec.network.enabled = run.network;
-    spec.network.allow_cidrs = config_.network_allow_cidrs;
-
-    // Steps run one after the other in the run's cgroup; each one's outcome is its own.
-    const bool warm_start = warm != nullptr && !warm->used();
-    auto result = warm_start ? launcher_->RunWaiting(*warm, WarmStartLine(spec), spec)
-                             : launcher_->Run(spec, cgroup);
-    // A pooled sandbox that ended while waiting is not the run's failure: start cold, in
-    // the same directory and cgroup.
-    if (warm_start && !result.ok() && !warm->used()) result = launcher_->Run(spec, cgroup);
-    if (!result.ok()) {
-      response.status = "sandbox_error";
-      response.stderr_stream.text = result.error().message;
-      return response;
-    }
-    StepResult sr;
-    sr.index = step.block_index >= 0 ? step.block_index : static_cast<int>(i);
-    sr.language = step.language->name;
-    sr.code = step.code;
-    sr.status = StatusOf(*result);
-    if (result->exit_code >= 0) sr.exit_code = result->exit_code;
-    if (result->signal > 0) sr.signal = result->signal;
-    sr.stdout_stream = {result->stdout_text, result->stdout_truncated};
-    sr.stderr_stream = {result->stderr_text, result->stderr_truncated};
-    sr.wall_ms = result->wall_ms;
-    sr.budget = install ? "install" : "program";
-    if (!install) program_ms += result->wall_ms;
-    if (install && result->outcome == sandbox::RunOutcome::kWallTimeout) {
-      AppendLine(sr.stderr_stream.text,
-                 "sandrun: stopped: the install budget's wall-clock time of " +
-                     std::to_string(config_.install_wall_time_s) +
-                     " s (install_wall_time_s) reached");
-    } else if (std::string note = LimitNote(*result, limits); !note.empty()) {
-      AppendLine(sr.stderr_stream.text, note);
-    }
-    if (result->net_rx_bytes >= 0) {
-      response.net_rx_bytes = response.net_rx_bytes.value_or(0) + result->net_rx_bytes;
-      response.net_tx_bytes = response.net_tx_bytes.value_or(0) + result->net_tx_bytes;
-    }
-    // Part 3 of issue 9: an install that found nothing because the run has no network says
-    // so, and what is there already.
-    if (MentionsInstall(step) && !run.network &&
-        PipFoundNothing(sr.stdout_stream.text + sr.stderr_stream.text)) {
-      const std::vector<std::string> requested = RequestedPackages(step.code);
-      AppendLine(sr.stderr_stream.text,
-                 NetworkOffNote(requested,
-                                AvailablePackages(requested, sr.stdout_stream.text, HostSiteDirs()),
-                                config_.network));
-    }
-    if (result->process_limit_hits > 0) {
-      // A run that hit its process limit did not do what it tried (a fork bomb, a pool too
-      // big): say so, and never call it "ok" even if the main program exited 0.
-      if (sr.status == "ok") sr.status = "error";
-      AppendLine(sr.stderr_stream.text, "sandrun: the run reached its process limit of " +
-                                            std::to_string(limits.processes) +
-                                            " (the kernel refused " +
-                                            std::to_string(result->process_limit_hits) + " forks)");
-    }
-    output_used += result->stdout_text.size() + result->stderr_text.size();
-    // Joined streams: a header line per step when more than one program runs.
-    if (programs > 1) {
-      AppendLine(response.stdout_stream.text, "--- " + step.title + " ---");
-      if (!sr.stderr_stream.text.empty()) {
-        AppendLine(response.stderr_stream.text, "--- " + step.title + " ---");
-      }
-    }
-    response.stdout_stream.text += sr.stdout_stream.text;
-    response.stderr_stream.text += sr.stderr_stream.text;
-    response.stdout_stream.truncated |= sr.stdout_stream.truncated;
-    response.stderr_stream.truncated |= sr.stderr_stream.truncated;
-    const bool failed = sr.status != "ok";
-    // Top-level exit code and signal go with the top-level status: the first failure's.
-    if (response.status == "ok") {
-      response.exit_code = sr.exit_code;
-      response.signal = sr.signal;
-    }
-    response.wall_ms += result->wall_ms;
-    response.cpu_ms += result->cpu_ms;
-    response.max_rss_kb = std::max(response.max_rss_kb, result->max_rss_kb);
-    if (failed && response.status == "ok") response.status = sr.status;
-    if (response.steps) response.steps->push_back(std::move(sr));
-    if (failed && !run.continue_on_error) stopped = true;
+void Service::PublishFiles(const HttpRequest& request, const RunRequest& run,
+                           const config::Config& live, const std::string& workspace,
+                           const std::string& outputs_dir, const DisplayManifest& manifest,
+                           const std::vector<storage::FoundFile>& found, uint64_t max_file_bytes,
+                           storage::FileDigests* digests, RunResponse& response) {
+  const storage::PublishOptions publish = MakePublishOptions(request, run, live);
+  std::map<std::string, std::string> output_paths;
+  const storage::ExtraSource outputs = PlanOutputFiles(outputs_dir, manifest, found, max_file_bytes,
+                                                       &output_paths, &response.files_skipped);
+  for (const auto& s : manifest.skipped) response.files_skipped.push_back(s);
+  auto published = storage::Publish(workspace, found, outputs, run.user, response.id, publish);
+  util::StampPhase("published");
+  if (!published.ok()) {
+    // Disk full or a write error in the store: nothing of the run was published.
+    response.status = RunStatus::kFileLimit;
+    AppendLine(response.stderr_stream.text,
+               "sandrun: generated files could not be saved, none were published: " +
+                   published.error().message);
+    return;
   }
-  return response;
+  response.files = std::move(published->files);
+  // A stateful run's displays come from its kernel (HandleStatefulRun), not a manifest.
+  if (!outputs_dir.empty()) {
+    response.displays = AssembleDisplays(manifest, output_paths, response.files);
+  }
+  for (const auto& f : response.files) (*digests)[f.path] = f.sha256;
+  for (auto& s : published->skipped) response.files_skipped.push_back(std::move(s));
+  if (published->over_quota) {
+    response.status = RunStatus::kFileLimit;
+    std::string note = storage::DescribeOverQuota(published->requested, publish.quota);
+    if (publish.reserved.files > 0 || publish.reserved.bytes > 0) {
+      note += " (the user's sessions hold " + std::to_string(publish.reserved.files) +
+              " files and directories, " + std::to_string(publish.reserved.bytes) +
+              " bytes on disk, of that quota)";
+    }
+    AppendLine(response.stderr_stream.text, "sandrun: " + note);
+  }
 }
 
 }  // namespace sandrun::api

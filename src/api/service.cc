@@ -41,11 +41,12 @@ HttpResponse ErrorResponse(int status, const std::string& code, const std::strin
   return response;
 }
 
-Service::Service(const config::Config& config, const sandbox::Launcher* launcher,
-                 std::string health_error)
+Service::Service(const config::Config& config, const sandbox::SandboxRunner* runner,
+                 std::string health_error, const RunTmpfs& run_tmpfs)
     : config_(config),
       live_(std::make_shared<const config::Config>(config)),
-      launcher_(launcher),
+      runner_(runner),
+      run_tmpfs_(run_tmpfs),
       sessions_(config.state_dir + "/sessions", config.link_secret + ":session-dir"),
       health_error_(std::move(health_error)),
       admission_(config.max_concurrent_runs, config.max_queue,
@@ -53,16 +54,16 @@ Service::Service(const config::Config& config, const sandbox::Launcher* launcher
       session_waiters_(config.session_max_waiters, config.session_max_waiters_total),
       environment_waiters_(config.session_max_waiters_total, config.session_max_waiters_total),
       // A kernel never outlives its session's expiry.
-      kernels_(launcher, {config.runs_dir, std::min(config.kernel_idle_s, config.session_idle_s),
-                          config.max_kernels}),
-      pool_(WarmPoolSizes(config, launcher != nullptr),
+      kernels_(runner, {config.runs_dir, std::min(config.kernel_idle_s, config.session_idle_s),
+                        config.max_kernels}),
+      pool_(WarmPoolSizes(config, runner != nullptr),
             [this](const std::string& language) { return MakeWarmSandbox(language); }),
       duration_buckets_(std::size(kDurationBucketsMs), 0) {
-  if (launcher_ != nullptr) environments_ = MakeEnvironmentStore();
+  if (runner_ != nullptr) environments_ = MakeEnvironmentStore();
 }
 
 std::string Service::SelfTest() {
-  if (launcher_ == nullptr) return health_error_;
+  if (runner_ == nullptr) return health_error_;
   HttpRequest request;
   request.method = "POST";
   request.path = "/run";
@@ -127,7 +128,7 @@ HttpResponse Service::HandleHealth() const {
   rapidjson::StringBuffer buffer;
   rapidjson::Writer<rapidjson::StringBuffer> w(buffer);
   const std::string cgroups =
-      launcher_ && launcher_->cgroups() ? launcher_->cgroups()->version() : "none";
+      runner_ && runner_->cgroups() ? runner_->cgroups()->version() : "none";
   w.StartObject();
   w.Key("status");
   w.String(!health_error_.empty() ? "unavailable" : draining_ ? "stopping" : "ok");
@@ -184,7 +185,11 @@ HttpResponse Service::HandleHealth() const {
   return r;
 }
 
-void Service::Count(const std::string& status, int64_t wall_ms) {
+void Service::Count(RunStatus status, int64_t wall_ms) {
+  CountName(RunStatusName(status), wall_ms);
+}
+
+void Service::CountName(const std::string& status, int64_t wall_ms) {
   std::lock_guard lock(metrics_mu_);
   ++runs_by_status_[status];
   for (size_t i = 0; i < std::size(kDurationBucketsMs); ++i) {

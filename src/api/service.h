@@ -11,19 +11,19 @@
 #include <vector>
 
 #include "api/admission.h"
+#include "api/display_manifest.h"
 #include "api/http.h"
 #include "api/run_codec.h"
+#include "api/run_dir.h"
+#include "api/run_steps.h"
 #include "api/warm_pool.h"
 #include "config/config.h"
 #include "kernel/kernel_manager.h"
-#include "sandbox/launcher.h"
+#include "sandbox/runner.h"
 #include "storage/environment_store.h"
 #include "storage/session_store.h"
 
 namespace sandrun::api {
-
-// The sandbox's environment (HOME, PATH, LANG, pip's settings, ...), for runs and kernels.
-std::vector<std::string> SandboxEnv(const config::Config& config);
 
 // The languages of `config.pool` that can be pooled (a warm argv, WarmArgv) with their sizes;
 // none without a sandbox (`can_sandbox` false). Pure.
@@ -38,10 +38,12 @@ std::string WarmStartLine(const sandbox::SandboxSpec& spec);
 
 class Service {
  public:
-  // `launcher` may be null when the host cannot sandbox; /healthz then reports
-  // `health_error` and /run answers 503.
-  Service(const config::Config& config, const sandbox::Launcher* launcher,
-          std::string health_error);
+  // `runner` (a Launcher) may be null when the host cannot sandbox; /healthz then reports
+  // `health_error` and /run answers 503. `run_tmpfs` mounts each stateless run's tmpfs
+  // (KernelTmpfs(), root only; a test passes one that does not mount). Both outlive the
+  // Service.
+  Service(const config::Config& config, const sandbox::SandboxRunner* runner,
+          std::string health_error, const RunTmpfs& run_tmpfs = KernelTmpfs());
 
   // Runs a real sandbox (`echo`) and records the outcome for /healthz. Returns the error
   // message, or "" when the self-test passed.
@@ -100,16 +102,66 @@ class Service {
   HttpResponse HandleReady() const;
   // The LogFields of the request this thread is handling (Handle() resets and returns them).
   static LogFields& Notes();
+  // POST /run, in phases: AcceptRun, the plan (PlanMarkdown or SplitCodePipLines),
+  // PrepareEnvironment, Admit, then HandleStatefulRun or HandleStatelessRun.
   // `trusted`: skip bearer-token checks (the start-up self-test).
   HttpResponse HandleRun(const HttpRequest& request, bool trusted = false);
-  // Runs run.steps in order in one workspace (stops at the first failure unless
-  // continue_on_error) and joins their results. status "sandbox_error" (message in
-  // stderr) when a sandbox could not be built.
-  // `outputs` is the run's outputs area (run_displays.h).
-  // `warm`: a pooled sandbox for the one program step (WarmShapeFits), or null.
-  RunResponse RunSteps(const RunRequest& run, const std::string& id, const std::string& workspace,
-                       const std::string& tmp, const std::string& root, const std::string& outputs,
-                       sandbox::RunCgroup* cgroup, sandbox::WaitingSandbox* warm) const;
+  // Origin, bearer token, content type, whether runs are taken now; then decodes the body
+  // into `run` and the X-Sandrun-Session-Seen header into `session_seen`. The refusal
+  // (401, 400, 403, 415, 503) or nullopt.
+  std::optional<HttpResponse> AcceptRun(const HttpRequest& request, bool trusted,
+                                        const config::Config& live, RunRequest* run,
+                                        bool* session_seen) const;
+  // Locks the run's session (if it names one), then takes a sandbox slot into `ticket`.
+  // The refusal (409 session_busy, 503 busy or stopping, 500) or nullopt.
+  std::optional<HttpResponse> Admit(const RunRequest& run, storage::SessionLock* session,
+                                    std::optional<Admission::Ticket>* ticket);
+  // What a run's response carries that was decided before its steps ran.
+  struct RunPreamble {
+    std::optional<std::vector<PlanEntry>> plan;    // with markdown
+    std::optional<EnvironmentReport> environment;  // PrepareEnvironment's report
+    std::optional<bool> session_restarted;         // with a session (session_continuity.h)
+  };
+  // An admitted stateless run `id`: its cgroup and RunDir, FillWorkspace, RunSteps, then
+  // ExportAndRespond. 500 sandbox_error when a sandbox (or its cgroup or directory) could
+  // not be made.
+  HttpResponse HandleStatelessRun(const HttpRequest& request, const RunRequest& run,
+                                  const config::Config& live, RunPreamble preamble,
+                                  const storage::SessionLock& session, const std::string& id);
+  // The cgroup and run directory (its tmpfs of disk_mb, plus install_disk_mb with an install
+  // step) of a cold run `id`. Errors: the cgroup's or the directory's (HandleStatelessRun
+  // answers 500 sandbox_error).
+  Result<std::shared_ptr<RunTeardown>> MakeRunDir(const RunRequest& run,
+                                                  const std::string& id) const;
+  // The files a stateless run starts with, before any of its code runs: matplotlib's font
+  // cache, the session's files (RestoreSession), the input files, the blocks saved under a
+  // name, and every program file. Fills `before` with the digests of the files the run
+  // starts with. The error response (400 for a bad input path, RestoreSession's, 500) or
+  // nullopt.
+  std::optional<HttpResponse> FillWorkspace(const RunRequest& run,
+                                            const storage::SessionLock& session,
+                                            const RunPaths& paths, const std::string& id,
+                                            sandbox::RunCgroup* cgroup,
+                                            storage::FileDigests* before) const;
+  // Places the request's input files and the blocks saved under a name (save_as) in
+  // `workspace` (storage::PlaceFile: never through a link) and records their digests. The
+  // 400 of a path that cannot be written (field "files" or "markdown") or nullopt.
+  std::optional<HttpResponse> PlaceRunFiles(const RunRequest& run, const std::string& workspace,
+                                            storage::FileDigests* digests) const;
+  // Runs the programs of run.steps in order in one workspace (stops at the first failure
+  // unless continue_on_error, or when the run's budget is spent) and joins their results.
+  // An Error (code "sandbox") when a sandbox could not be built (HandleRun answers 500
+  // sandbox_error).
+  // `warm`: a sandbox of the warm pool for the one program step (TakeWarmSandbox), or null.
+  Result<RunResponse> RunSteps(const RunRequest& run, const std::string& id, const RunPaths& paths,
+                               sandbox::RunCgroup* cgroup, sandbox::WaitingSandbox* warm) const;
+  // Runs program step `i` of `run` in the sandbox `spec` (StepSpec) in the run's `cgroup`
+  // and describes it (DescribeStep). The one place a step meets the sandbox. Errors: the
+  // runner's ("sandbox").
+  // With `warm` (not yet used) the step runs there (RunWaiting) instead of a new sandbox; a
+  // warm sandbox that ended while waiting is not the run's failure: the step starts cold.
+  Result<StepRun> RunStep(const RunRequest& run, size_t i, const sandbox::SandboxSpec& spec,
+                          sandbox::RunCgroup* cgroup, sandbox::WaitingSandbox* warm) const;
   // Whether `run` can take a sandbox of the warm pool (warm_start.cc): a stateless run of one
   // program step in a pooled language, with no session, prepared environment, network or
   // install step, and the pool's disk_mb (the default).
@@ -132,7 +184,7 @@ class Service {
                                        std::vector<CodeStep>* steps,
                                        std::optional<std::vector<PlanEntry>>* plan) const;
   // Copies the session's files into `workspace` from a helper in the run's `cgroup`
-  // (Launcher::RunHelper; null without cgroups), where the pages stay charged while the run
+  // (SandboxRunner::RunHelper; null without cgroups), where the pages stay charged while the run
   // goes on; fills `digests`. Returns the error response (400 memory_limit / file_limit
   // naming the limit, 500 otherwise) when it could not.
   std::optional<HttpResponse> RestoreSession(const storage::SessionLock& session,
@@ -148,16 +200,49 @@ class Service {
   std::optional<HttpResponse> PrepareEnvironment(RunRequest* run, const config::Config& live,
                                                  storage::EnvironmentStore::Lease* lease,
                                                  std::optional<EnvironmentReport>* report);
+  // A markdown run without `packages`: a present environment that covers the packages of
+  // every install step, if there is one.
+  std::optional<storage::EnvironmentStore::Answer> FindCoveringEnvironment(
+      const RunRequest& run) const;
+  // The environment of run.packages, found, built or waited for (up to environment_wait_s):
+  // nullopt with `answer` cached or built; else the refusal (403 network_forbidden, 503
+  // environment_building) or the 200 of a failed build.
+  std::optional<HttpResponse> AcquireEnvironment(const RunRequest& run, const config::Config& live,
+                                                 storage::EnvironmentStore::Answer* answer);
   // Builds `packages` into <build_dir>/ws/site in a sandbox with the network (Builder of
   // storage/environment_store.h).
   std::unique_ptr<storage::EnvironmentStore> MakeEnvironmentStore();
   storage::BuildResult BuildEnvironment(const std::string& build_dir,
                                         const std::vector<std::string>& packages) const;
-  // A run with `stateful`: its Python runs in the session's kernel (stateful_run.cc).
+  // A run with `stateful`: its Python runs in the session's kernel (stateful_run.cc), in
+  // phases: CheckStateful, AcquireKernel, PlaceRunFiles, RunCells, PublishDisplays, then
+  // ExportAndRespond as a stateless run.
   HttpResponse HandleStatefulRun(const HttpRequest& request, const RunRequest& run,
                                  const config::Config& live,
                                  std::optional<std::vector<PlanEntry>> plan,
                                  const storage::SessionLock& session, const std::string& id);
+  // The refusal of a stateful run this host or request cannot have (503 without cgroups,
+  // 400 with stdin or a language other than python and bash) or nullopt.
+  std::optional<HttpResponse> CheckStateful(const RunRequest& run) const;
+  // The session's kernel for `run` (KernelManager::Acquire), a new one filled from the
+  // session (RestoreSession; its digests into `restored`). The refusal (RestoreSession's,
+  // 503 busy, 500 sandbox_error) or nullopt.
+  std::optional<HttpResponse> AcquireKernel(const RunRequest& run,
+                                            const storage::SessionLock& session,
+                                            const std::string& id,
+                                            kernel::KernelManager::Acquired* acquired,
+                                            storage::FileDigests* restored);
+  // Runs the programs of run.steps as cells of the acquired kernel, in order, within the
+  // run's wall time and output budget; joins their results and collects what they showed
+  // into `rich`. A cell that lost the kernel ends the run (the lease says why).
+  RunResponse RunCells(const RunRequest& run, const std::string& id,
+                       kernel::KernelManager::Acquired* acquired,
+                       std::vector<kernel::RichOutput>* rich) const;
+  // The response's displays from the kernel's `rich` outputs, images published as
+  // figure-N.png under the run's id + "-displays".
+  void PublishDisplays(const HttpRequest& request, const RunRequest& run,
+                       const config::Config& live, const std::string& id,
+                       const std::vector<kernel::RichOutput>& rich, RunResponse* response);
   // Where and how a run's files are published: the store, the link base and secret (with
   // this node's prefix), ttl and age, the user's quota less what the user's sessions hold.
   storage::PublishOptions MakePublishOptions(const HttpRequest& request, const RunRequest& run,
@@ -170,6 +255,14 @@ class Service {
                                 const config::Config& live, const std::string& workspace,
                                 const std::string& outputs_dir, storage::FileDigests* digests,
                                 const storage::SessionLock& session, RunResponse& response);
+  // Publishes the files the walk `found` in `workspace` and those `manifest` names in
+  // `outputs_dir` (at most `max_file_bytes` each) into the artifact store; fills the
+  // response's files, displays and skipped files, adds the published ones to `digests`;
+  // status file_limit, with a note, when they are over the quota or the store failed.
+  void PublishFiles(const HttpRequest& request, const RunRequest& run, const config::Config& live,
+                    const std::string& workspace, const std::string& outputs_dir,
+                    const DisplayManifest& manifest, const std::vector<storage::FoundFile>& found,
+                    uint64_t max_file_bytes, storage::FileDigests* digests, RunResponse& response);
   // The key of a run's kernel: its user and session (two users never share one).
   static std::string KernelKey(const RunRequest& run) {
     return std::to_string(run.user.size()) + ":" + run.user + "/" + run.session;
@@ -180,13 +273,18 @@ class Service {
   // waiters (WaiterGate); the refusal (409 session_busy with Retry-After, 500) otherwise.
   std::optional<HttpResponse> LockSession(const RunRequest& run, storage::SessionLock* lock);
   std::string PublicBaseUrl(const HttpRequest& request) const;
-  void Count(const std::string& status, int64_t wall_ms);
+  // Counts a finished run for /metrics (sandrun_runs_total by status, the duration
+  // histogram); a run whose sandbox could not be built counts as "sandbox_error", 0 ms.
+  void Count(RunStatus status, int64_t wall_ms);
+  void CountSandboxError() { CountName("sandbox_error", 0); }
+  void CountName(const std::string& status, int64_t wall_ms);
 
   // The start-up config. Keys that change live (config::IsLiveKey) must be read from a
   // LiveConfig() snapshot instead, taken once per request.
   const config::Config& config_;
   std::atomic<std::shared_ptr<const config::Config>> live_;
-  const sandbox::Launcher* launcher_;
+  const sandbox::SandboxRunner* runner_;
+  const RunTmpfs& run_tmpfs_;
   storage::SessionStore sessions_;
   std::string health_error_;
   std::vector<std::string> weaker_limits_;
@@ -198,7 +296,7 @@ class Service {
   mutable Admission admission_;
   WaiterGate session_waiters_;
   WaiterGate environment_waiters_;  // requests waiting for an environment's build
-  std::unique_ptr<storage::EnvironmentStore> environments_;  // null without a launcher
+  std::unique_ptr<storage::EnvironmentStore> environments_;  // null without a runner
   kernel::KernelManager kernels_;
   WarmPool pool_;
   mutable std::mutex metrics_mu_;

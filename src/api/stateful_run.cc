@@ -7,6 +7,7 @@
 #include <chrono>
 
 #include "api/packages.h"
+#include "api/run_steps.h"
 #include "api/service.h"
 #include "storage/artifact_store.h"
 #include "storage/digest.h"
@@ -18,34 +19,23 @@
 namespace sandrun::api {
 namespace {
 
-void AppendLine(std::string& text, const std::string& line) {
-  if (!text.empty() && text.back() != '\n') text.push_back('\n');
-  text += line + "\n";
-}
-
-std::string Sha256Hex(const std::string& data) {
-  storage::Sha256 sha;
-  sha.Update(data.data(), data.size());
-  return sha.FinalHex();
-}
-
-std::string StatusName(kernel::ExecuteStatus status) {
+RunStatus StatusOfCell(kernel::ExecuteStatus status) {
   switch (status) {
     case kernel::ExecuteStatus::kOk:
-      return "ok";
+      return RunStatus::kOk;
     case kernel::ExecuteStatus::kError:
-      return "error";
+      return RunStatus::kError;
     case kernel::ExecuteStatus::kWallTimeout:
     case kernel::ExecuteStatus::kCpuTimeout:
-      return "timeout";
+      return RunStatus::kTimeout;
     case kernel::ExecuteStatus::kMemoryLimit:
-      return "memory_limit";
+      return RunStatus::kMemoryLimit;
     case kernel::ExecuteStatus::kOutputLimit:
-      return "output_limit";
+      return RunStatus::kOutputLimit;
     case kernel::ExecuteStatus::kKilled:
-      return "killed";
+      return RunStatus::kKilled;
   }
-  return "error";
+  return RunStatus::kError;
 }
 
 // The stderr line saying which limit stopped the cell and what became of the kernel.
@@ -125,14 +115,92 @@ std::string PipNote(const CodeStep& step, const kernel::ExecuteResult& er,
                         network_mode);
 }
 
+// The kernel of a stateful run: the run's limits that bound a kernel for its whole life
+// (memory, processes, file size, disk) and its network, as a stateless run's (config
+// "always" turns it on); a kernel with other ones is replaced (KernelManager::Acquire).
+kernel::KernelSpec KernelSpecFor(const config::Config& config, const RunRequest& run) {
+  const config::Limits& limits = run.limits;
+  kernel::KernelSpec spec;
+  spec.env = SandboxEnv(config);
+  spec.limits.memory_bytes = static_cast<uint64_t>(limits.memory_mb) << 20;
+  spec.limits.processes = limits.processes;
+  spec.limits.file_size_bytes = static_cast<uint64_t>(limits.file_size_mb) << 20;
+  spec.limits.disk_bytes = static_cast<uint64_t>(limits.disk_mb) << 20;
+  spec.host_uid = static_cast<uid_t>(config.sandbox_uid);
+  spec.host_gid = static_cast<gid_t>(config.sandbox_gid);
+  spec.network.enabled = run.network;
+  spec.network.allow_cidrs = config.network_allow_cidrs;
+  return spec;
+}
+
+// Cell `i` of `run` from what the kernel reported: status, streams (with the traceback),
+// bash's exit code of a failed %%bash cell, the note of the limit that stopped it and the
+// network-off note of a pip install that found nothing.
+StepResult DescribeCell(const config::Config& config, const RunRequest& run, size_t i,
+                        const kernel::ExecuteResult& er) {
+  const CodeStep& step = run.steps[i];
+  StepResult sr;
+  sr.index = StepIndex(step, i);
+  sr.language = step.language->name;
+  sr.code = step.code;
+  sr.status = StatusOfCell(er.status);
+  sr.stdout_stream = {er.stdout_text, er.truncated};
+  sr.stderr_stream = {er.stderr_text, er.truncated};
+  // A failed %%bash cell raises CalledProcessError: report bash's exit code as a run of
+  // bash does (its own stderr says why), not IPython's traceback of the magic.
+  int bash_exit = -1;
+  if (step.language->name == "bash" && er.ename == "CalledProcessError") {
+    bash_exit = BashExitCode(er.evalue);
+  }
+  if (bash_exit > 0) {
+    sr.exit_code = bash_exit;
+  } else {
+    sr.stderr_stream.text += er.traceback;
+  }
+  sr.wall_ms = er.wall_ms;
+  if (std::string note = KernelNote(er, run.limits); !note.empty()) {
+    AppendLine(sr.stderr_stream.text, note);
+  }
+  if (!run.network) {
+    if (std::string note = PipNote(step, er, config.network); !note.empty()) {
+      AppendLine(sr.stderr_stream.text, note);
+    }
+  }
+  return sr;
+}
+
+// Adds cell `sr` (`er` what the kernel reported) to the run's `response`: joined streams
+// (a header line naming `title` when the run has several programs: `headers`), totals, the
+// first failure's status and exit code.
+void JoinCell(StepResult sr, const kernel::ExecuteResult& er, bool headers,
+              const std::string& title, RunResponse* response) {
+  if (er.net_rx_bytes >= 0) {
+    response->net_rx_bytes = response->net_rx_bytes.value_or(0) + er.net_rx_bytes;
+    response->net_tx_bytes = response->net_tx_bytes.value_or(0) + er.net_tx_bytes;
+  }
+  if (headers) {
+    AppendLine(response->stdout_stream.text, "--- " + title + " ---");
+    if (!sr.stderr_stream.text.empty()) {
+      AppendLine(response->stderr_stream.text, "--- " + title + " ---");
+    }
+  }
+  response->stdout_stream.text += sr.stdout_stream.text;
+  response->stderr_stream.text += sr.stderr_stream.text;
+  response->stdout_stream.truncated |= er.truncated;
+  response->wall_ms += er.wall_ms;
+  response->cpu_ms += er.cpu_ms;
+  response->max_rss_kb = std::max(response->max_rss_kb, er.max_rss_kb);
+  if (sr.status != RunStatus::kOk && response->status == RunStatus::kOk) {
+    response->status = sr.status;
+    response->exit_code = sr.exit_code;
+  }
+  if (response->steps) response->steps->push_back(std::move(sr));
+}
+
 }  // namespace
 
-HttpResponse Service::HandleStatefulRun(const HttpRequest& request, const RunRequest& run,
-                                        const config::Config& live,
-                                        std::optional<std::vector<PlanEntry>> plan,
-                                        const storage::SessionLock& session,
-                                        const std::string& id) {
-  if (launcher_->cgroups() == nullptr) {
+std::optional<HttpResponse> Service::CheckStateful(const RunRequest& run) const {
+  if (runner_->cgroups() == nullptr) {
     return ErrorResponse(503, "unavailable",
                          "stateful runs need cgroups (a kernel's CPU time is bounded per run from "
                          "its cgroup); this host runs without them",
@@ -143,194 +211,150 @@ HttpResponse Service::HandleStatefulRun(const HttpRequest& request, const RunReq
                          "'stdin' goes with a program run; a stateful run's cells have no stdin",
                          "stdin");
   }
-  for (const auto& step : run.steps) {
-    const std::string& lang = step.language->name;
-    if (step.save_as.empty() && lang != "python" && lang != "bash") {
+  for (size_t i : PartitionSteps(run.steps).programs) {
+    const std::string& lang = run.steps[i].language->name;
+    if (lang != "python" && lang != "bash") {
       return ErrorResponse(400, "conflicting_fields",
                            "'stateful' runs Python (and bash as %%bash cells), not " + lang,
                            "stateful");
     }
   }
-  const config::Limits& limits = run.limits;
-  const uid_t uid = static_cast<uid_t>(config_.sandbox_uid);
-  const gid_t gid = static_cast<gid_t>(config_.sandbox_gid);
-  kernel::KernelSpec spec;
-  spec.env = SandboxEnv(config_);
-  spec.limits.memory_bytes = static_cast<uint64_t>(limits.memory_mb) << 20;
-  spec.limits.processes = limits.processes;
-  spec.limits.file_size_bytes = static_cast<uint64_t>(limits.file_size_mb) << 20;
-  spec.limits.disk_bytes = static_cast<uint64_t>(limits.disk_mb) << 20;
-  spec.host_uid = uid;
-  spec.host_gid = gid;
-  // The run's network as a stateless run's (config "always" turns it on): the kernel is
-  // started with it, and a kernel with the other is replaced (KernelManager::Acquire).
-  spec.network.enabled = run.network;
-  spec.network.allow_cidrs = config_.network_allow_cidrs;
+  return std::nullopt;
+}
 
+std::optional<HttpResponse> Service::AcquireKernel(const RunRequest& run,
+                                                   const storage::SessionLock& session,
+                                                   const std::string& id,
+                                                   kernel::KernelManager::Acquired* acquired,
+                                                   storage::FileDigests* restored) {
   std::optional<HttpResponse> refused;
-  storage::FileDigests restored;
-  auto acquired = kernels_.Acquire(
-      KernelKey(run), spec, [&](const std::string& workspace, sandbox::RunCgroup* cgroup) {
-        if (auto r = RestoreSession(session, workspace, id, limits, cgroup, &restored)) {
+  auto got = kernels_.Acquire(
+      KernelKey(run), KernelSpecFor(config_, run),
+      [&](const std::string& workspace, sandbox::RunCgroup* cgroup) {
+        if (auto r = RestoreSession(session, workspace, id, run.limits, cgroup, restored)) {
           refused = std::move(*r);
           return Status(MakeError(ErrorKind::kRefused, "session restore"));
         }
         return OkStatus();
       });
-  if (refused) return *refused;
-  if (!acquired.ok()) {
-    if (acquired.error().kind == ErrorKind::kUnavailable) {
-      HttpResponse r = ErrorResponse(503, "busy", acquired.error().message + "; retry shortly");
+  if (refused) return refused;
+  if (!got.ok()) {
+    if (got.error().kind == ErrorKind::kUnavailable) {
+      HttpResponse r = ErrorResponse(503, "busy", got.error().message + "; retry shortly");
       r.headers["Retry-After"] = "5";
       return r;
     }
-    return ErrorResponse(500, "sandbox_error", "run " + id + ": " + acquired.error().message);
+    return ErrorResponse(500, "sandbox_error", "run " + id + ": " + got.error().message);
   }
-  kernel::Kernel& k = acquired->lease.kernel();
-  storage::FileDigests& digests = k.file_digests();
-  if (acquired->status != "kept") digests = std::move(restored);
+  *acquired = std::move(*got);
+  return std::nullopt;
+}
 
+HttpResponse Service::HandleStatefulRun(const HttpRequest& request, const RunRequest& run,
+                                        const config::Config& live,
+                                        std::optional<std::vector<PlanEntry>> plan,
+                                        const storage::SessionLock& session,
+                                        const std::string& id) {
+  if (auto refused = CheckStateful(run)) return *refused;
+  kernel::KernelManager::Acquired acquired;
+  storage::FileDigests restored;
+  if (auto refused = AcquireKernel(run, session, id, &acquired, &restored)) return *refused;
+  kernel::Kernel& k = acquired.lease.kernel();
+  storage::FileDigests& digests = k.file_digests();
+  if (acquired.status != "kept") digests = std::move(restored);
   // Input files and saved blocks, as in a stateless run (PlaceFile never follows a link the
   // kernel's code may have planted).
-  for (const auto& file : run.files) {
-    if (Status s = storage::PlaceFile(k.workspace(), file.path, file.content, uid, gid); !s.ok()) {
-      return ErrorResponse(s.error(), "files");
-    }
-    digests[file.path] = Sha256Hex(file.content);
-  }
-  for (const auto& step : run.steps) {
-    if (step.save_as.empty()) continue;
-    if (Status s = storage::PlaceFile(k.workspace(), step.save_as, step.code, uid, gid); !s.ok()) {
-      return ErrorResponse(s.error(), "markdown");
-    }
-    digests[step.save_as] = Sha256Hex(step.code);
-  }
+  if (auto refused = PlaceRunFiles(run, k.workspace(), &digests)) return *refused;
+  std::vector<kernel::RichOutput> rich;
+  RunResponse response = RunCells(run, id, &acquired, &rich);
+  if (plan && response.steps) MarkBlocksNotRun(run.steps, *response.steps, response.status, &*plan);
+  response.plan = std::move(plan);
+  PublishDisplays(request, run, live, id, rich, &response);
+  return ExportAndRespond(request, run, live, k.workspace(), "", &digests, session, response);
+}
 
+RunResponse Service::RunCells(const RunRequest& run, const std::string& id,
+                              kernel::KernelManager::Acquired* acquired,
+                              std::vector<kernel::RichOutput>* rich) const {
+  const config::Limits& limits = run.limits;
   RunResponse response;
   response.id = id;
-  response.status = "ok";
+  response.status = RunStatus::kOk;
   response.limits = limits;
   if (!acquired->note.empty()) {
     AppendLine(response.stderr_stream.text,
                "sandrun: a new kernel: " + acquired->note +
                    "; the variables of earlier runs are gone (the session's files are kept)");
   }
-  const size_t programs = static_cast<size_t>(std::count_if(
-      run.steps.begin(), run.steps.end(), [](const CodeStep& s) { return s.save_as.empty(); }));
-  const bool multi = run.markdown.has_value() || run.steps.size() > 1;
-  if (multi) response.steps.emplace();
-  std::vector<kernel::RichOutput> rich;
+  const std::vector<size_t> programs = PartitionSteps(run.steps).programs;
+  if (MultiStep(run)) response.steps.emplace();
+  kernel::Kernel& k = acquired->lease.kernel();
   const auto start = std::chrono::steady_clock::now();
   uint64_t output_used = 0;
   int execution_count = 0;
-  for (size_t i = 0; i < run.steps.size(); ++i) {
+  for (size_t i : programs) {
     const CodeStep& step = run.steps[i];
-    if (!step.save_as.empty()) continue;
-    const int64_t wall_left_ms =
+    StepBudget budget;
+    budget.wall_ms =
         limits.wall_time_s * 1000 - std::chrono::duration_cast<std::chrono::milliseconds>(
                                         std::chrono::steady_clock::now() - start)
                                         .count();
-    const uint64_t output_left = static_cast<uint64_t>(limits.output_bytes) -
-                                 std::min<uint64_t>(output_used, limits.output_bytes);
-    if (wall_left_ms <= 0 || output_left < 1024) {
-      response.status = wall_left_ms <= 0 ? "timeout" : "output_limit";
+    budget.output_bytes = static_cast<uint64_t>(limits.output_bytes) -
+                          std::min<uint64_t>(output_used, limits.output_bytes);
+    if (const std::string spent = BudgetSpent(budget); !spent.empty()) {
+      response.status = budget.wall_ms <= 0 ? RunStatus::kTimeout : RunStatus::kOutputLimit;
       AppendLine(response.stderr_stream.text,
-                 "sandrun: " + step.title + " not run: the run's " +
-                     (wall_left_ms <= 0 ? "wall-clock time" : "output") + " budget is spent");
+                 "sandrun: " + step.title + " not run: the run's " + spent + " budget is spent");
       break;
     }
     const std::string code = step.language->name == "bash" ? "%%bash\n" + step.code : step.code;
     kernel::ExecuteResult er =
-        k.Execute(code, {wall_left_ms, limits.cpu_time_s * 1000, output_left});
-    StepResult sr;
-    sr.index = step.block_index >= 0 ? step.block_index : static_cast<int>(i);
-    sr.language = step.language->name;
-    sr.code = step.code;
-    sr.status = StatusName(er.status);
-    sr.stdout_stream = {er.stdout_text, er.truncated};
-    sr.stderr_stream = {er.stderr_text, er.truncated};
-    // A failed %%bash cell raises CalledProcessError: report bash's exit code as a run of
-    // bash does (its own stderr says why), not IPython's traceback of the magic.
-    int bash_exit = -1;
-    if (step.language->name == "bash" && er.ename == "CalledProcessError") {
-      bash_exit = BashExitCode(er.evalue);
-    }
-    if (bash_exit > 0) {
-      sr.exit_code = bash_exit;
-    } else {
-      sr.stderr_stream.text += er.traceback;
-    }
-    sr.wall_ms = er.wall_ms;
-    if (std::string note = KernelNote(er, limits); !note.empty()) {
-      AppendLine(sr.stderr_stream.text, note);
-    }
-    if (!run.network) {
-      if (std::string note = PipNote(step, er, config_.network); !note.empty()) {
-        AppendLine(sr.stderr_stream.text, note);
-      }
-    }
-    if (er.net_rx_bytes >= 0) {
-      response.net_rx_bytes = response.net_rx_bytes.value_or(0) + er.net_rx_bytes;
-      response.net_tx_bytes = response.net_tx_bytes.value_or(0) + er.net_tx_bytes;
-    }
+        k.Execute(code, {budget.wall_ms, limits.cpu_time_s * 1000, budget.output_bytes});
+    StepResult sr = DescribeCell(config_, run, i, er);
+    const bool failed = sr.status != RunStatus::kOk;
     if (er.execution_count > 0) execution_count = er.execution_count;
     output_used += er.stdout_text.size() + er.stderr_text.size();
-    if (programs > 1) {
-      AppendLine(response.stdout_stream.text, "--- " + step.title + " ---");
-      if (!sr.stderr_stream.text.empty()) {
-        AppendLine(response.stderr_stream.text, "--- " + step.title + " ---");
-      }
-    }
-    response.stdout_stream.text += sr.stdout_stream.text;
-    response.stderr_stream.text += sr.stderr_stream.text;
-    response.stdout_stream.truncated |= er.truncated;
-    response.wall_ms += er.wall_ms;
-    response.cpu_ms += er.cpu_ms;
-    response.max_rss_kb = std::max(response.max_rss_kb, er.max_rss_kb);
-    for (auto& d : er.displays) rich.push_back(std::move(d));
-    const bool failed = sr.status != "ok";
-    if (failed && response.status == "ok") {
-      response.status = sr.status;
-      response.exit_code = sr.exit_code;
-    }
-    if (response.steps) response.steps->push_back(std::move(sr));
+    JoinCell(std::move(sr), er, programs.size() > 1, step.title, &response);
+    for (auto& d : er.displays) rich->push_back(std::move(d));
     if (er.kernel_lost) {
-      acquired->lease.SetLostReason("the previous run stopped it (" + StatusName(er.status) + ")");
+      acquired->lease.SetLostReason("the previous run stopped it (" +
+                                    std::string(RunStatusName(StatusOfCell(er.status))) + ")");
       break;
     }
     if (failed && !run.continue_on_error) break;
   }
   response.kernel = KernelInfo{acquired->status, execution_count};
-  if (plan && response.steps) MarkBlocksNotRun(run.steps, *response.steps, response.status, &*plan);
-  response.plan = std::move(plan);
+  return response;
+}
 
+void Service::PublishDisplays(const HttpRequest& request, const RunRequest& run,
+                              const config::Config& live, const std::string& id,
+                              const std::vector<kernel::RichOutput>& rich, RunResponse* response) {
   // Images: published from a directory of the daemon's, never in the workspace (so not in
   // the session), under the run's id + "-displays".
   const std::string images_dir = config_.runs_dir + "/" + id + "-displays";
-  if (sys::MakeDirs(images_dir, 0700).ok()) {
-    auto images = WriteImages(rich, images_dir);
-    const storage::PublishOptions publish = MakePublishOptions(request, run, live);
-    std::vector<storage::ArtifactFile> published_images;
-    if (!images.empty()) {
-      auto published = storage::Publish(images_dir, images, run.user, id + "-displays", publish);
-      if (published.ok()) published_images = std::move(published->files);
-    }
-    size_t next_image = 0;
-    for (auto& d : rich) {
-      Display out;
-      out.kind = d.kind;
-      out.mime = d.mime;
-      if (d.kind == "image") {
-        if (next_image >= published_images.size()) continue;
-        out.file = published_images[next_image++];
-      } else {
-        out.text = util::SanitizeUtf8(d.text);
-      }
-      response.displays.push_back(std::move(out));
-    }
-    (void)sys::RemoveTree(images_dir);
+  if (!sys::MakeDirs(images_dir, 0700).ok()) return;
+  auto images = WriteImages(rich, images_dir);
+  const storage::PublishOptions publish = MakePublishOptions(request, run, live);
+  std::vector<storage::ArtifactFile> published_images;
+  if (!images.empty()) {
+    auto published = storage::Publish(images_dir, images, run.user, id + "-displays", publish);
+    if (published.ok()) published_images = std::move(published->files);
   }
-  return ExportAndRespond(request, run, live, k.workspace(), "", &digests, session, response);
+  size_t next_image = 0;
+  for (const auto& d : rich) {
+    Display out;
+    out.kind = d.kind;
+    out.mime = d.mime;
+    if (d.kind == "image") {
+      if (next_image >= published_images.size()) continue;
+      out.file = published_images[next_image++];
+    } else {
+      out.text = util::SanitizeUtf8(d.text);
+    }
+    response->displays.push_back(std::move(out));
+  }
+  (void)sys::RemoveTree(images_dir);
 }
 
 }  // namespace sandrun::api

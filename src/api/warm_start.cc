@@ -82,7 +82,7 @@ std::unique_ptr<WarmSandbox> Service::TakeWarmSandbox(const RunRequest& run, boo
 }
 
 void Service::StartWarmPool() {
-  if (launcher_ != nullptr && health_error_.empty()) pool_.Start();
+  if (runner_ != nullptr && health_error_.empty()) pool_.Start();
 }
 
 bool Service::WarmShapeFits(const RunRequest& run, bool session_held) const {
@@ -121,15 +121,16 @@ Result<std::unique_ptr<WarmSandbox>> Service::MakeWarmSandbox(const std::string&
   sandbox::CgroupLimits cgroup_limits;
   cgroup_limits.memory_bytes = static_cast<uint64_t>(limits.memory_mb) << 20;
   cgroup_limits.processes = limits.processes;
-  auto cgroup = launcher_->CreateCgroup(sandbox->id, cgroup_limits);
+  auto cgroup = runner_->CreateCgroup(sandbox->id, cgroup_limits);
   if (!cgroup.ok()) return cgroup.error();
-  sandbox->teardown =
-      std::make_shared<RunTeardown>(std::move(*cgroup), config_.runs_dir + "/" + sandbox->id);
+  sandbox->teardown = std::make_shared<RunTeardown>(
+      std::move(*cgroup), config_.runs_dir + "/" + sandbox->id, run_tmpfs_);
   RunDir& dir = sandbox->teardown->dir;
   if (Status s = dir.Create(static_cast<uint64_t>(limits.disk_mb) << 20, uid, gid); !s.ok()) {
     return s.error();
   }
-  const std::string support = dir.workspace() + "/" + python::kSupportDirInWorkspace;
+  const RunPaths paths = dir.paths();
+  const std::string support = paths.workspace + "/" + python::kSupportDirInWorkspace;
   if (Status s = sys::MakeDirs(support, 0755); !s.ok()) return s.error();
   for (const auto& file : python::SupportFiles()) {
     if (Status s = sys::WriteFile(support + "/" + file.name, std::string(file.content), 0644);
@@ -138,17 +139,17 @@ Result<std::unique_ptr<WarmSandbox>> Service::MakeWarmSandbox(const std::string&
     }
   }
   if (!font_cache_name_.empty()) {
-    (void)storage::PlaceFile(dir.tmp(), "matplotlib/" + font_cache_name_, font_cache_, uid, gid);
+    (void)storage::PlaceFile(paths.tmp, "matplotlib/" + font_cache_name_, font_cache_, uid, gid);
   }
   sandbox::SandboxSpec spec;
   spec.argv = std::move(*argv);
   spec.env = SandboxEnv(config_);
   for (auto& line : NotebookEnv(config_)) spec.env.push_back(std::move(line));
-  spec.outputs_dir = dir.outputs();
-  spec.workspace_dir = dir.workspace();
+  spec.outputs_dir = paths.outputs;
+  spec.workspace_dir = paths.workspace;
   spec.readonly_workspace_dirs = {util::kProgramDir};
-  spec.tmp_dir = dir.tmp();
-  spec.root_dir = dir.root();
+  spec.tmp_dir = paths.tmp;
+  spec.root_dir = paths.root;
   spec.host_uid = uid;
   spec.host_gid = gid;
   spec.run_id = sandbox->id;
@@ -160,7 +161,7 @@ Result<std::unique_ptr<WarmSandbox>> Service::MakeWarmSandbox(const std::string&
   spec.limits.processes = limits.processes;
   spec.limits.output_bytes = static_cast<uint64_t>(limits.output_bytes);
   spec.limits.disk_bytes = static_cast<uint64_t>(limits.disk_mb) << 20;
-  auto waiting = launcher_->StartWaiting(spec, sandbox->teardown->cgroup.get());
+  auto waiting = runner_->StartWaiting(spec, sandbox->teardown->cgroup.get());
   if (!waiting.ok()) return waiting.error();
   sandbox->sandbox = std::move(*waiting);
   return sandbox;

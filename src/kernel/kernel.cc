@@ -186,7 +186,7 @@ Result<std::unique_ptr<Kernel>> Kernel::Create(std::string dir, std::string id, 
   return k;
 }
 
-Status Kernel::Boot(const sandbox::Launcher& launcher, void* zmq_context,
+Status Kernel::Boot(const sandbox::SandboxRunner& runner, void* zmq_context,
                     std::unique_ptr<sandbox::RunCgroup> cgroup) {
   sandbox::SandboxSpec spec;
   spec.argv = {spec_.python,
@@ -215,7 +215,7 @@ Status Kernel::Boot(const sandbox::Launcher& launcher, void* zmq_context,
   // cgroup instead (Execute).
   spec.limits.cpu_time_s = int64_t{1} << 30;
   spec.limits.output_bytes = 64 << 10;  // what DrainOutput keeps: the start-up error
-  auto started = launcher.Start(spec, std::move(cgroup));
+  auto started = runner.Start(spec, std::move(cgroup));
   if (!started.ok()) return KernelError(started.error().message);
   sandbox_ = std::move(*started);
 

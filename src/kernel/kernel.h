@@ -25,7 +25,7 @@
 #include <string>
 #include <vector>
 
-#include "sandbox/launcher.h"
+#include "sandbox/runner.h"
 #include "sandbox/spec.h"
 #include "sys/unique_fd.h"
 #include "util/result.h"
@@ -115,7 +115,7 @@ class Kernel {
   // without cgroups), and connects, waiting until it answers kernel_info_request (at most
   // spec.start_timeout_ms). `zmq_context` is a libzmq context. Errors: kSystem, with
   // what the kernel printed when it ended early.
-  Status Boot(const sandbox::Launcher& launcher, void* zmq_context,
+  Status Boot(const sandbox::SandboxRunner& runner, void* zmq_context,
               std::unique_ptr<sandbox::RunCgroup> cgroup);
 
   // Runs `code` as one cell. Never fails: what went wrong is in the result.

@@ -70,8 +70,8 @@ void KernelManager::Lease::Release() {
   // `gone` (if any) is ended here, outside the lock.
 }
 
-KernelManager::KernelManager(const sandbox::Launcher* launcher, ManagerOptions options)
-    : launcher_(launcher), options_(std::move(options)), zmq_context_(zmq_ctx_new()) {}
+KernelManager::KernelManager(const sandbox::SandboxRunner* runner, ManagerOptions options)
+    : runner_(runner), options_(std::move(options)), zmq_context_(zmq_ctx_new()) {}
 
 void KernelManager::StartReaperOnce() {
   // Started with the first kernel, not with the manager: until then the daemon stays as it
@@ -158,10 +158,10 @@ Result<std::unique_ptr<Kernel>> KernelManager::StartKernel(const KernelSpec& spe
     if (!made.ok()) return made.error();
     // One cgroup for the restore and the kernel (issue 10 item 4): the session's tmpfs pages
     // stay charged to the kernel's memory limit.
-    auto cgroup = launcher_->CreateCgroup((*made)->id(), sandbox::CgroupLimitsFor(spec.limits));
+    auto cgroup = runner_->CreateCgroup((*made)->id(), sandbox::CgroupLimitsFor(spec.limits));
     if (!cgroup.ok()) return MakeError(ErrorKind::kSystem, cgroup.error().message);
     if (Status s = populate((*made)->workspace(), cgroup->get()); !s.ok()) return s.error();
-    Status s = (*made)->Boot(*launcher_, zmq_context_, std::move(*cgroup));
+    Status s = (*made)->Boot(*runner_, zmq_context_, std::move(*cgroup));
     if (s.ok()) return std::move(*made);
     if (attempt > 0 || s.error().message.find("ended while starting") == std::string::npos) {
       return s.error();

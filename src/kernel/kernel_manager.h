@@ -15,7 +15,7 @@
 #include <thread>
 
 #include "kernel/kernel.h"
-#include "sandbox/launcher.h"
+#include "sandbox/runner.h"
 #include "util/result.h"
 
 namespace sandrun::kernel {
@@ -57,7 +57,7 @@ class KernelManager {
     std::string note;    // why the previous kernel ended, with restarted (else "")
   };
 
-  KernelManager(const sandbox::Launcher* launcher, ManagerOptions options);
+  KernelManager(const sandbox::SandboxRunner* runner, ManagerOptions options);
   ~KernelManager();  // EndAll()
   KernelManager(const KernelManager&) = delete;
   KernelManager& operator=(const KernelManager&) = delete;
@@ -96,7 +96,7 @@ class KernelManager {
   Result<std::unique_ptr<Kernel>> StartKernel(const KernelSpec& spec, const Populate& populate);
   int64_t NowMs() const;
 
-  const sandbox::Launcher* launcher_;
+  const sandbox::SandboxRunner* runner_;
   ManagerOptions options_;
   void* zmq_context_ = nullptr;
   mutable std::mutex mu_;

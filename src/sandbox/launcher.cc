@@ -493,13 +493,6 @@ std::string SetupFailure(const ChildReport& report, const MountPlan& mounts) {
 
 }  // namespace
 
-CgroupLimits CgroupLimitsFor(const SandboxLimits& limits) {
-  CgroupLimits out;
-  out.memory_bytes = limits.memory_bytes;
-  out.processes = limits.processes;
-  return out;
-}
-
 Result<std::unique_ptr<RunCgroup>> Launcher::CreateCgroup(const std::string& run_id,
                                                           const CgroupLimits& limits) const {
   if (!cgroups_) return std::unique_ptr<RunCgroup>();
@@ -507,17 +500,6 @@ Result<std::unique_ptr<RunCgroup>> Launcher::CreateCgroup(const std::string& run
   if (!created.ok()) return MakeError(ErrorKind::kSystem, "cgroup: " + created.error().message);
   util::StampPhase("cgroup_made");
   return created;
-}
-
-Result<SandboxResult> Launcher::Run(const SandboxSpec& spec) const {
-  auto cgroup = CreateCgroup(spec.run_id, CgroupLimitsFor(spec.limits));
-  if (!cgroup.ok()) return cgroup.error();
-  auto result = Run(spec, cgroup->get());
-  if (*cgroup) {
-    (void)(*cgroup)->Destroy();
-    util::StampPhase("cgroup_removed");
-  }
-  return result;
 }
 
 namespace {
@@ -795,12 +777,6 @@ void LiveSandbox::Kill() {
     s.cgroup.reset();
     s.st.cgroup = nullptr;
   }
-}
-
-Result<std::unique_ptr<LiveSandbox>> Launcher::Start(const SandboxSpec& spec) const {
-  auto cgroup = CreateCgroup(spec.run_id, CgroupLimitsFor(spec.limits));
-  if (!cgroup.ok()) return cgroup.error();
-  return Start(spec, std::move(*cgroup));
 }
 
 Result<std::unique_ptr<LiveSandbox>> Launcher::Start(const SandboxSpec& spec,

@@ -140,7 +140,7 @@ BOOST_AUTO_TEST_CASE(assembles_displays_from_published_files_only) {
 BOOST_AUTO_TEST_CASE(displays_are_encoded_with_text_or_file) {
   api::RunResponse r;
   r.id = "x";
-  r.status = "ok";
+  r.status = api::RunStatus::kOk;
   r.displays.push_back({api::kDisplayTable, "text/markdown", "| a |", std::nullopt});
   r.displays.push_back(
       {api::kDisplayImage, "image/png", std::nullopt, Published("figure-1.png", "image/png")});

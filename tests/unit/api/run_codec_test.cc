@@ -31,7 +31,7 @@ std::optional<api::ApiError> Decode(const std::string& body, api::RunRequest* ou
 api::RunResponse FullResponse() {
   api::RunResponse r;
   r.id = "run-1";
-  r.status = "timeout";
+  r.status = api::RunStatus::kTimeout;
   r.exit_code = 1;
   r.signal = 9;
   r.stdout_stream = {"out", true};
@@ -50,7 +50,7 @@ api::RunResponse FullResponse() {
   s.index = 2;
   s.language = "python";
   s.code = "print(1)";
-  s.status = "ok";
+  s.status = api::RunStatus::kOk;
   s.exit_code = 0;
   s.stdout_stream = {"1\n", false};
   s.wall_ms = 7;
@@ -192,7 +192,7 @@ BOOST_AUTO_TEST_CASE(header_user_applies_when_body_has_none) {
 BOOST_AUTO_TEST_CASE(encodes_nulls_and_replaces_invalid_utf8) {
   api::RunResponse r;
   r.id = "abc";
-  r.status = "error";
+  r.status = api::RunStatus::kError;
   r.exit_code = 139;
   r.stdout_stream.text = "broken \xff\xfe bytes";
   r.files_skipped.push_back({"passwd", "symlink"});
@@ -410,7 +410,7 @@ api::CodeStep Step(int block, const std::string& save_as = "") {
   return s;
 }
 
-api::StepResult Ran(int block, const std::string& status) {
+api::StepResult Ran(int block, api::RunStatus status) {
   api::StepResult r;
   r.index = block;
   r.status = status;
@@ -427,7 +427,8 @@ std::vector<api::PlanEntry> Plan() {
 
 BOOST_AUTO_TEST_CASE(block_after_a_failed_block_is_not_run_and_says_why) {
   auto plan = Plan();
-  api::MarkBlocksNotRun({Step(0), Step(2)}, {Ran(0, "error")}, "error", &plan);
+  api::MarkBlocksNotRun({Step(0), Step(2)}, {Ran(0, api::RunStatus::kError)},
+                        api::RunStatus::kError, &plan);
   BOOST_TEST(plan[0].run);  // it ran, and failed: the step result says so
   BOOST_TEST(plan[0].reason == "setup step (writes helper.py)");
   BOOST_TEST(!plan[1].run);
@@ -438,7 +439,9 @@ BOOST_AUTO_TEST_CASE(block_after_a_failed_block_is_not_run_and_says_why) {
 
 BOOST_AUTO_TEST_CASE(every_block_ran_leaves_the_plan_as_it_was) {
   auto plan = Plan();
-  api::MarkBlocksNotRun({Step(0), Step(2)}, {Ran(0, "ok"), Ran(2, "error")}, "error", &plan);
+  api::MarkBlocksNotRun({Step(0), Step(2)},
+                        {Ran(0, api::RunStatus::kOk), Ran(2, api::RunStatus::kError)},
+                        api::RunStatus::kError, &plan);
   BOOST_TEST(plan[0].run);
   BOOST_TEST(plan[2].run);
   BOOST_TEST(plan[2].reason == "main code");
@@ -446,14 +449,16 @@ BOOST_AUTO_TEST_CASE(every_block_ran_leaves_the_plan_as_it_was) {
 
 BOOST_AUTO_TEST_CASE(spent_budget_and_failed_install_line_are_named) {
   auto plan = Plan();
-  api::MarkBlocksNotRun({Step(0), Step(2)}, {Ran(0, "ok")}, "timeout", &plan);
+  api::MarkBlocksNotRun({Step(0), Step(2)}, {Ran(0, api::RunStatus::kOk)}, api::RunStatus::kTimeout,
+                        &plan);
   BOOST_TEST(!plan[2].run);
   BOOST_TEST(plan[2].reason.find("not run: the run's wall-clock time was spent") == 0u,
              plan[2].reason);
   // A python block with a `!pip` line is two steps; the pip step failed, the code never ran.
   auto pip = Plan();
-  api::MarkBlocksNotRun({Step(0), Step(2), Step(2)}, {Ran(0, "ok"), Ran(2, "error")}, "error",
-                        &pip);
+  api::MarkBlocksNotRun({Step(0), Step(2), Step(2)},
+                        {Ran(0, api::RunStatus::kOk), Ran(2, api::RunStatus::kError)},
+                        api::RunStatus::kError, &pip);
   BOOST_TEST(!pip[2].run);
   BOOST_TEST(pip[2].reason.find("not run: an install line of this block failed first") == 0u,
              pip[2].reason);
@@ -462,7 +467,8 @@ BOOST_AUTO_TEST_CASE(spent_budget_and_failed_install_line_are_named) {
 BOOST_AUTO_TEST_CASE(saved_blocks_are_not_program_steps) {
   std::vector<api::PlanEntry> plan = {{0, "python", false, "saved as app.py and run by block 1"},
                                       {1, "bash", true, "runs app.py"}};
-  api::MarkBlocksNotRun({Step(0, "app.py"), Step(1)}, {Ran(1, "ok")}, "ok", &plan);
+  api::MarkBlocksNotRun({Step(0, "app.py"), Step(1)}, {Ran(1, api::RunStatus::kOk)},
+                        api::RunStatus::kOk, &plan);
   BOOST_TEST(!plan[0].run);
   BOOST_TEST(plan[0].reason == "saved as app.py and run by block 1");
   BOOST_TEST(plan[1].run);

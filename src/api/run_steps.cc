@@ -1,0 +1,274 @@
+#include "api/run_steps.h"
+
+#include <algorithm>
+
+#include "api/environments.h"
+#include "api/packages.h"
+#include "api/run_displays.h"
+#include "python/support_files.h"
+#include "util/reserved_dirs.h"
+
+namespace sandrun::api {
+namespace {
+
+// util::kProgramDir as the sandbox sees it.
+constexpr char kProgramDirInside[] = "/home/user/.sandrun";
+
+}  // namespace
+
+std::vector<std::string> SandboxEnv(const config::Config& config) {
+  std::vector<std::string> env = {
+      "HOME=/home/user",
+      "USER=user",
+      "LOGNAME=user",
+      "LANG=C.UTF-8",
+      "LC_ALL=C.UTF-8",
+      "PATH=/home/user/.local/bin:/usr/local/bin:/usr/bin:/bin",
+      "PYTHONUNBUFFERED=1",
+      // The program file lives in .sandrun/; modules the code writes beside it in the
+      // workspace (helper.py) must import as if the program ran from there.
+      "PYTHONPATH=" + std::string(python::kSupportDir) + ":/home/user",
+      "PYTHONIOENCODING=utf-8",
+      "PYTHONDONTWRITEBYTECODE=1",
+      "MPLBACKEND=Agg",
+      "MPLCONFIGDIR=/tmp/matplotlib",
+      "XDG_CACHE_HOME=/home/user/.cache",
+      "TMPDIR=/tmp",
+      // pip as users type it: user-site installs, Debian's PEP 668 refusal lifted inside
+      // the sandbox only, and a fast failure without network (no retries, short timeout).
+      "PIP_USER=1",
+      "PIP_BREAK_SYSTEM_PACKAGES=1",
+      "PIP_DISABLE_PIP_VERSION_CHECK=1",
+      "PIP_NO_INPUT=1",
+      "PIP_RETRIES=0",
+      "PIP_TIMEOUT=3",
+      "PIP_CACHE_DIR=/home/user/.cache/pip",
+  };
+  if (!config.timezone.empty()) env.push_back("TZ=" + config.timezone);
+  for (std::string& pip : PipEnv(config)) env.push_back(std::move(pip));
+  return env;
+}
+
+StepParts PartitionSteps(const std::vector<CodeStep>& steps) {
+  StepParts parts;
+  for (size_t i = 0; i < steps.size(); ++i) {
+    (steps[i].save_as.empty() ? parts.programs : parts.files).push_back(i);
+  }
+  return parts;
+}
+
+bool IsInstallStep(const CodeStep& step) {
+  return step.language != nullptr && step.language->name == "bash" && IsInstallOnlyCode(step.code);
+}
+
+bool MentionsInstall(const CodeStep& step) {
+  return step.language != nullptr && step.language->name == "bash" && IsInstallCode(step.code);
+}
+
+bool MultiStep(const RunRequest& run) { return run.markdown.has_value() || run.steps.size() > 1; }
+
+std::string ProgramPath(const RunRequest& run, size_t i) {
+  const std::string& name = run.steps[i].language->file_name;
+  return MultiStep(run) ? std::to_string(i) + "/" + name : name;
+}
+
+int StepIndex(const CodeStep& step, size_t i) {
+  return step.block_index >= 0 ? step.block_index : static_cast<int>(i);
+}
+
+StepBudget BudgetLeft(const config::Config& config, const RunRequest& run, const CodeStep& step,
+                      int64_t program_ms, uint64_t output_used) {
+  const config::Limits& limits = run.limits;
+  StepBudget budget;
+  budget.wall_ms = IsInstallStep(step) ? config.install_wall_time_s * 1000
+                                       : limits.wall_time_s * 1000 - program_ms;
+  budget.output_bytes = static_cast<uint64_t>(limits.output_bytes) -
+                        std::min<uint64_t>(output_used, limits.output_bytes);
+  return budget;
+}
+
+std::string BudgetSpent(const StepBudget& budget) {
+  if (budget.wall_ms <= 0) return "wall-clock time";
+  if (budget.output_bytes < 1024) return "output";
+  return "";
+}
+
+sandbox::SandboxSpec StepSpec(const config::Config& config, const RunRequest& run, size_t i,
+                              const std::string& id, const RunPaths& paths,
+                              const StepBudget& budget) {
+  const CodeStep& step = run.steps[i];
+  const config::Limits& limits = run.limits;
+  sandbox::SandboxSpec spec;
+  for (const auto& arg : step.language->argv) {
+    if (arg == "{file}") {
+      // .sandrun/main.py for one step, .sandrun/<i>/main.py for several.
+      spec.argv.push_back(std::string(kProgramDirInside) + "/" + ProgramPath(run, i));
+    } else if (arg == "{loader}") {
+      spec.argv.push_back(python::kLoaderPath);
+    } else {
+      spec.argv.push_back(arg);
+    }
+  }
+  spec.env = SandboxEnv(config);
+  for (auto& line : NotebookEnv(config)) spec.env.push_back(std::move(line));
+  spec.outputs_dir = paths.outputs;
+  spec.environment_dir = run.environment_dir;
+  if (!run.environment_dir.empty()) AddEnvironmentToPath(&spec.env);
+  spec.workspace_dir = paths.workspace;
+  spec.readonly_workspace_dirs = {util::kProgramDir};
+  spec.tmp_dir = paths.tmp;
+  spec.root_dir = paths.root;
+  if (i + 1 == run.steps.size()) spec.stdin_data = run.stdin_data;
+  spec.host_uid = static_cast<uid_t>(config.sandbox_uid);
+  spec.host_gid = static_cast<gid_t>(config.sandbox_gid);
+  spec.run_id = id;
+  spec.limits.wall_time_ms = budget.wall_ms;
+  spec.limits.cpu_time_s = limits.cpu_time_s;
+  spec.limits.memory_bytes = static_cast<uint64_t>(limits.memory_mb) << 20;
+  spec.limits.processes = limits.processes;
+  spec.limits.output_bytes = budget.output_bytes;
+  spec.limits.file_size_bytes = static_cast<uint64_t>(limits.file_size_mb) << 20;
+  spec.limits.disk_bytes = static_cast<uint64_t>(limits.disk_mb) << 20;
+  if (IsInstallStep(step)) {
+    // The install budget (issue 9 part 2) replaces the program's time and size limits: a
+    // wheel (numpy's is 18 MB) and pip's unpacking in /tmp are bigger than a program's
+    // files, and pip's CPU time is bounded by its wall time.
+    spec.limits.cpu_time_s = config.install_wall_time_s;
+    spec.limits.file_size_bytes = static_cast<uint64_t>(config.install_disk_mb) << 20;
+    spec.limits.disk_bytes = static_cast<uint64_t>(config.install_disk_mb) << 20;
+  }
+  spec.network.enabled = run.network;
+  spec.network.allow_cidrs = config.network_allow_cidrs;
+  return spec;
+}
+
+RunStatus StatusOf(const sandbox::SandboxResult& r) {
+  using sandbox::RunOutcome;
+  switch (r.outcome) {
+    case RunOutcome::kExited:
+      return r.exit_code == 0 ? RunStatus::kOk : RunStatus::kError;
+    case RunOutcome::kSignaled:
+      return RunStatus::kKilled;
+    case RunOutcome::kWallTimeout:
+    case RunOutcome::kCpuTimeout:
+      return RunStatus::kTimeout;
+    case RunOutcome::kMemoryLimit:
+      return RunStatus::kMemoryLimit;
+    case RunOutcome::kOutputLimit:
+      return RunStatus::kOutputLimit;
+  }
+  return RunStatus::kError;
+}
+
+std::string LimitNote(const sandbox::SandboxResult& r, const config::Limits& limits) {
+  using sandbox::RunOutcome;
+  switch (r.outcome) {
+    case RunOutcome::kWallTimeout:
+      return "sandrun: stopped: wall-clock time limit of " + std::to_string(limits.wall_time_s) +
+             " s reached";
+    case RunOutcome::kCpuTimeout:
+      return "sandrun: stopped: CPU time limit of " + std::to_string(limits.cpu_time_s) +
+             " s reached";
+    case RunOutcome::kMemoryLimit:
+      // The OOM killer picks one process; when that was a child and the program carried on
+      // to exit by itself, nothing was "stopped".
+      if (r.exit_code >= 0) {
+        return "sandrun: a process was killed by the memory limit of " +
+               std::to_string(limits.memory_mb) +
+               " MiB (the program went on and exited with code " + std::to_string(r.exit_code) +
+               ")";
+      }
+      return "sandrun: stopped: memory limit of " + std::to_string(limits.memory_mb) +
+             " MiB reached";
+    case RunOutcome::kOutputLimit:
+      return "sandrun: stopped: output limit exceeded (" + std::to_string(limits.output_bytes) +
+             " bytes of stdout + stderr)";
+    default:
+      return "";
+  }
+}
+
+void JoinStep(StepRun ran, bool headers, const std::string& title, RunResponse* response) {
+  StepResult& sr = ran.step;
+  if (ran.net_rx_bytes >= 0) {
+    response->net_rx_bytes = response->net_rx_bytes.value_or(0) + ran.net_rx_bytes;
+    response->net_tx_bytes = response->net_tx_bytes.value_or(0) + ran.net_tx_bytes;
+  }
+  if (headers) {
+    AppendLine(response->stdout_stream.text, "--- " + title + " ---");
+    if (!sr.stderr_stream.text.empty()) {
+      AppendLine(response->stderr_stream.text, "--- " + title + " ---");
+    }
+  }
+  response->stdout_stream.text += sr.stdout_stream.text;
+  response->stderr_stream.text += sr.stderr_stream.text;
+  response->stdout_stream.truncated |= sr.stdout_stream.truncated;
+  response->stderr_stream.truncated |= sr.stderr_stream.truncated;
+  // Top-level exit code and signal go with the top-level status: the first failure's.
+  if (response->status == RunStatus::kOk) {
+    response->exit_code = sr.exit_code;
+    response->signal = sr.signal;
+    response->status = sr.status;
+  }
+  response->wall_ms += sr.wall_ms;
+  response->cpu_ms += ran.cpu_ms;
+  response->max_rss_kb = std::max(response->max_rss_kb, ran.max_rss_kb);
+  if (response->steps) response->steps->push_back(std::move(sr));
+}
+
+StepRun DescribeStep(const config::Config& config, const RunRequest& run, size_t i,
+                     const sandbox::SandboxResult& result) {
+  const CodeStep& step = run.steps[i];
+  const bool install = IsInstallStep(step);
+  StepRun ran;
+  StepResult& sr = ran.step;
+  sr.index = StepIndex(step, i);
+  sr.language = step.language->name;
+  sr.code = step.code;
+  sr.status = StatusOf(result);
+  if (result.exit_code >= 0) sr.exit_code = result.exit_code;
+  if (result.signal > 0) sr.signal = result.signal;
+  sr.stdout_stream = {result.stdout_text, result.stdout_truncated};
+  sr.stderr_stream = {result.stderr_text, result.stderr_truncated};
+  sr.wall_ms = result.wall_ms;
+  sr.budget = install ? "install" : "program";
+  if (install && result.outcome == sandbox::RunOutcome::kWallTimeout) {
+    AppendLine(sr.stderr_stream.text, "sandrun: stopped: the install budget's wall-clock time of " +
+                                          std::to_string(config.install_wall_time_s) +
+                                          " s (install_wall_time_s) reached");
+  } else if (std::string note = LimitNote(result, run.limits); !note.empty()) {
+    AppendLine(sr.stderr_stream.text, note);
+  }
+  // Part 3 of issue 9: an install that found nothing because the run has no network says
+  // so, and what is there already.
+  if (MentionsInstall(step) && !run.network &&
+      PipFoundNothing(sr.stdout_stream.text + sr.stderr_stream.text)) {
+    const std::vector<std::string> requested = RequestedPackages(step.code);
+    AppendLine(sr.stderr_stream.text,
+               NetworkOffNote(requested,
+                              AvailablePackages(requested, sr.stdout_stream.text, HostSiteDirs()),
+                              config.network));
+  }
+  if (result.process_limit_hits > 0) {
+    // A run that hit its process limit did not do what it tried (a fork bomb, a pool too
+    // big): say so, and never call it "ok" even if the main program exited 0.
+    if (sr.status == RunStatus::kOk) sr.status = RunStatus::kError;
+    AppendLine(sr.stderr_stream.text, "sandrun: the run reached its process limit of " +
+                                          std::to_string(run.limits.processes) +
+                                          " (the kernel refused " +
+                                          std::to_string(result.process_limit_hits) + " forks)");
+  }
+  ran.cpu_ms = result.cpu_ms;
+  ran.max_rss_kb = result.max_rss_kb;
+  ran.net_rx_bytes = result.net_rx_bytes;
+  ran.net_tx_bytes = result.net_tx_bytes;
+  ran.output_bytes = result.stdout_text.size() + result.stderr_text.size();
+  return ran;
+}
+
+void AppendLine(std::string& text, const std::string& line) {
+  if (!text.empty() && text.back() != '\n') text.push_back('\n');
+  text += line + "\n";
+}
+
+}  // namespace sandrun::api

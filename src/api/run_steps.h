@@ -1,0 +1,111 @@
+// The steps of a stateless run as data (issue 12 part 1): which of the request's steps are
+// programs and which are files to write, the budget left for a step, and the SandboxSpec
+// of one step. Pure: the run handler (run_handler.cc) runs what these describe.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "api/run_codec.h"
+#include "config/config.h"
+#include "sandbox/result.h"
+#include "sandbox/spec.h"
+
+namespace sandrun::api {
+
+// The sandbox's environment (HOME, PATH, LANG, pip's settings, ...), for runs and kernels.
+std::vector<std::string> SandboxEnv(const config::Config& config);
+
+// The request's steps split once: programs to run and files to write (`save_as`: blocks the
+// markdown plan saves under a name, run by a later block). Indices into run.steps, in order:
+// a program's index names its directory in .sandrun (ProgramPath) and, without a block, its
+// `index` in the response, so the split keeps them.
+struct StepParts {
+  std::vector<size_t> programs;
+  std::vector<size_t> files;
+};
+StepParts PartitionSteps(const std::vector<CodeStep>& steps);
+
+// An install step (pip install ..., and nothing else) runs on its own budget
+// (install_wall_time_s, install_disk_mb), not the program's (issue 9 part 2). The planner's
+// install steps are held to the same rule: a block that also runs something is a program.
+bool IsInstallStep(const CodeStep& step);
+
+// A shell step with a pip install in it, install step or not: when pip finds nothing
+// without the network, it gets the network-off note.
+bool MentionsInstall(const CodeStep& step);
+
+// Several programs (snippets, markdown) each get their own directory in .sandrun.
+bool MultiStep(const RunRequest& run);
+
+// The program file of step `i`, relative to .sandrun: main.py, or <i>/main.py.
+std::string ProgramPath(const RunRequest& run, size_t i);
+
+// The `index` of step `i` in the response: its block, or its place among the steps.
+int StepIndex(const CodeStep& step, size_t i);
+
+// Where a run's files are on the host (RunDir, run_dir.h).
+struct RunPaths {
+  std::string workspace;  // /home/user in the sandbox
+  std::string tmp;        // /tmp
+  std::string root;       // the empty directory that becomes the new root
+  std::string outputs;    // the outputs area of shown figures (run_displays.h)
+};
+
+// What is left of the run's budget for its next step: wall time (milliseconds) and
+// output (bytes of stdout + stderr). An install step has its own wall time.
+struct StepBudget {
+  int64_t wall_ms = 0;
+  uint64_t output_bytes = 0;
+};
+// `program_ms`: wall time the run's program steps used so far; `output_used`: bytes of
+// output of all its steps so far.
+StepBudget BudgetLeft(const config::Config& config, const RunRequest& run, const CodeStep& step,
+                      int64_t program_ms, uint64_t output_used);
+// Why a step cannot start with `budget` ("wall-clock time" or "output"), "" when it can
+// (at least 1 ms and 1 KiB left).
+std::string BudgetSpent(const StepBudget& budget);
+
+// The sandbox of program step `i` of run `id`: its argv (the language's, with its program
+// file), environment, paths, limits (the request's; an install step's time and size limits
+// are the install budget's; wall time and output what `budget` has left), network, and the
+// request's stdin for the last step. Pure.
+sandbox::SandboxSpec StepSpec(const config::Config& config, const RunRequest& run, size_t i,
+                              const std::string& id, const RunPaths& paths,
+                              const StepBudget& budget);
+
+// The status of a step from its sandbox's result (a process limit hit is not counted here).
+RunStatus StatusOf(const sandbox::SandboxResult& result);
+
+// A line for stderr saying which limit stopped the run, "" when none did, so neither the
+// user nor the model has to guess from a bare SIGKILL.
+std::string LimitNote(const sandbox::SandboxResult& result, const config::Limits& limits);
+
+// One program step that ran: its result and what the run's totals take from it.
+struct StepRun {
+  StepResult step;
+  int64_t cpu_ms = 0;
+  int64_t max_rss_kb = 0;
+  int64_t net_rx_bytes = -1;  // -1 without the network
+  int64_t net_tx_bytes = -1;
+  uint64_t output_bytes = 0;  // stdout + stderr the program wrote (before our notes)
+};
+
+// Step `i` of `run` from what its sandbox reported: status, streams, and the notes on
+// stderr (the limit that stopped it, the network-off note of a pip install that found
+// nothing without the network, the process limit). Reads the host's site directories for
+// the network-off note; otherwise pure.
+StepRun DescribeStep(const config::Config& config, const RunRequest& run, size_t i,
+                     const sandbox::SandboxResult& result);
+
+// Adds a step that ran to the run's `response`: joined streams (with a header line naming
+// `title` when the run has more than one program: `headers`), totals, and the first
+// failure's status, exit code and signal. Pure.
+void JoinStep(StepRun ran, bool headers, const std::string& title, RunResponse* response);
+
+// Appends `line` to `text` on a line of its own.
+void AppendLine(std::string& text, const std::string& line);
+
+}  // namespace sandrun::api

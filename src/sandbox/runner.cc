@@ -1,0 +1,31 @@
+#include "sandbox/runner.h"
+
+#include "util/phases.h"
+
+namespace sandrun::sandbox {
+
+CgroupLimits CgroupLimitsFor(const SandboxLimits& limits) {
+  CgroupLimits out;
+  out.memory_bytes = limits.memory_bytes;
+  out.processes = limits.processes;
+  return out;
+}
+
+Result<SandboxResult> SandboxRunner::Run(const SandboxSpec& spec) const {
+  auto cgroup = CreateCgroup(spec.run_id, CgroupLimitsFor(spec.limits));
+  if (!cgroup.ok()) return cgroup.error();
+  auto result = Run(spec, cgroup->get());
+  if (*cgroup) {
+    (void)(*cgroup)->Destroy();
+    util::StampPhase("cgroup_removed");
+  }
+  return result;
+}
+
+Result<std::unique_ptr<LiveSandbox>> SandboxRunner::Start(const SandboxSpec& spec) const {
+  auto cgroup = CreateCgroup(spec.run_id, CgroupLimitsFor(spec.limits));
+  if (!cgroup.ok()) return cgroup.error();
+  return Start(spec, std::move(*cgroup));
+}
+
+}  // namespace sandrun::sandbox
