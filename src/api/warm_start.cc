@@ -14,12 +14,13 @@
 namespace sandrun::api {
 namespace {
 
-// The waiting bash: reads the start line one byte at a time (bash's `read` on a pipe takes
+// The waiting bash: says it is ready (ASCII ACK on stdout, sandbox::kWarmReadyByte), reads
+// the start line one byte at a time (bash's `read` on a pipe takes
 // nothing past the newline), lowers RLIMIT_CPU (SIGXCPU at the limit, SIGKILL a second later,
 // as the cold start sets them) and RLIMIT_FSIZE (1024-byte blocks), then becomes `bash
 // PROGRAM` as a cold start runs it (SHLVL unset so the program sees 1, as there).
 constexpr char kBashWarmScript[] =
-    "IFS=' ' read -r cpu fsize program || exit 0; "
+    "printf '\\006'; IFS=' ' read -r cpu fsize program || exit 0; "
     "ulimit -St \"$cpu\" && ulimit -Ht \"$((cpu + 1))\" && ulimit -f \"$((fsize / 1024))\" || "
     "exit 126; unset SHLVL cpu fsize; exec \"$0\" \"$program\"";
 

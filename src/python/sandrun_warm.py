@@ -3,7 +3,8 @@
     python3 /home/user/.sandrun/python/sandrun_warm.py
 
 The interpreter, site, sitecustomize and the loader (sandrun_main) are loaded while the sandbox
-waits in the pool. The daemon then sends one start line on stdin,
+waits in the pool; it then writes one byte, ASCII ACK, on stdout (the daemon reads it: the
+sandbox is ready). The daemon then sends one start line on stdin,
 
     <cpu_time_s> <file_size_bytes> <program path>\\n
 
@@ -37,6 +38,7 @@ def _start_line():
 
 
 def _main():
+    os.write(1, b"\x06")  # ready (ASCII ACK): the daemon reads it; never part of the output
     cpu, fsize, path = _start_line().split(" ", 2)
     cpu, fsize = int(cpu), int(fsize)
     # SIGXCPU at the soft limit, SIGKILL a second later, as the cold start sets them.

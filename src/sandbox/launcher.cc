@@ -567,6 +567,32 @@ Result<SandboxResult> Launcher::Run(const SandboxSpec& spec, RunCgroup* cgroup) 
   return Conclude(*started, seen, mounts);
 }
 
+namespace {
+
+// How long a waiting sandbox may take to come up (setup and the interpreter's start).
+constexpr int kWarmReadyTimeoutMs = 30000;
+
+// Reads the one byte a waiting program writes when it is ready (kWarmReadyByte), from its
+// stdout pipe, within `timeout_ms`. Errors: EOF (it ended), timeout, another byte.
+Status AwaitReadyByte(Started& st, int timeout_ms) {
+  pollfd p{st.pipes.out.read.get(), POLLIN, 0};
+  const int ready = ::poll(&p, 1, timeout_ms);
+  if (ready == 0) {
+    return MakeError(ErrorKind::kSystem,
+                     "waiting sandbox not ready within " + std::to_string(timeout_ms) + " ms");
+  }
+  char byte = 0;
+  if (ready < 0 || ::read(st.pipes.out.read.get(), &byte, 1) != 1) {
+    return MakeError(ErrorKind::kSystem, "waiting sandbox ended before it was ready");
+  }
+  if (byte != kWarmReadyByte) {
+    return MakeError(ErrorKind::kSystem, "waiting sandbox wrote something else than ready");
+  }
+  return OkStatus();
+}
+
+}  // namespace
+
 struct WaitingSandbox::State {
   Started st;
   MountPlan mounts;
@@ -627,7 +653,16 @@ Result<std::unique_ptr<WaitingSandbox>> Launcher::StartWaiting(const SandboxSpec
   auto started = sandbox::Start(spec, state->mounts, put_old, filter_, cgroup, init_exe_.get());
   if (!started.ok()) return started.error();
   state->st = std::move(*started);
-  return std::make_unique<WaitingSandbox>(std::move(state));
+  auto waiting = std::make_unique<WaitingSandbox>(std::move(state));
+  // Ready means set up: its mounts made (they use the host paths of its directory, which the
+  // run that takes it renames) and the program waiting for its start line, which it says by
+  // writing kWarmReadyByte on stdout first. Until then it is not handed out.
+  if (Status ready = AwaitReadyByte(waiting->state_->st, kWarmReadyTimeoutMs); !ready.ok()) {
+    const std::string why = waiting->Exited() ? waiting->ExitDescription() : "";
+    return MakeError(ErrorKind::kSystem,
+                     ready.error().message + (why.empty() ? "" : " (" + why + ")"));
+  }
+  return waiting;
 }
 
 Result<SandboxResult> Launcher::RunWaiting(WaitingSandbox& sandbox, const std::string& start_line,

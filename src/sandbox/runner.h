@@ -67,6 +67,10 @@ class LiveSandbox {
 // api/warm_pool.h). SandboxRunner::RunWaiting serves exactly one run with it; unused, the
 // destructor kills and reaps it (the cgroup stays: the caller owns it). Not thread-safe (one
 // owner at a time); not safe after fork.
+// The byte a waiting program writes on its stdout once it is ready for its start line
+// (ASCII ACK); StartWaiting reads it, so it is never part of a run's output.
+inline constexpr char kWarmReadyByte = '\x06';
+
 class WaitingSandbox {
  public:
   struct State;
@@ -123,7 +127,9 @@ class SandboxRunner {
   // Starts spec.argv in a new sandbox in `cgroup` (CreateCgroup; null without cgroups; the
   // caller keeps it and removes it after the sandbox is gone) and leaves it waiting: its
   // stdin stays open and nothing is written to it, no limit of the run is watched yet (the
-  // cgroup's and the rlimits are those of `spec`). Errors as Run's.
+  // cgroup's and the rlimits are those of `spec`). Returns once the program has written
+  // kWarmReadyByte on its stdout (its setup is done; up to 30 s). Errors as Run's, and when
+  // it ends or stays silent before it is ready (the setup failure named).
   virtual Result<std::unique_ptr<WaitingSandbox>> StartWaiting(const SandboxSpec& spec,
                                                                RunCgroup* cgroup) const = 0;
   // Serves one run with `sandbox`: writes the memory and process limits of spec.limits to

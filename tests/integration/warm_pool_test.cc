@@ -8,11 +8,14 @@
 #include <rapidjson/writer.h>
 #include <signal.h>
 
+#include <atomic>
 #include <boost/test/unit_test.hpp>
 #include <chrono>
 #include <map>
+#include <mutex>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "helpers.h"
 #include "host_state.h"
@@ -203,6 +206,36 @@ BOOST_AUTO_TEST_CASE(the_pool_refills_and_reports_its_state) {
   BOOST_TEST(
       metrics.find("sandrun_pool_failures_total{language=\"python\"} 0") != std::string::npos,
       metrics);
+}
+
+// Regression (found by scripts/bench at 8 clients): a pooled sandbox was handed out as soon as
+// it was cloned, before its mounts were made; the run that took it renamed its directory, and
+// its setup failed with "mount step (tmpfs on ...): No such file or directory" (a 500). Ready
+// now means set up and waiting. 48 runs from 8 clients, all of them must be ok.
+BOOST_AUTO_TEST_CASE(concurrent_runs_never_meet_a_half_built_sandbox) {
+  BOOST_TEST_REQUIRE(WaitForQuietHost(), "the warm pool fills");
+  std::atomic<int> ok{0}, bad{0};
+  std::string first_bad;
+  std::mutex mu;
+  std::vector<std::thread> clients;
+  for (int c = 0; c < 8; ++c) {
+    clients.emplace_back([&] {
+      for (int i = 0; i < 6; ++i) {
+        HttpResponse r =
+            Post("/run", RunRequest(i % 2 ? "bash" : "python", i % 2 ? "echo 1" : "print(1)"));
+        if (r.status == 200 && r.body.find("\"stdout\":\"1\\n\"") != std::string::npos) {
+          ++ok;
+        } else {
+          ++bad;
+          std::lock_guard lock(mu);
+          if (first_bad.empty()) first_bad = std::to_string(r.status) + " " + r.body;
+        }
+      }
+    });
+  }
+  for (auto& t : clients) t.join();
+  BOOST_TEST(bad.load() == 0, first_bad);
+  BOOST_TEST(ok.load() == 48);
 }
 
 // Runs the pool does not fit (a session, several programs) start cold and work.
