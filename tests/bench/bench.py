@@ -201,12 +201,15 @@ class SandrunCase(Case):
         self.body = json.dumps(request).encode()
         self.files = tuple(files)  # names the run must have published
         self.log_offsets = []  # the daemon log's size before each measured request
+        self.request_ids = []  # nginx's X-Request-Id of each measured request
+        self._last_request_id = None
         self.expected = expected.decode()
         self.daemon = Case(group, f"sandrun {kind}, daemon `usage.wall_ms`",
                            "the same requests: the daemon's own wall time (start to reap)")
 
     def run_once(self):
-        status, _, data, elapsed = self.client.request("POST", "/run", self.body)
+        status, resp, data, elapsed = self.client.request("POST", "/run", self.body)
+        self._last_request_id = resp.getheader("X-Request-Id")
         try:
             doc = json.loads(data)
         except ValueError:
@@ -352,8 +355,10 @@ def find_daemon(state_dir):
     return None
 
 
-def read_phases(log_path, offset):
-    """The phases_us objects of the POST /run lines of the daemon's log after `offset`."""
+def read_phases(log_path, offset, request_id=None):
+    """The phases_us objects of the POST /run lines of the daemon's log after `offset` (only
+    the line of `request_id`, the X-Request-Id nginx gave the request, when given: the daemon
+    logs a request after its response is sent, so the next request's line may come first)."""
     out = []
     try:
         with open(log_path, "rb") as f:
@@ -365,7 +370,8 @@ def read_phases(log_path, offset):
                     continue  # not a JSON line (an earlier daemon's text)
                 if (isinstance(doc, dict) and doc.get("event") == "request"
                         and doc.get("path") == "/run" and doc.get("status") == 200
-                        and isinstance(doc.get("phases_us"), dict)):
+                        and isinstance(doc.get("phases_us"), dict)
+                        and (request_id is None or doc.get("request_id") == request_id)):
                     out.append(doc["phases_us"])
     except OSError as e:
         raise BenchError(f"cannot read the daemon's log {log_path}: {e}")
@@ -548,6 +554,7 @@ def main():
                 if isinstance(case, SandrunCase):
                     case.daemon.samples.append(case._last_wall)
                     case.log_offsets.append(offset)
+                    case.request_ids.append(case._last_request_id)
         spent = check_time(f"round {r + 1} of {total}")
         log(f"round {r + 1}/{total} done, {spent:.0f} s")
 
@@ -564,8 +571,8 @@ def main():
                 continue
             for kind, case in (("warm", sandrun), ("cold", cold)):
                 stamps = []
-                for offset in case.log_offsets:
-                    lines = read_phases(args.daemon_log, offset)
+                for offset, rid in zip(case.log_offsets, case.request_ids):
+                    lines = read_phases(args.daemon_log, offset, rid)
                     if lines:
                         stamps.append(lines[0])
                 if stamps:
