@@ -38,16 +38,7 @@ std::string Sha256Hex(const std::string& data) {
 // Writes every program file of the run into <workspace>/.sandrun (the daemon's own directory,
 // made by RunDir::Create; nothing of the user's is in it yet).
 Status WriteProgramFiles(const RunRequest& run, const std::string& workspace) {
-  // The notebook support files (sitecustomize.py, the loader): for every run, since a shell
-  // step can start Python too.
-  const std::string support = workspace + "/" + python::kSupportDirInWorkspace;
-  if (Status s = sys::MakeDirs(support, 0755); !s.ok()) return s;
-  for (const auto& file : python::SupportFiles()) {
-    if (Status s = sys::WriteFile(support + "/" + file.name, std::string(file.content), 0644);
-        !s.ok()) {
-      return s;
-    }
-  }
+  if (Status s = WriteSupportFiles(workspace); !s.ok()) return s;
   for (size_t i : PartitionSteps(run.steps).programs) {
     if (MultiStep(run)) {
       if (Status s =
@@ -362,12 +353,7 @@ std::optional<HttpResponse> Service::FillWorkspace(const RunRequest& run,
                                                    const RunPaths& paths, const std::string& id,
                                                    sandbox::RunCgroup* cgroup,
                                                    storage::FileDigests* before) const {
-  const uid_t uid = static_cast<uid_t>(config_.sandbox_uid);
-  const gid_t gid = static_cast<gid_t>(config_.sandbox_gid);
-  // matplotlib's font cache, built at start-up (font_cache.cc), in the run's MPLCONFIGDIR.
-  if (!font_cache_name_.empty()) {
-    (void)storage::PlaceFile(paths.tmp, "matplotlib/" + font_cache_name_, font_cache_, uid, gid);
-  }
+  PlaceFontCache(paths.tmp);
   if (session.held()) {
     if (auto refused = RestoreSession(session, paths.workspace, id, run.limits, cgroup, before)) {
       return refused;

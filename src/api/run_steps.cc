@@ -6,6 +6,7 @@
 #include "api/packages.h"
 #include "api/run_displays.h"
 #include "python/support_files.h"
+#include "sys/syscalls.h"
 #include "util/reserved_dirs.h"
 
 namespace sandrun::api {
@@ -188,11 +189,23 @@ std::string LimitNote(const sandbox::SandboxResult& r, const config::Limits& lim
   }
 }
 
-void JoinStep(StepRun ran, bool headers, const std::string& title, RunResponse* response) {
-  StepResult& sr = ran.step;
-  if (ran.net_rx_bytes >= 0) {
-    response->net_rx_bytes = response->net_rx_bytes.value_or(0) + ran.net_rx_bytes;
-    response->net_tx_bytes = response->net_tx_bytes.value_or(0) + ran.net_tx_bytes;
+Status WriteSupportFiles(const std::string& workspace) {
+  const std::string support = workspace + "/" + python::kSupportDirInWorkspace;
+  if (Status s = sys::MakeDirs(support, 0755); !s.ok()) return s;
+  for (const auto& file : python::SupportFiles()) {
+    if (Status s = sys::WriteFile(support + "/" + file.name, std::string(file.content), 0644);
+        !s.ok()) {
+      return s;
+    }
+  }
+  return OkStatus();
+}
+
+void JoinStreams(const StepResult& sr, bool headers, const std::string& title, int64_t net_rx_bytes,
+                 int64_t net_tx_bytes, RunResponse* response) {
+  if (net_rx_bytes >= 0) {
+    response->net_rx_bytes = response->net_rx_bytes.value_or(0) + net_rx_bytes;
+    response->net_tx_bytes = response->net_tx_bytes.value_or(0) + net_tx_bytes;
   }
   if (headers) {
     AppendLine(response->stdout_stream.text, "--- " + title + " ---");
@@ -202,6 +215,11 @@ void JoinStep(StepRun ran, bool headers, const std::string& title, RunResponse* 
   }
   response->stdout_stream.text += sr.stdout_stream.text;
   response->stderr_stream.text += sr.stderr_stream.text;
+}
+
+void JoinStep(StepRun ran, bool headers, const std::string& title, RunResponse* response) {
+  StepResult& sr = ran.step;
+  JoinStreams(sr, headers, title, ran.net_rx_bytes, ran.net_tx_bytes, response);
   response->stdout_stream.truncated |= sr.stdout_stream.truncated;
   response->stderr_stream.truncated |= sr.stderr_stream.truncated;
   // Top-level exit code and signal go with the top-level status: the first failure's.

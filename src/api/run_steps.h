@@ -100,6 +100,17 @@ struct StepRun {
 StepRun DescribeStep(const config::Config& config, const RunRequest& run, size_t i,
                      const sandbox::SandboxResult& result);
 
+// Writes the notebook support files (sitecustomize.py, the loaders) into
+// `workspace`/.sandrun/python: every run has them, since a shell step can start Python too,
+// and so has a sandbox of the warm pool. Errors name the file. Not safe after fork.
+Status WriteSupportFiles(const std::string& workspace);
+
+// Appends a step's (or a stateful cell's) stdout and stderr to the run's, with a header line
+// naming `title` first when the run has more than one program (`headers`), and adds its bytes
+// of network traffic (`net_rx_bytes` -1: it had no network). Pure.
+void JoinStreams(const StepResult& sr, bool headers, const std::string& title, int64_t net_rx_bytes,
+                 int64_t net_tx_bytes, RunResponse* response);
+
 // Adds a step that ran to the run's `response`: joined streams (with a header line naming
 // `title` when the run has more than one program: `headers`), totals, and the first
 // failure's status, exit code and signal. Pure.

@@ -54,6 +54,9 @@ class Service {
   // why there is none (runs then build their own). Call after SelfTest, before serving: not
   // thread-safe.
   std::string PrepareFontCache();
+  // Puts the prepared font cache (if any) in a run's `tmp` as matplotlib/fontlist-vNNN.json,
+  // owned by the sandbox user: matplotlib's MPLCONFIGDIR (/tmp/matplotlib). Best effort.
+  void PlaceFontCache(const std::string& tmp) const;
 
   // Called by the janitor after each sweep: deletes sessions idle past session_idle_s
   // (returns how many) and records the artifact store's size for /metrics. Thread-safe.

@@ -174,18 +174,7 @@ StepResult DescribeCell(const config::Config& config, const RunRequest& run, siz
 // first failure's status and exit code.
 void JoinCell(StepResult sr, const kernel::ExecuteResult& er, bool headers,
               const std::string& title, RunResponse* response) {
-  if (er.net_rx_bytes >= 0) {
-    response->net_rx_bytes = response->net_rx_bytes.value_or(0) + er.net_rx_bytes;
-    response->net_tx_bytes = response->net_tx_bytes.value_or(0) + er.net_tx_bytes;
-  }
-  if (headers) {
-    AppendLine(response->stdout_stream.text, "--- " + title + " ---");
-    if (!sr.stderr_stream.text.empty()) {
-      AppendLine(response->stderr_stream.text, "--- " + title + " ---");
-    }
-  }
-  response->stdout_stream.text += sr.stdout_stream.text;
-  response->stderr_stream.text += sr.stderr_stream.text;
+  JoinStreams(sr, headers, title, er.net_rx_bytes, er.net_tx_bytes, response);
   response->stdout_stream.truncated |= er.truncated;
   response->wall_ms += er.wall_ms;
   response->cpu_ms += er.cpu_ms;

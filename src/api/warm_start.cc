@@ -63,11 +63,8 @@ std::string WarmStartLine(const sandbox::SandboxSpec& spec) {
 std::unique_ptr<WarmSandbox> Service::TakeWarmSandbox(const RunRequest& run, bool session_held,
                                                       const std::string& run_id) {
   if (!WarmShapeFits(run, session_held)) return nullptr;
-  const CodeStep* program = nullptr;
-  for (const auto& step : run.steps) {
-    if (step.save_as.empty()) program = &step;
-  }
-  std::unique_ptr<WarmSandbox> warm = pool_.Take(program->language->name, run.limits.disk_mb);
+  const CodeStep& program = run.steps[PartitionSteps(run.steps).programs.front()];
+  std::unique_ptr<WarmSandbox> warm = pool_.Take(program.language->name, run.limits.disk_mb);
   if (!warm) return nullptr;
   // The run's id on its directory and (v1) cgroup, as a cold run has them.
   RunTeardown& t = *warm->teardown;
@@ -88,20 +85,19 @@ void Service::StartWarmPool() {
 
 bool Service::WarmShapeFits(const RunRequest& run, bool session_held) const {
   if (session_held || run.stateful || run.network || !run.environment_dir.empty()) return false;
-  const CodeStep* program = nullptr;
-  for (const auto& step : run.steps) {
-    if (!step.save_as.empty()) continue;
-    if (program != nullptr) return false;  // several programs: cold
-    program = &step;
-  }
-  if (program == nullptr || program->language == nullptr) return false;
-  // An install step runs on the install budget (run_handler.cc IsInstallStep): cold.
-  if (program->language->name == "bash" && IsInstallOnlyCode(program->code)) return false;
+  const std::vector<size_t> programs = PartitionSteps(run.steps).programs;
+  if (programs.size() != 1) return false;  // none, or several programs: cold
+  const CodeStep& program = run.steps[programs.front()];
+  // An install step runs on the install budget: cold.
+  if (program.language == nullptr || IsInstallStep(program)) return false;
   // The pool's sandboxes have the default disk_mb: its tmpfs and /dev/shm are that size.
-  return pool_.Serves(program->language->name) &&
-         run.limits.disk_mb == LiveConfig()->limits.disk_mb;
+  return pool_.Serves(program.language->name) && run.limits.disk_mb == LiveConfig()->limits.disk_mb;
 }
 
+// A pooled sandbox is the sandbox of a run of one program of `language` with the default
+// limits, made as a cold run's is (MakeRunDir, WriteSupportFiles, PlaceFontCache, StepSpec);
+// only its argv (the warm entry), its rlimits (at the ceilings, lowered by the start line) and
+// its name differ.
 Result<std::unique_ptr<WarmSandbox>> Service::MakeWarmSandbox(const std::string& language) const {
   const config::Language* lang = nullptr;
   for (const auto& l : config_.languages) {
@@ -110,58 +106,31 @@ Result<std::unique_ptr<WarmSandbox>> Service::MakeWarmSandbox(const std::string&
   auto argv = lang ? WarmArgv(*lang) : std::nullopt;
   if (!argv) return MakeError(ErrorKind::kSystem, "language " + language + " has no warm start");
   const std::shared_ptr<const config::Config> live = LiveConfig();
-  const config::Limits& limits = live->limits;
-  const uid_t uid = static_cast<uid_t>(config_.sandbox_uid);
-  const gid_t gid = static_cast<gid_t>(config_.sandbox_gid);
+  RunRequest pooled;
+  pooled.limits = live->limits;
+  CodeStep step;
+  step.language = lang;
+  pooled.steps.push_back(step);
   auto sandbox = std::make_unique<WarmSandbox>();
   // "pool-<hex>" until a run takes it and renames both to its id (TakeWarmSandbox): what
   // is named so on the host belongs to the pool, not to a run.
   sandbox->id = std::string(kWarmPrefix) + util::RandomHex(16);
   sandbox->language = language;
-  sandbox->disk_mb = limits.disk_mb;
-  sandbox::CgroupLimits cgroup_limits;
-  cgroup_limits.memory_bytes = static_cast<uint64_t>(limits.memory_mb) << 20;
-  cgroup_limits.processes = limits.processes;
-  auto cgroup = runner_->CreateCgroup(sandbox->id, cgroup_limits);
-  if (!cgroup.ok()) return cgroup.error();
-  sandbox->teardown = std::make_shared<RunTeardown>(
-      std::move(*cgroup), config_.runs_dir + "/" + sandbox->id, run_tmpfs_);
-  RunDir& dir = sandbox->teardown->dir;
-  if (Status s = dir.Create(static_cast<uint64_t>(limits.disk_mb) << 20, uid, gid); !s.ok()) {
-    return s.error();
-  }
-  const RunPaths paths = dir.paths();
-  const std::string support = paths.workspace + "/" + python::kSupportDirInWorkspace;
-  if (Status s = sys::MakeDirs(support, 0755); !s.ok()) return s.error();
-  for (const auto& file : python::SupportFiles()) {
-    if (Status s = sys::WriteFile(support + "/" + file.name, std::string(file.content), 0644);
-        !s.ok()) {
-      return s.error();
-    }
-  }
-  if (!font_cache_name_.empty()) {
-    (void)storage::PlaceFile(paths.tmp, "matplotlib/" + font_cache_name_, font_cache_, uid, gid);
-  }
-  sandbox::SandboxSpec spec;
+  sandbox->disk_mb = pooled.limits.disk_mb;
+  auto made = MakeRunDir(pooled, sandbox->id);
+  if (!made.ok()) return made.error();
+  sandbox->teardown = std::move(*made);
+  const RunPaths paths = sandbox->teardown->dir.paths();
+  if (Status s = WriteSupportFiles(paths.workspace); !s.ok()) return s.error();
+  PlaceFontCache(paths.tmp);
+  sandbox::SandboxSpec spec = StepSpec(
+      config_, pooled, 0, sandbox->id, paths,
+      {pooled.limits.wall_time_s * 1000, static_cast<uint64_t>(pooled.limits.output_bytes)});
   spec.argv = std::move(*argv);
-  spec.env = SandboxEnv(config_);
-  for (auto& line : NotebookEnv(config_)) spec.env.push_back(std::move(line));
-  spec.outputs_dir = paths.outputs;
-  spec.workspace_dir = paths.workspace;
-  spec.readonly_workspace_dirs = {util::kProgramDir};
-  spec.tmp_dir = paths.tmp;
-  spec.root_dir = paths.root;
-  spec.host_uid = uid;
-  spec.host_gid = gid;
-  spec.run_id = sandbox->id;
   // The rlimits at the ceilings until the start line lowers them to the run's (nothing of
   // the user's runs before); the cgroup's limits are the run's from RunWaiting on.
   spec.limits.cpu_time_s = live->ceilings.cpu_time_s;
   spec.limits.file_size_bytes = static_cast<uint64_t>(live->ceilings.file_size_mb) << 20;
-  spec.limits.memory_bytes = cgroup_limits.memory_bytes;
-  spec.limits.processes = limits.processes;
-  spec.limits.output_bytes = static_cast<uint64_t>(limits.output_bytes);
-  spec.limits.disk_bytes = static_cast<uint64_t>(limits.disk_mb) << 20;
   auto waiting = runner_->StartWaiting(spec, sandbox->teardown->cgroup.get());
   if (!waiting.ok()) return waiting.error();
   sandbox->sandbox = std::move(*waiting);

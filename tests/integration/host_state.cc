@@ -5,6 +5,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <fstream>
 #include <functional>
@@ -140,6 +141,21 @@ std::set<std::string> SandboxOwnedOutsideWorkspace() {
     if (path.rfind(pool, 0) != 0) out.insert(std::move(path));
   }
   return out;
+}
+
+int64_t WarmPoolHits(const std::string& language) {
+  const std::string body = Get("/metrics").body;
+  const std::string key = "sandrun_pool_hits_total{language=\"";
+  int64_t total = -1;
+  for (size_t at = body.find(key); at != std::string::npos; at = body.find(key, at + 1)) {
+    const size_t name_end = body.find('"', at + key.size());
+    const size_t value = body.find(' ', name_end);
+    if (name_end == std::string::npos || value == std::string::npos) break;
+    if (!language.empty() && body.compare(at + key.size(), name_end - at - key.size(), language))
+      continue;
+    total = std::max<int64_t>(total, 0) + std::stoll(body.substr(value + 1));
+  }
+  return total;
 }
 
 bool WaitForQuietHost(double seconds) {

@@ -6,6 +6,7 @@
 
 #include <sys/types.h>
 
+#include <cstdint>
 #include <set>
 #include <string>
 #include <vector>
@@ -26,6 +27,9 @@ int RunMountCount();
 // language ready == size, none refilling) and no run's directory, mount, cgroup or process
 // is left (a run's teardown follows its response). Returns whether both happened in time.
 bool WaitForQuietHost(double seconds = 20);
+// sandrun_pool_hits_total from /metrics: runs a warm sandbox served, of `language` or of
+// every language ("" ); -1 when /metrics does not say.
+int64_t WarmPoolHits(const std::string& language = "");
 // Open file descriptors of the stack's sandrund; -1 if it cannot be found.
 int DaemonFdCount();
 // Paths owned by the sandbox's host uids in /tmp, /var/tmp, /dev/shm, /run (top level only:

@@ -78,24 +78,16 @@ std::string Body(const Program& p, int64_t disk_mb, const std::map<std::string, 
   return buffer.GetString();
 }
 
-// sandrun_pool_hits_total of `language` from /metrics.
-int64_t PoolHits(const std::string& language) {
-  const std::string body = Get("/metrics").body;
-  const std::string key = "sandrun_pool_hits_total{language=\"" + language + "\"} ";
-  const size_t at = body.find(key);
-  return at == std::string::npos ? -1 : std::stoll(body.substr(at + key.size()));
-}
-
 // Runs `p` once from the pool and once cold; checks which way each went.
 std::pair<rapidjson::Document, rapidjson::Document> WarmAndCold(
     const Program& p, const std::map<std::string, int64_t>& limits = {}) {
   BOOST_TEST_REQUIRE(WaitForQuietHost(), "the warm pool fills");
-  const int64_t hits0 = PoolHits(p.language);
+  const int64_t hits0 = WarmPoolHits(p.language);
   rapidjson::Document warm = PostRun(Body(p, 0, limits));
-  const int64_t hits1 = PoolHits(p.language);
+  const int64_t hits1 = WarmPoolHits(p.language);
   const int64_t default_disk = Int(warm["limits"], "disk_mb");
   rapidjson::Document cold = PostRun(Body(p, default_disk - 1, limits));
-  const int64_t hits2 = PoolHits(p.language);
+  const int64_t hits2 = WarmPoolHits(p.language);
   BOOST_TEST(hits1 == hits0 + 1, p.name << ": the default shape took a warm sandbox; /healthz: "
                                         << Get("/healthz").body);
   BOOST_TEST(hits2 == hits1, p.name << ": another disk_mb ran cold");
@@ -193,12 +185,12 @@ BOOST_AUTO_TEST_CASE(the_pool_refills_and_reports_its_state) {
   BOOST_TEST(Int(health["pool"]["python"], "size") == 2);
   BOOST_TEST(Int(health["pool"]["python"], "ready") == 2);
   BOOST_TEST(Int(health["pool"]["bash"], "size") == 1);
-  const int64_t hits = PoolHits("python");
+  const int64_t hits = WarmPoolHits("python");
   for (int i = 0; i < 4; ++i) {
     auto r = PostRun(RunRequest("python", "print(6 * 7)"));
     BOOST_TEST(Str(r, "stdout") == "42\n");
   }
-  BOOST_TEST(PoolHits("python") >= hits + 2, "back-to-back runs take the ready ones");
+  BOOST_TEST(WarmPoolHits("python") >= hits + 2, "back-to-back runs take the ready ones");
   BOOST_TEST(WaitForQuietHost(), "the pool refills to its size");
   const std::string metrics = Get("/metrics").body;
   BOOST_TEST(metrics.find("sandrun_pool_ready{language=\"python\"} 2") != std::string::npos,
@@ -241,14 +233,14 @@ BOOST_AUTO_TEST_CASE(concurrent_runs_never_meet_a_half_built_sandbox) {
 // Runs the pool does not fit (a session, several programs) start cold and work.
 BOOST_AUTO_TEST_CASE(runs_of_another_shape_start_cold) {
   BOOST_TEST_REQUIRE(WaitForQuietHost(), "the warm pool fills");
-  const int64_t hits = PoolHits("python");
+  const int64_t hits = WarmPoolHits("python");
   auto session =
       PostRun(R"j({"language": "python", "code": "print('s')", "user": "u1", "session": "s1"})j");
   BOOST_TEST(Str(session, "stdout") == "s\n");
   auto markdown =
       PostRun(R"({"markdown": "```python\nprint(1)\n```\n\n```python\nprint(2)\n```\n"})");
   BOOST_TEST(Str(markdown, "status") == "ok", Str(markdown, "stderr"));
-  BOOST_TEST(PoolHits("python") == hits, "neither took a warm sandbox");
+  BOOST_TEST(WarmPoolHits("python") == hits, "neither took a warm sandbox");
 }
 
 // Last: the daemon stops (SIGTERM); nothing of the pool is left (its processes, directories,
