@@ -64,6 +64,13 @@ class RunDir {
 struct RunTeardown {
   RunTeardown(std::unique_ptr<sandbox::RunCgroup> c, std::string dir_path, const RunTmpfs& tmpfs)
       : cgroup(std::move(c)), dir(std::move(dir_path), tmpfs) {}
+  // The run's last init may still be exiting (RunCgroup::ReapLater): reaped before the
+  // directory its mounts came from goes.
+  ~RunTeardown() {
+    if (cgroup) cgroup->ReapExiting();
+  }
+  RunTeardown(const RunTeardown&) = delete;
+  RunTeardown& operator=(const RunTeardown&) = delete;
   std::unique_ptr<sandbox::RunCgroup> cgroup;  // null without cgroups
   RunDir dir;
 };

@@ -15,6 +15,12 @@
 #include "sys/syscalls.h"
 
 namespace sandrun::sandbox {
+
+void RunCgroup::ReapExiting() {
+  for (pid_t pid : exiting_) (void)sys::Reap(pid);
+  exiting_.clear();
+}
+
 namespace {
 
 constexpr long kCgroup2SuperMagic = 0x63677270;  // linux/magic.h CGROUP2_SUPER_MAGIC
@@ -180,6 +186,7 @@ class RunCgroupV1 : public RunCgroup {
     return stats;
   }
   Status Destroy() override {
+    ReapExiting();
     // A run's processes are gone by now (its init reaped, the restore helper too); anything
     // left (a helper a failed start did not reap) is killed first, else rmdir fails.
     if (!dirs_.empty()) (void)KillAll(dirs_[0]);
@@ -269,6 +276,7 @@ class RunCgroupV2 : public RunCgroup {
     return stats;
   }
   Status Destroy() override {
+    ReapExiting();
     if (dir_.empty()) return OkStatus();
     (void)Write(dir_ + "/cgroup.kill", "1");  // Linux 5.14+; the pid namespace is the fallback
     Status s = RemoveCgroupDir(dir_);

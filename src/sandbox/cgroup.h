@@ -50,8 +50,21 @@ class RunCgroup {
   // directory); v2 has no rename and keeps the name (returns OK). Errors name the directory.
   virtual Status Rename(const std::string& run_id) = 0;
   virtual CgroupStats Stats() const = 0;
-  // Removes the run's cgroup directories (all processes must be gone).
+  // Removes the run's cgroup directories (all processes must be gone). Reaps the processes
+  // left to it by ReapLater first.
   virtual Status Destroy() = 0;
+
+  // Hands over the reaping of `pid`, a child of the calling process (a sandbox's init that
+  // has reported and is exiting: the kernel is tearing its namespaces down). Reaped by
+  // ReapExiting(), which the launcher calls before it starts another process in this
+  // cgroup (an unreaped init still counts against pids.max) and Destroy() calls first. Not
+  // thread-safe: one run's thread uses its cgroup.
+  void ReapLater(pid_t pid) { exiting_.push_back(pid); }
+  // Waits for (blocking: they are exiting) and reaps the processes handed over by ReapLater.
+  void ReapExiting();
+
+ private:
+  std::vector<pid_t> exiting_;
 };
 
 class CgroupManager {

@@ -334,6 +334,8 @@ Status SetUpChildFromParent(Started& st, const SandboxSpec& spec, bool placed) {
 Result<Started> Start(const SandboxSpec& spec, const MountPlan& mounts, const std::string& put_old,
                       const SeccompFilter& filter, RunCgroup* cgroup, int init_exe) {
   Started st;
+  // An earlier step's init still exiting in this cgroup would count against its pids.max.
+  if (cgroup) cgroup->ReapExiting();
   auto pipes = MakePipes(spec);
   if (!pipes.ok()) return pipes.error();
   st.pipes = std::move(*pipes);
@@ -363,16 +365,18 @@ struct LoopState {
       : out(cap * 3 / 8, cap / 8), err(cap * 3 / 8, cap / 8), next_cpu_check(start) {}
   util::HeadTailBuffer out, err;  // the captured streams
   bool out_open = true, err_open = true, exited = false;
+  bool report_open = true, have_report = false;
+  ChildReport report{};  // init's, once have_report
   size_t stdin_written = 0;
   Clock::time_point next_cpu_check;
 };
 
-// The fds one round waits on: the streams still open, the pidfd until the run exits, stdin
-// while input is left. An index is -1 for an fd not in the set.
+// The fds one round waits on: the streams still open, the pidfd and init's report pipe until
+// the run ends, stdin while input is left. An index is -1 for an fd not in the set.
 struct PollSet {
-  pollfd fds[4] = {};
+  pollfd fds[5] = {};
   nfds_t n = 0;
-  int out = -1, err = -1, pid = -1, in = -1;
+  int out = -1, err = -1, pid = -1, report = -1, in = -1;
   int Add(int fd, short events) {
     fds[n] = {fd, events, 0};
     return static_cast<int>(n++);
@@ -386,6 +390,7 @@ PollSet MakePollSet(const Started& st, const LoopState& s) {
   if (s.out_open) set.out = set.Add(p.out.read.get(), POLLIN);
   if (s.err_open) set.err = set.Add(p.err.read.get(), POLLIN);
   if (!s.exited) set.pid = set.Add(st.pidfd.get(), POLLIN);
+  if (!s.exited && s.report_open) set.report = set.Add(p.report.read.get(), POLLIN);
   if (p.in.write.valid()) set.in = set.Add(p.in.write.get(), POLLOUT);
   return set;
 }
@@ -408,6 +413,20 @@ void FeedStdin(sys::Pipe& in, const std::string& data, size_t& written) {
   if ((w < 0 && sys::LastErrno() != EAGAIN && sys::LastErrno() != EINTR) ||
       written == data.size()) {
     in.write.Reset();
+  }
+}
+
+// Reads init's report when it is there. init writes it (one write below PIPE_BUF, so whole or
+// not at all, pipe(7)) when the program has ended and then exits; the kernel then tears down
+// the sandbox's namespaces (every mount, the pid namespace's leftovers) before the pidfd says
+// so, 1-6 ms that the report takes off the request path (issue 11). EOF without a report:
+// init was killed; the pidfd tells the end then.
+void ReadReport(int fd, LoopState& s) {
+  ssize_t got = ::read(fd, &s.report, sizeof s.report);
+  if (got == static_cast<ssize_t>(sizeof s.report)) {
+    s.have_report = true;
+  } else if (got >= 0 || (sys::LastErrno() != EAGAIN && sys::LastErrno() != EINTR)) {
+    s.report_open = false;
   }
 }
 
@@ -438,10 +457,13 @@ void EnforceLimits(Started& st, LoopState& s, RunFacts& f, uint64_t cap,
 // After the loop: closes stdin, reads init's report and hands over the captured streams.
 void FinishSupervision(Started& st, const LoopState& s, Supervised& seen) {
   st.pipes.in.write.Reset();
-  // The report (if any) is in the pipe now: init wrote it before exiting.
-  (void)sys::SetNonBlocking(st.pipes.report.read.get());
-  ssize_t got = ::read(st.pipes.report.read.get(), &seen.report, sizeof seen.report);
-  seen.facts.have_report = got == static_cast<ssize_t>(sizeof seen.report);
+  seen.report = s.report;
+  seen.facts.have_report = s.have_report;
+  if (!s.have_report) {
+    // Ended by the pidfd: the report (if any) is in the pipe now, init wrote it before exiting.
+    ssize_t got = ::read(st.pipes.report.read.get(), &seen.report, sizeof seen.report);
+    seen.facts.have_report = got == static_cast<ssize_t>(sizeof seen.report);
+  }
   seen.stdout_text = s.out.Text();
   seen.stderr_text = s.err.Text();
   seen.stdout_truncated = s.out.truncated();
@@ -456,7 +478,7 @@ Supervised Supervise(Started& st, const SandboxSpec& spec) {
   RunFacts& f = seen.facts;
   const uint64_t cap = spec.limits.output_bytes;
   LoopState s(cap, st.start);
-  for (int fd : {p.out.read.get(), p.err.read.get(), p.in.write.get()}) {
+  for (int fd : {p.out.read.get(), p.err.read.get(), p.in.write.get(), p.report.read.get()}) {
     (void)sys::SetNonBlocking(fd);
   }
   if (spec.stdin_data.empty()) p.in.write.Reset();
@@ -469,7 +491,8 @@ Supervised Supervise(Started& st, const SandboxSpec& spec) {
     if (set.Ready(set.out)) s.out_open = Drain(p.out.read.get(), s.out);
     if (set.Ready(set.err)) s.err_open = Drain(p.err.read.get(), s.err);
     if (set.Ready(set.in)) FeedStdin(p.in, spec.stdin_data, s.stdin_written);
-    if (set.Ready(set.pid)) {
+    if (set.Ready(set.report)) ReadReport(p.report.read.get(), s);
+    if (!s.exited && (set.Ready(set.pid) || s.have_report)) {
       s.exited = true;
       util::StampPhase("exited");
     }
@@ -504,14 +527,21 @@ Result<std::unique_ptr<RunCgroup>> Launcher::CreateCgroup(const std::string& run
 
 namespace {
 
-// The run's result from what supervision saw, once init is reaped: the setup failure as an
-// error, else the outcome, usage and streams.
+// The run's result from what supervision saw: the setup failure as an error, else the
+// outcome, usage and streams. init is reaped here, or, when it reported and a cgroup measures
+// the run (CPU time, peak memory), left exiting to the cgroup (RunCgroup::ReapLater).
 Result<SandboxResult> Conclude(Started& st, Supervised& seen, const MountPlan& mounts) {
-  auto reaped = sys::Reap(st.pid);
-  const auto end = Clock::now();
-  util::StampPhase("reaped");
   // The cgroup stays: the caller runs the next step in it, then removes it.
   const CgroupStats stats = st.cgroup ? Since(st.cgroup->Stats(), st.base) : CgroupStats{};
+  Result<sys::ExitInfo> reaped = MakeError(ErrorKind::kSystem, "left to the cgroup");
+  if (seen.facts.have_report && st.cgroup && stats.cpu_usage_ms >= 0 &&
+      stats.peak_memory_kb >= 0) {
+    st.cgroup->ReapLater(st.pid);
+  } else {
+    reaped = sys::Reap(st.pid);
+  }
+  const auto end = Clock::now();
+  util::StampPhase("reaped");
 
   const ChildReport& report = seen.report;
   if (seen.facts.have_report && report.kind == ChildReport::kSetupFailed) {
@@ -697,6 +727,7 @@ Result<HelperResult> Launcher::RunHelper(const std::vector<std::string>& argv,
     if (!made.ok()) return made.error();
     *pipe = std::move(*made);
   }
+  if (cgroup) cgroup->ReapExiting();
   const CgroupStats base = cgroup ? cgroup->Stats() : CgroupStats{};
   auto pid = sys::Spawn(argv, out.write.get(), err.write.get(), sync.read.get());
   if (!pid.ok()) return MakeError(ErrorKind::kSystem, pid.error().message);
