@@ -189,13 +189,13 @@ int PrepareDirs(config::Config& config, bool* runs_dir_fallback) {
   return -1;
 }
 
-// The self-test and the font cache, when the host can run sandboxes.
+// The self-test and the prepared caches, when the host can run sandboxes.
 void SelfTest(api::Service& service) {
   std::string error = service.SelfTest();
   if (!error.empty()) std::fprintf(stderr, "sandrund: %s\n", error.c_str());
-  const std::string no_cache = error.empty() ? service.PrepareFontCache() : "";
-  if (!no_cache.empty()) {
-    std::fprintf(stderr, "sandrund: no prepared font cache: %s\n", no_cache.c_str());
+  if (!error.empty()) return;
+  for (const std::string& missing : service.PrepareCaches()) {
+    std::fprintf(stderr, "sandrund: %s\n", missing.c_str());
   }
 }
 

@@ -1,30 +1,48 @@
-// matplotlib's font cache, built once at start-up in a sandbox and copied into each run's
-// MPLCONFIGDIR (/tmp/matplotlib), so that `import matplotlib.pyplot` does not scan the fonts
-// (and run fc-list) in every fresh sandbox (issue 11 part 3).
+// What every fresh sandbox would otherwise rebuild, built once at start-up in a sandbox
+// (issue 11 parts 1 and 3): matplotlib's font cache, copied into each run's MPLCONFIGDIR
+// (/tmp/matplotlib), so that `import matplotlib.pyplot` does not scan the fonts (and run
+// fc-list); and the bytecode of the Python support files, placed in each run's
+// .sandrun/python/__pycache__, so that every Python start does not compile them (~3 ms).
 #include <rapidjson/document.h>
 #include <rapidjson/stringbuffer.h>
 #include <rapidjson/writer.h>
 
 #include <algorithm>
 
+#include "api/run_codec.h"
 #include "api/service.h"
+#include "python/support_files.h"
 #include "storage/workspace_file.h"
 
 namespace sandrun::api {
 namespace {
 
-// Prints {"name": <cache file name>, "content": <its text>} after matplotlib built it; prints
-// nothing when matplotlib is not installed.
-constexpr char kBuildFontCache[] = R"py(import json, os
+// Prints one JSON object: "bytecode", {<pyc file name>: <base64>} of every support file
+// (unchecked-hash .pyc, PEP 552: Python loads it without reading the source; compiled with
+// the path the runs see, so tracebacks name it); "font_cache", {"name": <cache file name>,
+// "content": <its text>}, when matplotlib is installed.
+constexpr char kBuildCaches[] = R"py(import base64, importlib.util, json, os, py_compile, sys
+here = os.path.dirname(os.path.abspath(sys.modules["sitecustomize"].__file__))
+out = {"bytecode": {}}
+if sys.implementation.cache_tag:
+    for name in sorted(os.listdir(here)):
+        if name.endswith(".py"):
+            source = os.path.join(here, name)
+            cfile = os.path.join("/tmp", os.path.basename(importlib.util.cache_from_source(source)))
+            py_compile.compile(source, cfile=cfile, doraise=True,
+                               invalidation_mode=py_compile.PycInvalidationMode.UNCHECKED_HASH)
+            with open(cfile, "rb") as f:
+                out["bytecode"][os.path.basename(cfile)] = base64.b64encode(f.read()).decode()
 try:
     import matplotlib
     import matplotlib.font_manager as fm
+    path = os.path.join(matplotlib.get_cachedir(), "fontlist-v%s.json" % fm.FontManager.__version__)
+    if os.path.isfile(path):
+        with open(path, encoding="utf-8") as f:
+            out["font_cache"] = {"name": os.path.basename(path), "content": f.read()}
 except ImportError:
-    raise SystemExit(0)
-path = os.path.join(matplotlib.get_cachedir(), "fontlist-v%s.json" % fm.FontManager.__version__)
-if os.path.isfile(path):
-    with open(path, encoding="utf-8") as f:
-        print(json.dumps({"name": os.path.basename(path), "content": f.read()}))
+    pass
+print(json.dumps(out))
 )py";
 
 // A plain file name of matplotlib's font cache: fontlist-v<digits>.json.
@@ -40,10 +58,56 @@ bool FontCacheName(const std::string& name) {
   return true;
 }
 
+// A plain file name of a support file's bytecode: <support file stem>.<cache tag>.pyc, the
+// tag of letters, digits, '-' and '_' (PEP 3147: "cpython-311").
+bool BytecodeName(const std::string& name) {
+  for (const auto& file : python::SupportFiles()) {
+    std::string stem(file.name);
+    stem.resize(stem.size() - 3);  // ".py"
+    const std::string suffix = ".pyc";
+    if (name.size() <= stem.size() + 1 + suffix.size() || name.rfind(stem + ".", 0) != 0 ||
+        name.compare(name.size() - suffix.size(), suffix.size(), suffix) != 0) {
+      continue;
+    }
+    const std::string tag =
+        name.substr(stem.size() + 1, name.size() - stem.size() - 1 - suffix.size());
+    return tag.find_first_not_of("abcdefghijklmnopqrstuvwxyz0123456789-_") == std::string::npos;
+  }
+  return false;
+}
+
+// The font cache of the build run's output; "" or why it is not usable.
+std::string TakeFontCache(const rapidjson::Value& out, std::string* name, std::string* content) {
+  if (!out.HasMember("font_cache")) return "matplotlib is not installed";
+  const rapidjson::Value& cache = out["font_cache"];
+  if (!cache.IsObject() || !cache.HasMember("name") || !cache["name"].IsString() ||
+      !cache.HasMember("content") || !cache["content"].IsString()) {
+    return "unexpected output of the build run";
+  }
+  *name = std::string(cache["name"].GetString(), cache["name"].GetStringLength());
+  if (!FontCacheName(*name)) return "unexpected cache file name";
+  content->assign(cache["content"].GetString(), cache["content"].GetStringLength());
+  return "";
+}
+
+// The support files' bytecode of the build run's output; "" or why there is none.
+std::string TakeBytecode(const rapidjson::Value& out, std::vector<SupportBytecode>* files) {
+  if (!out.HasMember("bytecode") || !out["bytecode"].IsObject()) return "no bytecode built";
+  for (const auto& m : out["bytecode"].GetObject()) {
+    const std::string name(m.name.GetString(), m.name.GetStringLength());
+    if (!BytecodeName(name) || !m.value.IsString()) return "unexpected bytecode file " + name;
+    auto bytes = DecodeBase64(std::string(m.value.GetString(), m.value.GetStringLength()));
+    if (!bytes) return "bytecode of " + name + " is not base64";
+    files->push_back({name, std::move(*bytes)});
+  }
+  if (files->empty()) return "this Python does not cache bytecode";
+  return "";
+}
+
 }  // namespace
 
-std::string Service::PrepareFontCache() {
-  if (runner_ == nullptr || !health_error_.empty()) return "no sandbox";
+std::vector<std::string> Service::PrepareCaches() {
+  if (runner_ == nullptr || !health_error_.empty()) return {"no sandbox to build caches in"};
   rapidjson::StringBuffer body;
   {
     rapidjson::Writer<rapidjson::StringBuffer> w(body);
@@ -51,7 +115,7 @@ std::string Service::PrepareFontCache() {
     w.Key("language");
     w.String("python");
     w.Key("code");
-    w.String(kBuildFontCache);
+    w.String(kBuildCaches);
     w.Key("user");
     w.String("self-test");
     w.Key("limits");
@@ -67,28 +131,31 @@ std::string Service::PrepareFontCache() {
   request.method = "POST";
   request.path = "/run";
   request.body.assign(body.GetString(), body.GetSize());
-  request.request_id = "font-cache";
+  request.request_id = "prepare-caches";
   request.headers["content-type"] = "application/json";
   const HttpResponse response = HandleRun(request, /*trusted=*/true);
   rapidjson::Document doc;
   doc.Parse(response.body.c_str(), response.body.size());
   if (response.status != 200 || doc.HasParseError() || !doc.IsObject() ||
       !doc.HasMember("stdout") || !doc["stdout"].IsString()) {
-    return "the build run failed: " + response.body.substr(0, 300);
+    return {"the build run failed: " + response.body.substr(0, 300)};
   }
-  const std::string out(doc["stdout"].GetString(), doc["stdout"].GetStringLength());
-  if (out.empty()) return "matplotlib is not installed";
-  rapidjson::Document cache;
-  cache.Parse(out.c_str(), out.size());
-  if (cache.HasParseError() || !cache.IsObject() || !cache.HasMember("name") ||
-      !cache["name"].IsString() || !cache.HasMember("content") || !cache["content"].IsString()) {
-    return "unexpected output of the build run";
+  rapidjson::Document out;
+  out.Parse(doc["stdout"].GetString(), doc["stdout"].GetStringLength());
+  if (out.HasParseError() || !out.IsObject()) {
+    return {"the build run printed no JSON object: " +
+            std::string(doc["stdout"].GetString(), std::min<size_t>(300, doc["stdout"].GetStringLength()))};
   }
-  const std::string name(cache["name"].GetString(), cache["name"].GetStringLength());
-  if (!FontCacheName(name)) return "unexpected cache file name";
-  font_cache_name_ = name;
-  font_cache_.assign(cache["content"].GetString(), cache["content"].GetStringLength());
-  return "";
+  std::vector<std::string> missing;
+  if (std::string why = TakeFontCache(out, &font_cache_name_, &font_cache_); !why.empty()) {
+    font_cache_name_.clear();
+    missing.push_back("no prepared font cache: " + why);
+  }
+  if (std::string why = TakeBytecode(out, &support_bytecode_); !why.empty()) {
+    support_bytecode_.clear();
+    missing.push_back("no prepared bytecode of the Python support files: " + why);
+  }
+  return missing;
 }
 
 void Service::PlaceFontCache(const std::string& tmp) const {

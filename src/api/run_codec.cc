@@ -115,9 +115,6 @@ std::string CheckRelativePath(const std::string& path) {
   return "";
 }
 
-namespace {
-
-// Standard base64 (RFC 4648 §4) through OpenSSL; whitespace-free input, padding required.
 std::optional<std::string> DecodeBase64(const std::string& text) {
   if (text.size() % 4 != 0) return std::nullopt;
   // EVP_DecodeBlock skips surrounding whitespace and takes "====": check the alphabet and
@@ -143,6 +140,8 @@ std::optional<std::string> DecodeBase64(const std::string& text) {
   out.resize(static_cast<size_t>(n) - pad);
   return out;
 }
+
+namespace {
 
 std::optional<ApiError> CheckCode(const std::string& code, const std::string& field) {
   // No interpreter accepts a NUL byte in source (Python: "source code cannot contain null

@@ -35,10 +35,11 @@ std::string Sha256Hex(const std::string& data) {
   return sha.FinalHex();
 }
 
-// Writes every program file of the run into <workspace>/.sandrun (the daemon's own directory,
-// made by RunDir::Create; nothing of the user's is in it yet).
-Status WriteProgramFiles(const RunRequest& run, const std::string& workspace) {
-  if (Status s = WriteSupportFiles(workspace); !s.ok()) return s;
+// Writes every program file of the run and the support files into <workspace>/.sandrun (the
+// daemon's own directory, made by RunDir::Create; nothing of the user's is in it yet).
+Status WriteProgramFiles(const RunRequest& run, const std::string& workspace,
+                         const std::vector<SupportBytecode>& bytecode) {
+  if (Status s = WriteSupportFiles(workspace, bytecode); !s.ok()) return s;
   for (size_t i : PartitionSteps(run.steps).programs) {
     if (MultiStep(run)) {
       if (Status s =
@@ -363,7 +364,7 @@ std::optional<HttpResponse> Service::FillWorkspace(const RunRequest& run,
   // Every program file is written now, before any user code runs: once the run has started,
   // the workspace is the user's (it could plant symlinks), and the daemon writes nothing
   // more into it (red-team finding: a path written between steps followed a planted link).
-  if (Status s = WriteProgramFiles(run, paths.workspace); !s.ok()) {
+  if (Status s = WriteProgramFiles(run, paths.workspace, support_bytecode_); !s.ok()) {
     return ErrorResponse(500, "sandbox_error", "run " + id + ": " + s.error().message);
   }
   return std::nullopt;

@@ -189,7 +189,8 @@ std::string LimitNote(const sandbox::SandboxResult& r, const config::Limits& lim
   }
 }
 
-Status WriteSupportFiles(const std::string& workspace) {
+Status WriteSupportFiles(const std::string& workspace,
+                         const std::vector<SupportBytecode>& bytecode) {
   const std::string support = workspace + "/" + python::kSupportDirInWorkspace;
   if (Status s = sys::MakeDirs(support, 0755); !s.ok()) return s;
   for (const auto& file : python::SupportFiles()) {
@@ -197,6 +198,12 @@ Status WriteSupportFiles(const std::string& workspace) {
         !s.ok()) {
       return s;
     }
+  }
+  if (bytecode.empty()) return OkStatus();
+  const std::string cache = support + "/__pycache__";
+  if (Status s = sys::MakeDirs(cache, 0755); !s.ok()) return s;
+  for (const auto& file : bytecode) {
+    if (Status s = sys::WriteFile(cache + "/" + file.name, file.bytes, 0644); !s.ok()) return s;
   }
   return OkStatus();
 }

@@ -100,10 +100,20 @@ struct StepRun {
 StepRun DescribeStep(const config::Config& config, const RunRequest& run, size_t i,
                      const sandbox::SandboxResult& result);
 
+// A Python support file's bytecode, built once at start (Service::PrepareCaches): its file
+// name in __pycache__ ("sitecustomize.cpython-311.pyc") and the bytes of an unchecked-hash
+// .pyc (PEP 552), which Python loads without comparing it with the source.
+struct SupportBytecode {
+  std::string name;
+  std::string bytes;
+};
+
 // Writes the notebook support files (sitecustomize.py, the loaders) into
-// `workspace`/.sandrun/python: every run has them, since a shell step can start Python too,
-// and so has a sandbox of the warm pool. Errors name the file. Not safe after fork.
-Status WriteSupportFiles(const std::string& workspace);
+// `workspace`/.sandrun/python, and `bytecode` into its __pycache__: every run has them, since
+// a shell step can start Python too, and so has a sandbox of the warm pool. Errors name the
+// file. Not safe after fork.
+Status WriteSupportFiles(const std::string& workspace,
+                         const std::vector<SupportBytecode>& bytecode);
 
 // Appends a step's (or a stateful cell's) stdout and stderr to the run's, with a header line
 // naming `title` first when the run has more than one program (`headers`), and adds its bytes

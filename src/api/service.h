@@ -49,11 +49,12 @@ class Service {
   // message, or "" when the self-test passed.
   std::string SelfTest();
 
-  // Builds matplotlib's font cache once, in a sandbox (font_cache.cc); every later run gets a
-  // copy in its MPLCONFIGDIR, so `import matplotlib.pyplot` does not rebuild it. Returns "" or
-  // why there is none (runs then build their own). Call after SelfTest, before serving: not
-  // thread-safe.
-  std::string PrepareFontCache();
+  // Builds, once, in a sandbox (font_cache.cc): matplotlib's font cache, of which every later
+  // run gets a copy in its MPLCONFIGDIR, so `import matplotlib.pyplot` does not rebuild it;
+  // and the bytecode of the Python support files, placed beside them in every run. Returns
+  // what could not be built and why (runs then do without: slower, not different). Call
+  // after SelfTest, before serving and before the warm pool starts: not thread-safe.
+  std::vector<std::string> PrepareCaches();
   // Puts the prepared font cache (if any) in a run's `tmp` as matplotlib/fontlist-vNNN.json,
   // owned by the sandbox user: matplotlib's MPLCONFIGDIR (/tmp/matplotlib). Best effort.
   void PlaceFontCache(const std::string& tmp) const;
@@ -82,7 +83,7 @@ class Service {
   // directory is swept).
   void EndKernels() { kernels_.EndAll(); }
   // The warm pool (warm_pool.h, config `pool`): starts filling it in the background (call
-  // after PrepareFontCache, once the signal mask is set), and ends it (every waiting sandbox
+  // after PrepareCaches, once the signal mask is set), and ends it (every waiting sandbox
   // killed, its directory and cgroup removed; before the runs directory is swept).
   void StartWarmPool();
   void StopWarmPool() { pool_.Stop(); }
@@ -293,6 +294,7 @@ class Service {
   std::vector<std::string> weaker_limits_;
   std::string font_cache_name_;  // matplotlib's fontlist-vNNN.json; "" = none
   std::string font_cache_;       // its content
+  std::vector<SupportBytecode> support_bytecode_;  // by PrepareCaches; empty = none
   std::atomic<bool> draining_{false};
   std::atomic<uint64_t> artifact_files_{0};
   std::atomic<uint64_t> artifact_bytes_{0};

@@ -121,7 +121,7 @@ Result<std::unique_ptr<WarmSandbox>> Service::MakeWarmSandbox(const std::string&
   if (!made.ok()) return made.error();
   sandbox->teardown = std::move(*made);
   const RunPaths paths = sandbox->teardown->dir.paths();
-  if (Status s = WriteSupportFiles(paths.workspace); !s.ok()) return s.error();
+  if (Status s = WriteSupportFiles(paths.workspace, support_bytecode_); !s.ok()) return s.error();
   PlaceFontCache(paths.tmp);
   sandbox::SandboxSpec spec = StepSpec(
       config_, pooled, 0, sandbox->id, paths,

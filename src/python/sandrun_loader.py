@@ -2,6 +2,10 @@
 
     python3 /home/user/.sandrun/python/sandrun_main.py PROGRAM [ARGS...]
 
+sandrun_main.py is a three-line script that imports this module and calls main(): a script is
+compiled from source at every start, a module comes from its __pycache__ (the daemon places
+bytecode built once at its start beside these files; issue 11).
+
 The program runs as __main__ with the sys.argv, sys.path[0], __file__, globals, tracebacks and
 exit code that `python3 PROGRAM ARGS...` gives it (this file's frames are cut from tracebacks).
 If its last statement is an expression whose value is not None, the value is shown as a
@@ -12,21 +16,22 @@ It keeps no state of its own between programs, so a warm process (issue 11) can 
 call run(argv) for the one program it is handed.
 """
 
-import ast
+import _ast as ast  # the compiler's node types; the `ast` module costs ~3 ms to import
+import os
 import sys
 import types
 
-_THIS_FILE = __file__
-_SELF = sys.modules.get(__name__)  # kept: its globals serve run() after __main__ is replaced
+# This module and the script that calls it: their frames are cut from the program's tracebacks.
+_OWN_FILES = (__file__, os.path.join(os.path.dirname(__file__), "sandrun_main.py"))
 
 
 def _future_flags(tree):
     """Compiler flags of the module's `from __future__ import ...` statements."""
-    import __future__
-
     flags = 0
     for node in tree.body:
         if isinstance(node, ast.ImportFrom) and node.module == "__future__":
+            import __future__
+
             for alias in node.names:
                 feature = getattr(__future__, alias.name, None)
                 if feature is not None:
@@ -65,8 +70,8 @@ def _main_module(path):
 
 
 def _user_traceback(tb):
-    """`tb` without this file's frames at its head."""
-    while tb is not None and tb.tb_frame.f_code.co_filename == _THIS_FILE:
+    """`tb` without this loader's frames at its head."""
+    while tb is not None and tb.tb_frame.f_code.co_filename in _OWN_FILES:
         tb = tb.tb_next
     return tb
 
@@ -93,10 +98,8 @@ def run(argv):
     sys.argv[:] = argv
     # `python3 PROGRAM` puts the program's directory first on sys.path, where this file's
     # directory is now (unless sitecustomize took it away: it takes its own directory off).
-    import os
-
     program_dir = os.path.dirname(os.path.abspath(path))
-    if sys.path and os.path.abspath(sys.path[0] or ".") == os.path.dirname(os.path.abspath(_THIS_FILE)):
+    if sys.path and os.path.abspath(sys.path[0] or ".") == os.path.dirname(os.path.abspath(__file__)):
         sys.path[0] = program_dir
     else:
         sys.path.insert(0, program_dir)
@@ -128,7 +131,8 @@ def run(argv):
     raise SystemExit(0)
 
 
-if __name__ == "__main__":
+def main():
+    """`sandrun_main.py PROGRAM [ARGS...]`: runs PROGRAM; returns only by raising SystemExit."""
     if len(sys.argv) < 2:
         sys.stderr.write("usage: sandrun_main.py PROGRAM [ARGS...]\n")
         raise SystemExit(2)

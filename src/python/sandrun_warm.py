@@ -2,7 +2,7 @@
 
     python3 /home/user/.sandrun/python/sandrun_warm.py
 
-The interpreter, site, sitecustomize and the loader (sandrun_main) are loaded while the sandbox
+The interpreter, site, sitecustomize and the loader (sandrun_loader) are loaded while the sandbox
 waits in the pool; it then writes one byte, ASCII ACK, on stdout (the daemon reads it: the
 sandbox is ready). The daemon then sends one start line on stdin,
 
@@ -21,7 +21,7 @@ import os
 import resource
 import sys
 
-import sandrun_main
+import sandrun_loader
 
 
 def _start_line():
@@ -47,7 +47,7 @@ def _main():
     # The run's files were written after this process started: forget what the import system
     # cached of the workspace's directories while it waited.
     importlib.invalidate_caches()
-    sandrun_main.run([path])
+    sandrun_loader.run([path])
 
 
 if __name__ == "__main__":

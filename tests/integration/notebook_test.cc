@@ -363,8 +363,27 @@ BOOST_AUTO_TEST_CASE(python_semantics_match_bare_python3) {
       BOOST_TEST(Str(loaded, "stderr") == Str(bare, "stderr"));
       BOOST_TEST(Int(loaded, "exit_code") == Int(bare, "exit_code"));
       BOOST_TEST(Str(loaded, "stderr").find("sandrun_main") == std::string::npos);
+      BOOST_TEST(Str(loaded, "stderr").find("sandrun_loader") == std::string::npos);
     }
   }
+}
+
+// Every Python start of a run imports sitecustomize and the loader: they come with the
+// bytecode the daemon built at start-up (issue 11), unchecked-hash .pyc files (PEP 552) of
+// this Python's magic number, so no run compiles them.
+BOOST_AUTO_TEST_CASE(support_files_come_with_their_bytecode) {
+  auto doc = RunPython(R"py(import importlib.util, sys
+for name in ("sitecustomize", "sandrun_loader"):
+    cached = importlib.util.cache_from_source(sys.modules[name].__file__)
+    with open(cached, "rb") as f:
+        head = f.read(8)
+    ok = head[:4] == importlib.util.MAGIC_NUMBER and int.from_bytes(head[4:8], "little") == 1
+    print(name, "unchecked-hash pyc" if ok else head)
+)py");
+  BOOST_TEST(Str(doc, "status") == "ok");
+  BOOST_TEST(Str(doc, "stdout") ==
+             "sitecustomize unchecked-hash pyc\nsandrun_loader unchecked-hash pyc\n");
+  BOOST_TEST(Str(doc, "stderr") == "");
 }
 
 BOOST_AUTO_TEST_CASE(markdown_plot_answer_shows_its_chart) {
