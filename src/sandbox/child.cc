@@ -31,6 +31,7 @@ namespace {
 constexpr int kReportFd = kInitReportFd;
 constexpr int kSyncFd = 4;
 constexpr int kInitExeFd = 7;
+constexpr int kExecNotifyFd = 8;
 
 [[noreturn]] void Fail(ChildStep step, int detail) {
   ChildReport report{ChildReport::kSetupFailed, step, detail, sys::LastErrno(), 0};
@@ -52,7 +53,8 @@ bool ArrangeFds(const ChildPlan& plan) {
                   {plan.sync_fd, kSyncFd, true},
                   {plan.plan_fd, kInitPlanFd, false},
                   {plan.lifeline_fd, kInitLifelineFd, false},
-                  {plan.init_exe_fd, kInitExeFd, true}};
+                  {plan.init_exe_fd, kInitExeFd, true},
+                  {plan.exec_notify_fd, kExecNotifyFd, true}};
   // First above every target, so that no dup2 below overwrites a source not yet moved.
   for (Move& m : moves) {
     m.from = ::fcntl(m.from, F_DUPFD, 10);
@@ -62,7 +64,7 @@ bool ArrangeFds(const ChildPlan& plan) {
     if (::dup2(m.from, m.to) < 0) return false;
     if (m.cloexec) ::fcntl(m.to, F_SETFD, FD_CLOEXEC);
   }
-  return ::syscall(SYS_close_range, static_cast<unsigned>(kInitExeFd + 1), ~0u, 0u) == 0;
+  return ::syscall(SYS_close_range, static_cast<unsigned>(kExecNotifyFd + 1), ~0u, 0u) == 0;
 }
 
 bool RunMountStep(const MountStep& s) {

@@ -67,12 +67,16 @@ struct ChildReport {
   int wait_status;  // for kProgramExited
 };
 
-// Everything the child needs, prepared by the parent; pointers stay valid in the child's
-// copy of the address space. What the program needs (argv, ids, rlimits, seccomp) is not
+// Everything the child needs, prepared by the parent. The child shares the parent's memory
+// (CLONE_VM, launcher.cc CloneChild) until its execveat of sandrun-init: the parent keeps
+// the plan, what it points to and the child's stack alive and unchanged until then (it waits
+// for exec_notify_fd's EOF). What the program needs (argv, ids, rlimits, seccomp) is not
 // here: it is in the InitPlan memfd that sandrun-init reads (init_plan.h).
 struct ChildPlan {
   // File descriptors in the parent's numbering; the child rearranges them (init_plan.h).
   int stdin_fd, stdout_fd, stderr_fd, report_fd, sync_fd, plan_fd, lifeline_fd, init_exe_fd;
+  int exec_notify_fd;  // write end of a pipe, kept close-on-exec: its EOF tells the parent
+                       // that the child has exec'd init (or died) and no longer uses its memory
   const char* root_dir;         // host path of the new root's mount point
   const char* put_old;          // root_dir + "/.oldroot"
   const char* old_root_inside;  // "/.oldroot"
@@ -81,7 +85,9 @@ struct ChildPlan {
   const char* hostname;
 };
 
-// Entry point for clone(2): returns the child's exit code. Child-safe by construction.
+// Entry point for clone(2): returns the child's exit code. Child-safe by construction: no
+// allocation, no lock, only system calls (and errno, which with CLONE_VM is the cloning
+// thread's: that thread only waits while the child can fail a call).
 int ChildMain(void* plan);
 
 }  // namespace sandrun::sandbox

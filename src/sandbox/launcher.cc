@@ -108,7 +108,7 @@ bool DrainString(int fd, std::string& out, size_t cap) {
 }
 
 struct Pipes {
-  sys::Pipe in, out, err, report, sync, lifeline;
+  sys::Pipe in, out, err, report, sync, lifeline, exec_notify;
 };
 
 // A started sandbox: the parent's ends of its pipes, its pidfd and cgroup.
@@ -121,6 +121,8 @@ struct Started {
   CgroupStats base;                     // the cgroup's counters just before the clone
   std::unique_ptr<RunNetwork> network;  // with spec.network.enabled
   Clock::time_point start;
+  // The clone child's stack, in our memory (CLONE_VM): freed once the child has exec'd.
+  std::unique_ptr<char[]> child_stack;
 };
 
 // What the poll loop saw.
@@ -209,12 +211,18 @@ namespace {
 // (inotify instances and watches, pending signals, mqueue bytes; user_namespaces(7),
 // kernel/ucount.c) then fall on the sandbox uid and never exhaust host root's (issue 10
 // item 6). The daemon (still root in the parent namespace) writes the id maps.
-Result<pid_t> CloneChild(ChildPlan& plan, uid_t owner, int* pidfd) {
-  std::vector<char> stack(kChildStackBytes);  // the child gets a copy; ours can go after
+//
+// CLONE_VM: the child runs in the daemon's memory, on `stack`, until it execs sandrun-init,
+// as posix_spawn's child does (without CLONE_VFORK: the parent must write the id maps while
+// the child waits). A copy of the address space instead cost the daemon, per run, the copy
+// of its page tables, a write fault on every page its threads then touched (with TLB
+// shootdowns across CPUs) and the copy's teardown at the exec: a quarter of the CPU time of a
+// run with a warm pool (perf, issue 11 part 4).
+Result<pid_t> CloneChild(ChildPlan& plan, uid_t owner, char* stack, int* pidfd) {
   if (Status s = sys::SetThreadEffectiveUid(owner); !s.ok()) return s.error();
-  pid_t pid = ::clone(ChildMain, stack.data() + stack.size(),
-                      CLONE_NEWUSER | CLONE_NEWPID | CLONE_NEWNS | CLONE_NEWNET | CLONE_NEWIPC |
-                          CLONE_NEWUTS | CLONE_PIDFD | SIGCHLD,
+  pid_t pid = ::clone(ChildMain, stack + kChildStackBytes,
+                      CLONE_VM | CLONE_NEWUSER | CLONE_NEWPID | CLONE_NEWNS | CLONE_NEWNET |
+                          CLONE_NEWIPC | CLONE_NEWUTS | CLONE_PIDFD | SIGCHLD,
                       &plan, pidfd);
   Error clone_error = pid < 0 ? sys::ErrnoError("clone(CLONE_NEWUSER|...)") : Error{};
   // Cannot fail (real and saved uid are 0); a worker thread left unprivileged could not go on.
@@ -223,11 +231,12 @@ Result<pid_t> CloneChild(ChildPlan& plan, uid_t owner, int* pidfd) {
   return pid;
 }
 
-// The run's six pipes. The program's own streams belong to the sandbox user, so that
+// The run's seven pipes. The program's own streams belong to the sandbox user, so that
 // /dev/stdout and friends (links to /proc/self/fd/N) open as on any Linux box.
 Result<Pipes> MakePipes(const SandboxSpec& spec) {
   Pipes p;
-  for (sys::Pipe* pipe : {&p.in, &p.out, &p.err, &p.report, &p.sync, &p.lifeline}) {
+  for (sys::Pipe* pipe :
+       {&p.in, &p.out, &p.err, &p.report, &p.sync, &p.lifeline, &p.exec_notify}) {
     auto made = sys::MakePipe();
     if (!made.ok()) return made.error();
     *pipe = std::move(*made);
@@ -252,6 +261,7 @@ ChildPlan MakeChildPlan(const Started& st, const SandboxSpec& spec, const MountP
   plan.plan_fd = st.plan_fd.get();
   plan.lifeline_fd = p.lifeline.read.get();
   plan.init_exe_fd = init_exe;
+  plan.exec_notify_fd = p.exec_notify.write.get();
   plan.root_dir = spec.root_dir.c_str();
   plan.put_old = put_old.c_str();
   plan.old_root_inside = "/.oldroot";
@@ -276,7 +286,9 @@ Result<bool> CloneIntoRun(Started& st, ChildPlan& plan, uid_t owner) {
   if (placed) util::StampPhase("thread_in_cgroup");
   if (st.cgroup) st.base = st.cgroup->Stats();
   st.start = Clock::now();
-  auto pid = CloneChild(plan, owner, &pidfd_raw);
+  // Uninitialised: only the pages the child touches are faulted in.
+  st.child_stack.reset(new char[kChildStackBytes]);
+  auto pid = CloneChild(plan, owner, st.child_stack.get(), &pidfd_raw);
   // This worker thread must not stay in a run's cgroup (it would count against the run and
   // keep the cgroup busy); its own cgroup exists while the daemon runs, so this cannot fail
   // short of a broken host, on which the daemon must not go on.
@@ -284,7 +296,7 @@ Result<bool> CloneIntoRun(Started& st, ChildPlan& plan, uid_t owner) {
   if (!pid.ok() && placed) {
     placed = false;
     st.base = st.cgroup->Stats();  // the refused fork is not the run's
-    pid = CloneChild(plan, owner, &pidfd_raw);
+    pid = CloneChild(plan, owner, st.child_stack.get(), &pidfd_raw);
   }
   if (!pid.ok()) return pid.error();
   util::StampPhase("cloned");
@@ -303,7 +315,37 @@ void CloseChildEnds(Started& st) {
   p.report.write.Reset();
   p.sync.read.Reset();
   p.lifeline.read.Reset();
+  p.exec_notify.write.Reset();
   st.plan_fd.Reset();
+}
+
+// How long the child may take from the sync byte to its exec of sandrun-init (its mounts).
+constexpr int kChildSetupTimeoutMs = 30000;
+
+// Waits until the child no longer runs in our memory: EOF on the exec-notify pipe, whose
+// write end only the child holds, close-on-exec, so it closes when the child execs init or
+// exits (after its memory is let go: exec_mmap before the close-on-exec files, exit_mm
+// before exit_files). Then frees the child's stack. A child stuck past the timeout is
+// killed, and the wait goes on until it is gone (SIGKILL is not refused).
+void AwaitChildExec(Started& st) {
+  const int fd = st.pipes.exec_notify.read.get();
+  bool killed = false;
+  for (;;) {
+    pollfd p{fd, POLLIN, 0};
+    const int ready = ::poll(&p, 1, killed ? -1 : kChildSetupTimeoutMs);
+    if (ready == 0) {
+      sys::KillPidfd(st.pidfd.get());
+      killed = true;
+      continue;
+    }
+    // Neither call can fail but by EINTR on this fd, and errno is not ours to read until
+    // the child is gone (it shares this thread's): a failure is tried again.
+    if (ready < 0) continue;
+    char byte;
+    if (::read(fd, &byte, 1) == 0) break;  // EOF (nothing is ever written)
+  }
+  st.pipes.exec_notify.read.Reset();
+  st.child_stack.reset();
 }
 
 // The parent's side of the start, in order, while the child waits for the sync byte: the
@@ -352,9 +394,12 @@ Result<Started> Start(const SandboxSpec& spec, const MountPlan& mounts, const st
   CloseChildEnds(st);
   if (Status s = SetUpChildFromParent(st, spec, *placed); !s.ok()) {
     sys::KillPidfd(st.pidfd.get());
-    (void)sys::Reap(st.pid);
+    (void)sys::Reap(st.pid);  // reaped: its memory (ours) is no longer used
+    st.child_stack.reset();
     return MakeError(ErrorKind::kSystem, s.error().message, s.error().err);
   }
+  AwaitChildExec(st);
+  util::StampPhase("child_execd");
   return st;
 }
 
