@@ -3,12 +3,14 @@
 #include <poll.h>
 #include <sched.h>
 #include <signal.h>
+#include <sys/mman.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
+#include <utility>
 #include <vector>
 
 #include "sandbox/child.h"
@@ -111,6 +113,41 @@ struct Pipes {
   sys::Pipe in, out, err, report, sync, lifeline, exec_notify;
 };
 
+// The stack a CLONE_VM child runs on: a mapping of its own, not heap memory. The child runs
+// in the run's cgroup, so the pages it touches are charged to that memory cgroup; unmapped,
+// they go with the run, where freed heap memory would stay in the daemon's arenas, still
+// charged to a cgroup already removed (a dying memcg kept alive by the daemon).
+class ChildStack {
+ public:
+  ChildStack() = default;
+  ChildStack(ChildStack&& other) noexcept : base_(std::exchange(other.base_, nullptr)) {}
+  ChildStack& operator=(ChildStack&& other) noexcept {
+    if (this != &other) {
+      Reset();
+      base_ = std::exchange(other.base_, nullptr);
+    }
+    return *this;
+  }
+  ~ChildStack() { Reset(); }
+  // Maps kChildStackBytes (only the pages touched are faulted in). Errors name the call.
+  Status Map() {
+    Reset();
+    void* p = ::mmap(nullptr, kChildStackBytes, PROT_READ | PROT_WRITE,
+                     MAP_PRIVATE | MAP_ANONYMOUS | MAP_STACK, -1, 0);
+    if (p == MAP_FAILED) return sys::ErrnoError("mmap of the clone child's stack");
+    base_ = static_cast<char*>(p);
+    return OkStatus();
+  }
+  char* top() const { return base_ + kChildStackBytes; }
+  void Reset() {
+    if (base_ != nullptr) ::munmap(base_, kChildStackBytes);
+    base_ = nullptr;
+  }
+
+ private:
+  char* base_ = nullptr;
+};
+
 // A started sandbox: the parent's ends of its pipes, its pidfd and cgroup.
 struct Started {
   pid_t pid = -1;
@@ -121,8 +158,8 @@ struct Started {
   CgroupStats base;                     // the cgroup's counters just before the clone
   std::unique_ptr<RunNetwork> network;  // with spec.network.enabled
   Clock::time_point start;
-  // The clone child's stack, in our memory (CLONE_VM): freed once the child has exec'd.
-  std::unique_ptr<char[]> child_stack;
+  // The clone child's stack, in our memory (CLONE_VM): unmapped once the child has exec'd.
+  ChildStack child_stack;
 };
 
 // What the poll loop saw.
@@ -218,9 +255,9 @@ namespace {
 // of its page tables, a write fault on every page its threads then touched (with TLB
 // shootdowns across CPUs) and the copy's teardown at the exec: a quarter of the CPU time of a
 // run with a warm pool (perf, issue 11 part 4).
-Result<pid_t> CloneChild(ChildPlan& plan, uid_t owner, char* stack, int* pidfd) {
+Result<pid_t> CloneChild(ChildPlan& plan, uid_t owner, char* stack_top, int* pidfd) {
   if (Status s = sys::SetThreadEffectiveUid(owner); !s.ok()) return s.error();
-  pid_t pid = ::clone(ChildMain, stack + kChildStackBytes,
+  pid_t pid = ::clone(ChildMain, stack_top,
                       CLONE_VM | CLONE_NEWUSER | CLONE_NEWPID | CLONE_NEWNS | CLONE_NEWNET |
                           CLONE_NEWIPC | CLONE_NEWUTS | CLONE_PIDFD | SIGCHLD,
                       &plan, pidfd);
@@ -276,6 +313,7 @@ ChildPlan MakeChildPlan(const Started& st, const SandboxSpec& spec, const MountP
 // moves it there before the sync byte).
 Result<bool> CloneIntoRun(Started& st, ChildPlan& plan, uid_t owner) {
   int pidfd_raw = -1;
+  if (Status s = st.child_stack.Map(); !s.ok()) return s.error();
   // The child is cloned from inside the run's cgroup (cgroup.h EnterCallingThread): it
   // starts there and no process migration waits on the request path (on v1 ~10 ms of RCU
   // grace period per run; measured by scripts/bench --profile, issue 11 part 1). The
@@ -286,9 +324,7 @@ Result<bool> CloneIntoRun(Started& st, ChildPlan& plan, uid_t owner) {
   if (placed) util::StampPhase("thread_in_cgroup");
   if (st.cgroup) st.base = st.cgroup->Stats();
   st.start = Clock::now();
-  // Uninitialised: only the pages the child touches are faulted in.
-  st.child_stack.reset(new char[kChildStackBytes]);
-  auto pid = CloneChild(plan, owner, st.child_stack.get(), &pidfd_raw);
+  auto pid = CloneChild(plan, owner, st.child_stack.top(), &pidfd_raw);
   // This worker thread must not stay in a run's cgroup (it would count against the run and
   // keep the cgroup busy); its own cgroup exists while the daemon runs, so this cannot fail
   // short of a broken host, on which the daemon must not go on.
@@ -296,7 +332,7 @@ Result<bool> CloneIntoRun(Started& st, ChildPlan& plan, uid_t owner) {
   if (!pid.ok() && placed) {
     placed = false;
     st.base = st.cgroup->Stats();  // the refused fork is not the run's
-    pid = CloneChild(plan, owner, st.child_stack.get(), &pidfd_raw);
+    pid = CloneChild(plan, owner, st.child_stack.top(), &pidfd_raw);
   }
   if (!pid.ok()) return pid.error();
   util::StampPhase("cloned");
@@ -345,7 +381,7 @@ void AwaitChildExec(Started& st) {
     if (::read(fd, &byte, 1) == 0) break;  // EOF (nothing is ever written)
   }
   st.pipes.exec_notify.read.Reset();
-  st.child_stack.reset();
+  st.child_stack.Reset();
 }
 
 // The parent's side of the start, in order, while the child waits for the sync byte: the
@@ -395,7 +431,7 @@ Result<Started> Start(const SandboxSpec& spec, const MountPlan& mounts, const st
   if (Status s = SetUpChildFromParent(st, spec, *placed); !s.ok()) {
     sys::KillPidfd(st.pidfd.get());
     (void)sys::Reap(st.pid);  // reaped: its memory (ours) is no longer used
-    st.child_stack.reset();
+    st.child_stack.Reset();
     return MakeError(ErrorKind::kSystem, s.error().message, s.error().err);
   }
   AwaitChildExec(st);
