@@ -320,9 +320,11 @@ Result<bool> CloneIntoRun(Started& st, ChildPlan& plan, uid_t owner) {
   // thread's move needs no global lock. On v2 (no thread may sit in a domain cgroup) and when
   // the clone is refused inside (pids.max reached by this thread and init together, say,
   // processes = 1) the parent moves the child instead, as before.
+  // The counters first: reading them allocates, and what this thread faults in while it sits
+  // in the run's cgroup is charged to that cgroup.
+  if (st.cgroup) st.base = st.cgroup->Stats();
   bool placed = st.cgroup && st.cgroup->EnterCallingThread().ok();
   if (placed) util::StampPhase("thread_in_cgroup");
-  if (st.cgroup) st.base = st.cgroup->Stats();
   st.start = Clock::now();
   auto pid = CloneChild(plan, owner, st.child_stack.top(), &pidfd_raw);
   // This worker thread must not stay in a run's cgroup (it would count against the run and
