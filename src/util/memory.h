@@ -8,8 +8,11 @@
 
 namespace sandrun::util {
 
-// Call once at start-up, before threads: caps malloc at `arenas` arenas (M_ARENA_MAX) unless
-// the environment already sets MALLOC_ARENA_MAX (the operator's choice wins).
+// Call once at start-up, before threads: caps malloc at `arenas` arenas (M_ARENA_MAX) and
+// fixes the mmap threshold at kMmapThresholdBytes (M_MMAP_THRESHOLD: a block that large is
+// its own mapping, returned to the kernel when freed), unless the environment sets
+// MALLOC_ARENA_MAX / MALLOC_MMAP_THRESHOLD_ (the operator's choice wins). mallopt(3).
+constexpr size_t kMmapThresholdBytes = 128 * 1024;
 void TuneMalloc(int arenas);
 
 // Call on a worker thread after a request is answered and its buffers freed: when `bytes`
