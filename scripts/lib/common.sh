@@ -493,8 +493,12 @@ sr_stop_pid() {
 }
 
 # Stops nginx (graceful QUIT: lets downloads finish) then sandrund (TERM: it ends its
-# sandboxes). Safe to call more than once.
+# sandboxes), then (TERM) any other background job of this shell still running: one
+# sr_stack_start started but had not noted yet, as when a trap ran between its `&` and `$!`.
+# Call it with the stop signals ignored (scripts/serve's stop_stack): a second signal must not
+# end the shell halfway. Safe to call more than once.
 sr_stack_stop() {
+  local pid
   if [[ -n $SR_NGINX_PID || -n $SR_DAEMON_PID ]]; then
     sr_log "stopping nginx and sandrund"
   fi
@@ -505,6 +509,10 @@ sr_stack_stop() {
     rm -f "$SR_STATE/daemon.pid"
   fi
   SR_DAEMON_PID=""
+  # -r: running jobs only; a finished one's pid may belong to another process by now.
+  for pid in $(jobs -rp); do
+    sr_stop_pid "$pid" TERM 30 "background job $pid"
+  done
 }
 
 # Prints the JSON of a sandrund config file, which may have // and /* */ comments and trailing

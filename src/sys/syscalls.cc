@@ -5,6 +5,7 @@
 #include <spawn.h>
 #include <sys/mman.h>
 #include <sys/mount.h>
+#include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
 #include <sys/syscall.h>
@@ -174,8 +175,19 @@ Result<UniqueFd> OpenExecutable(const std::string& path) {
 }
 
 Status SetThreadEffectiveUid(uid_t euid) {
+  // A change of the effective uid clears the thread's parent-death signal (prctl(2)). The
+  // daemon's main thread makes the self-test's sandbox with this, and loses what
+  // `setpriv --pdeathsig TERM` gave it: scripts/serve dead, sandrund ran on as an orphan.
+  int death_signal = 0;
+  ::prctl(PR_GET_PDEATHSIG, &death_signal);
+  const pid_t parent = ::getppid();
   if (::syscall(SYS_setresuid, -1, euid, -1) != 0) {
     return ErrnoError("setresuid(-1, " + std::to_string(euid) + ", -1)");
+  }
+  if (death_signal != 0) {
+    ::prctl(PR_SET_PDEATHSIG, death_signal, 0, 0, 0);
+    // The parent died while the signal was off: it is due now.
+    if (::getppid() != parent) ::kill(::getpid(), death_signal);
   }
   return OkStatus();
 }

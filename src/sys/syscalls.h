@@ -100,7 +100,9 @@ Result<UniqueFd> OpenExecutable(const std::string& path);
 // Sets the effective uid of the CALLING THREAD only (the raw setresuid syscall, not glibc's
 // all-threads wrapper; credentials are per thread in Linux, credentials(7) "NOTES"). With a
 // real and saved uid of 0 the thread can go back with SetThreadEffectiveUid(0). Used so that
-// a user namespace made by clone(2) from this thread is owned by `euid`. Errors: kSystem.
+// a user namespace made by clone(2) from this thread is owned by `euid`. The thread keeps
+// its parent-death signal (PR_SET_PDEATHSIG), which the kernel clears on the change: sent at
+// once if the parent died meanwhile. Errors: kSystem.
 Status SetThreadEffectiveUid(uid_t euid);
 
 // kill(pid, SIGKILL); false when the process no longer exists (ESRCH) or on error.

@@ -10,7 +10,9 @@
 //     session_restarted: true and starts the count afresh;
 //   - every link issued by a live node downloads during the traffic and after it;
 //   - the dead node's links answer the JSON 502 while it is down, and serve again (the same
-//     bytes) once scripts/cluster has started it again (SIGUSR1).
+//     bytes) once scripts/cluster has started it again (SIGUSR1);
+//   - after SIGTERM to scripts/cluster nothing it started is left: no scripts/serve, and no
+//     node's sandrund or nginx (a restarted node's included), no front nginx.
 // Traffic goes only to 127.0.0.1 (the front); the front reaches the nodes in the namespaces
 // scripts/cluster made (it checks their routes before any traffic).
 #define BOOST_TEST_MODULE SandrunCluster
@@ -41,11 +43,20 @@
 #include <thread>
 #include <vector>
 
+#include "processes.h"
+
 extern char** environ;
 
 namespace {
 
 using Clock = std::chrono::steady_clock;
+using sandrun::integration::Identify;
+using sandrun::integration::NginxProcesses;
+using sandrun::integration::ProcessArgvs;
+using sandrun::integration::ProcessId;
+using sandrun::integration::ProcessTree;
+using sandrun::integration::StackProcesses;
+using sandrun::integration::Survivors;
 
 constexpr int kNodes = 3;
 constexpr int kClients = 8;
@@ -56,6 +67,12 @@ std::string ReadText(const std::string& path) {
   std::stringstream s;
   s << in.rdbuf();
   return s.str();
+}
+
+std::string CommandLine(const std::vector<std::string>& argv) {
+  std::string out;
+  for (const std::string& arg : argv) out += (out.empty() ? "" : " ") + arg;
+  return out;
 }
 
 int FreeLoopbackPort() {
@@ -242,8 +259,24 @@ class ClusterRun {
     BOOST_FAIL("the cluster did not come up within 180 s\n" << LogTails());
   }
 
+  // The processes of every node's stack (sandrund, nginx and its workers) and of the front
+  // nginx, found by their state directories: a stack whose scripts/serve died is no longer
+  // below scripts/cluster.
+  std::vector<pid_t> StateDirProcesses() const {
+    std::vector<pid_t> pids = NginxProcesses(state_ + "/front");
+    for (int n = 1; n <= kNodes; ++n) {
+      for (pid_t p : StackProcesses(state_ + "/nodes/" + std::to_string(n))) pids.push_back(p);
+    }
+    return pids;
+  }
+
   void Stop() {
     if (pid_ < 0) return;
+    // Everything scripts/cluster started, as it is before the stop: the processes below it
+    // (each node's scripts/serve, sandrund, nginx, sandboxes; the front) and the stacks.
+    std::vector<pid_t> started = ProcessTree(pid_);
+    for (pid_t p : StateDirProcesses()) started.push_back(p);
+    std::set<ProcessId> seen = Identify(started);
     kill(pid_, SIGTERM);
     bool stopped = false;
     const auto deadline = Clock::now() + std::chrono::seconds(90);
@@ -260,6 +293,20 @@ class ClusterRun {
       waitpid(pid_, nullptr, 0);
     }
     BOOST_CHECK_MESSAGE(stopped, "scripts/cluster stopped within 90 s of SIGTERM");
+    // Nothing it started outlives it: neither what ran before the stop nor a stack started
+    // meanwhile (a node restarted by SIGUSR1 as the stop began). A leaked sandrund keeps the
+    // fds it inherited (the integration lock, scripts/test's isolation lock) and so hangs
+    // the next test run: it fails this one instead, and is killed.
+    for (const ProcessId& p : Identify(StateDirProcesses())) seen.insert(p);
+    const std::vector<pid_t> left = Survivors(seen, 10);
+    const auto argvs = ProcessArgvs();
+    for (pid_t p : left) {
+      const auto it = argvs.find(p);
+      BOOST_ERROR("process " << p << " (" << (it == argvs.end() ? "?" : CommandLine(it->second))
+                             << ") of the cluster is still running after scripts/cluster "
+                             << "stopped; state kept in " << state_);
+      kill(p, SIGKILL);
+    }
     // Its namespaces are gone with it.
     const std::string prefix = "sr" + std::to_string(port_) + "n";
     for (const auto& entry : std::filesystem::directory_iterator("/run/netns")) {
@@ -267,7 +314,7 @@ class ClusterRun {
                           "network namespace " << entry.path() << " left behind");
     }
     pid_ = -1;
-    if (std::getenv("SANDRUN_KEEP_STATE") == nullptr) {
+    if (left.empty() && std::getenv("SANDRUN_KEEP_STATE") == nullptr) {
       std::error_code ec;
       std::filesystem::remove_all(state_, ec);
     }

@@ -2,13 +2,18 @@
 # A clean stop (SIGTERM) of sandrund leaves nothing behind: no sandrun.sock, and no runs
 # directory in /run/sandrun/ (the fallback used when the state directory is not searchable by
 # others, as under /root). The state directory here is under a mode-0700 directory, so the
-# daemon uses that fallback. Usage: daemon_stop_test.sh SANDRUND
+# daemon uses that fallback. Then: sandrund started as scripts/serve starts it (setpriv
+# --pdeathsig TERM) stops when that parent is killed, its self-test done (the self-test's
+# euid switch once cleared the signal: integration.Cluster leaked daemons so).
+# Usage: daemon_stop_test.sh SANDRUND
 set -uo pipefail
 daemon="$1"
 top="$(mktemp -d)" # mode 0700
 pid=""
+orphan=""
 cleanup() {
   if [[ -n $pid ]]; then kill -KILL "$pid" 2>/dev/null; fi
+  if [[ -n $orphan ]]; then kill -KILL "$orphan" 2>/dev/null; fi
   rm -rf "$top"
 }
 trap cleanup EXIT
@@ -44,3 +49,28 @@ pid=""
 [[ ! -e $state/sandrun.sock ]] || fail "$state/sandrun.sock is left after a clean stop"
 [[ ! -e $runs ]] || fail "$runs is left after a clean stop"
 printf 'ok: clean stop; no socket, no %s\n' "$runs"
+
+# The parent (a shell, as scripts/serve) dies by SIGKILL once the daemon listens.
+: >"$top/log"
+bash -c 'setpriv --pdeathsig TERM -- "$0" --config "$1" </dev/null >>"$2" 2>&1 & echo $! >"$3"; wait' \
+  "$daemon" "$top/config.json" "$top/log" "$top/orphan.pid" &
+parent=$!
+for _ in $(seq 1 300); do
+  grep -q 'listening on' "$top/log" && break
+  kill -0 "$parent" 2>/dev/null || fail "the parent shell exited during start-up"
+  sleep 0.1
+done
+grep -q 'listening on' "$top/log" || fail "sandrund under setpriv did not start within 30 s"
+orphan="$(<"$top/orphan.pid")"
+kill -KILL "$parent"
+wait "$parent" 2>/dev/null
+for _ in $(seq 1 400); do
+  kill -0 "$orphan" 2>/dev/null || break
+  sleep 0.1
+done
+if kill -0 "$orphan" 2>/dev/null; then
+  fail "sandrund (pid $orphan) still runs 40 s after its parent died: no parent-death signal"
+fi
+orphan=""
+grep -q 'signal 15: stopping' "$top/log" || fail "sandrund did not stop on its parent-death signal"
+printf 'ok: sandrund stopped on SIGTERM when its parent died\n'

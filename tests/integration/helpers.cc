@@ -4,11 +4,9 @@
 #include <rapidjson/error/en.h>
 #include <rapidjson/stringbuffer.h>
 #include <rapidjson/writer.h>
-#include <signal.h>
 
 #include <boost/test/unit_test.hpp>
 #include <chrono>
-#include <filesystem>
 #include <fstream>
 #include <sstream>
 
@@ -202,31 +200,6 @@ int64_t NowEpochS() {
   return std::chrono::duration_cast<std::chrono::seconds>(
              std::chrono::system_clock::now().time_since_epoch())
       .count();
-}
-
-std::map<pid_t, std::vector<std::string>> ProcessArgvs() {
-  std::map<pid_t, std::vector<std::string>> out;
-  std::error_code ec;
-  for (const auto& entry : std::filesystem::directory_iterator("/proc", ec)) {
-    const std::string name = entry.path().filename();
-    if (name.empty() || name.find_first_not_of("0123456789") != std::string::npos) continue;
-    const std::string cmdline = ReadFile(entry.path() / "cmdline");
-    if (cmdline.empty()) continue;
-    std::vector<std::string> argv;
-    std::istringstream in(cmdline);
-    std::string arg;
-    while (std::getline(in, arg, '\0')) argv.push_back(arg);
-    out[static_cast<pid_t>(std::stol(name))] = std::move(argv);
-  }
-  return out;
-}
-
-bool ProcessAlive(pid_t pid) {
-  if (kill(pid, 0) != 0) return false;
-  // /proc/<pid>/stat: "pid (comm) S ..."; comm may contain spaces and parentheses.
-  const std::string stat = ReadFile("/proc/" + std::to_string(pid) + "/stat");
-  const size_t paren = stat.rfind(')');
-  return paren == std::string::npos || paren + 2 >= stat.size() || stat[paren + 2] != 'Z';
 }
 
 std::string ReadFile(const std::string& path) {

@@ -1,6 +1,6 @@
 // Helpers for the integration tests: HTTP requests to the stack (cpp-httplib), JSON bodies and
 // answers (RapidJSON), signed links (OpenSSL, independent of src/storage so that the test
-// checks the daemon's signing against nginx), and a view of the host's processes (/proc).
+// checks the daemon's signing against nginx); the host's processes are in processes.h.
 #pragma once
 
 #include <httplib.h>
@@ -11,6 +11,8 @@
 #include <map>
 #include <string>
 #include <vector>
+
+#include "processes.h"  // ProcessArgvs, ProcessAlive: a view of the host's processes
 
 namespace sandrun::integration {
 
@@ -75,13 +77,6 @@ std::string LinkPathAndQuery(const Link& link);
 
 // Seconds since the epoch.
 int64_t NowEpochS();
-
-// argv of every process on the host (pid → argv), read from /proc/<pid>/cmdline; kernel
-// threads and zombies (empty cmdline) are left out.
-std::map<pid_t, std::vector<std::string>> ProcessArgvs();
-
-// Whether `pid` exists and is not a zombie.
-bool ProcessAlive(pid_t pid);
 
 // Whole content of a file, "" if it cannot be read.
 std::string ReadFile(const std::string& path);

@@ -283,28 +283,8 @@ std::string Stack::LogTails() const {
 
 std::vector<pid_t> Stack::StackPids() const {
   std::vector<pid_t> pids;
-  const std::string config_arg = state_dir_ + "/sandrun.jsonc";
-  const std::string nginx_conf = state_dir_ + "/nginx/nginx.conf";
-  const std::string master = ReadFile(state_dir_ + "/nginx/nginx.pid");
-  const pid_t master_pid = master.empty() ? -1 : static_cast<pid_t>(std::atol(master.c_str()));
-  for (const auto& [pid, argv] : ProcessArgvs()) {
-    bool ours = pid == master_pid;
-    for (size_t i = 0; i < argv.size(); ++i) {
-      // sandrund --config <state>/sandrun.jsonc; nginx's master title names its config.
-      if (argv[i] == "--config" && i + 1 < argv.size() && argv[i + 1] == config_arg) ours = true;
-      if (argv[i].find(nginx_conf) != std::string::npos) ours = true;
-    }
-    // nginx workers: children of the master.
-    const std::string stat = ReadFile("/proc/" + std::to_string(pid) + "/stat");
-    const size_t paren = stat.rfind(')');
-    if (master_pid > 0 && paren != std::string::npos) {
-      std::istringstream fields(stat.substr(paren + 2));
-      std::string state;
-      pid_t ppid = 0;
-      fields >> state >> ppid;
-      if (ppid == master_pid) ours = true;
-    }
-    if (ours && pid != getpid() && pid != serve_pid_) pids.push_back(pid);
+  for (pid_t pid : StackProcesses(state_dir_)) {
+    if (pid != getpid() && pid != serve_pid_) pids.push_back(pid);
   }
   return pids;
 }

@@ -1,6 +1,8 @@
 #define BOOST_TEST_MODULE sys_syscalls
 #include "sys/syscalls.h"
 
+#include <signal.h>
+#include <sys/prctl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -10,6 +12,7 @@
 #include <cstring>
 #include <string>
 #include <system_error>
+#include <thread>
 
 using sandrun::sys::FirstUnsearchableDir;
 
@@ -116,6 +119,28 @@ BOOST_AUTO_TEST_CASE(pipe_is_chowned_to_the_sandbox_user) {
     BOOST_TEST(st.st_uid == 64123u);
     BOOST_TEST(st.st_gid == 64124u);
   }
+}
+
+// The daemon's main thread switches its effective uid for the self-test's sandbox; the
+// kernel clears the parent-death signal on that switch, and sandrund outlived a killed
+// scripts/serve (integration.Cluster). Tried in a thread of its own: the signal is per thread.
+BOOST_AUTO_TEST_CASE(a_thread_keeps_its_parent_death_signal_across_an_euid_switch) {
+  BOOST_TEST_REQUIRE(::geteuid() == 0, "setting another effective uid needs root");
+  int before = -1, during = -1, after = -1;
+  bool switched = false;
+  std::thread([&] {
+    ::prctl(PR_SET_PDEATHSIG, SIGUSR2, 0, 0, 0);
+    ::prctl(PR_GET_PDEATHSIG, &before);
+    switched = sandrun::sys::SetThreadEffectiveUid(64125).ok();
+    ::prctl(PR_GET_PDEATHSIG, &during);
+    switched = sandrun::sys::SetThreadEffectiveUid(0).ok() && switched;
+    ::prctl(PR_GET_PDEATHSIG, &after);
+    ::prctl(PR_SET_PDEATHSIG, 0, 0, 0, 0);
+  }).join();
+  BOOST_TEST_REQUIRE(switched);
+  BOOST_TEST(before == SIGUSR2);
+  BOOST_TEST(during == SIGUSR2);
+  BOOST_TEST(after == SIGUSR2);
 }
 
 BOOST_AUTO_TEST_SUITE_END()
