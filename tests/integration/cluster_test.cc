@@ -518,8 +518,10 @@ BOOST_AUTO_TEST_CASE(NodeLossKeepsLiveUsersAndLinks) {
     std::lock_guard<std::mutex> lock(kill_mutex);
     killed_at = Clock::now();
     const int n = std::atoi(victim.c_str() + 1);
-    cluster.KillNode(n);
+    // Set before the kill: a client whose request the kill fails can have the front's 502
+    // before this thread runs its next line (seen under load as "dead node: other failure").
     killed = true;
+    cluster.KillNode(n);
   }
   for (auto& t : threads) t.join();
 
