@@ -744,7 +744,7 @@ def main():
     out.append(f"- gVisor: `{shlex.join(runsc_base)} …`")
     out.append(f"- sandrun: `POST /run` through nginx (`{args.url}`), one keep-alive connection, "
                f"sequential requests ({client.connects} TCP connection(s) used); "
-               "`usage.wall_ms` is the daemon's clock from clone(2) to reaping the sandbox")
+               "`usage.wall_ms` is the daemon's clock from clone(2) to the end of the program (init's report)")
     print("\n".join(out))
 
 
