@@ -144,7 +144,8 @@ std::vector<std::string> Service::PrepareCaches() {
   out.Parse(doc["stdout"].GetString(), doc["stdout"].GetStringLength());
   if (out.HasParseError() || !out.IsObject()) {
     return {"the build run printed no JSON object: " +
-            std::string(doc["stdout"].GetString(), std::min<size_t>(300, doc["stdout"].GetStringLength()))};
+            std::string(doc["stdout"].GetString(),
+                        std::min<size_t>(300, doc["stdout"].GetStringLength()))};
   }
   std::vector<std::string> missing;
   if (std::string why = TakeFontCache(out, &font_cache_name_, &font_cache_); !why.empty()) {

@@ -292,8 +292,8 @@ class Service {
   storage::SessionStore sessions_;
   std::string health_error_;
   std::vector<std::string> weaker_limits_;
-  std::string font_cache_name_;  // matplotlib's fontlist-vNNN.json; "" = none
-  std::string font_cache_;       // its content
+  std::string font_cache_name_;                    // matplotlib's fontlist-vNNN.json; "" = none
+  std::string font_cache_;                         // its content
   std::vector<SupportBytecode> support_bytecode_;  // by PrepareCaches; empty = none
   std::atomic<bool> draining_{false};
   std::atomic<uint64_t> artifact_files_{0};

@@ -75,10 +75,10 @@ struct ChildReport {
 struct ChildPlan {
   // File descriptors in the parent's numbering; the child rearranges them (init_plan.h).
   int stdin_fd, stdout_fd, stderr_fd, report_fd, sync_fd, plan_fd, lifeline_fd, init_exe_fd;
-  int exec_notify_fd;  // write end of a pipe, kept close-on-exec: its EOF tells the parent
-                       // that the child has exec'd init (or died) and no longer uses its memory
-  const char* root_dir;         // host path of the new root's mount point
-  const char* put_old;          // root_dir + "/.oldroot"
+  int exec_notify_fd;    // write end of a pipe, kept close-on-exec: its EOF tells the parent
+                         // that the child has exec'd init (or died) and no longer uses its memory
+  const char* root_dir;  // host path of the new root's mount point
+  const char* put_old;   // root_dir + "/.oldroot"
   const char* old_root_inside;  // "/.oldroot"
   const MountStep* mount_steps;
   size_t mount_step_count;

@@ -272,8 +272,7 @@ Result<pid_t> CloneChild(ChildPlan& plan, uid_t owner, char* stack_top, int* pid
 // /dev/stdout and friends (links to /proc/self/fd/N) open as on any Linux box.
 Result<Pipes> MakePipes(const SandboxSpec& spec) {
   Pipes p;
-  for (sys::Pipe* pipe :
-       {&p.in, &p.out, &p.err, &p.report, &p.sync, &p.lifeline, &p.exec_notify}) {
+  for (sys::Pipe* pipe : {&p.in, &p.out, &p.err, &p.report, &p.sync, &p.lifeline, &p.exec_notify}) {
     auto made = sys::MakePipe();
     if (!made.ok()) return made.error();
     *pipe = std::move(*made);
@@ -617,8 +616,7 @@ Result<SandboxResult> Conclude(Started& st, Supervised& seen, const MountPlan& m
   // The cgroup stays: the caller runs the next step in it, then removes it.
   const CgroupStats stats = st.cgroup ? Since(st.cgroup->Stats(), st.base) : CgroupStats{};
   Result<sys::ExitInfo> reaped = MakeError(ErrorKind::kSystem, "left to the cgroup");
-  if (seen.facts.have_report && st.cgroup && stats.cpu_usage_ms >= 0 &&
-      stats.peak_memory_kb >= 0) {
+  if (seen.facts.have_report && st.cgroup && stats.cpu_usage_ms >= 0 && stats.peak_memory_kb >= 0) {
     st.cgroup->ReapLater(st.pid);
   } else {
     reaped = sys::Reap(st.pid);

@@ -238,7 +238,8 @@ BOOST_AUTO_TEST_CASE(steps_at_the_lowest_process_limit_all_run) {
   const rapidjson::Value& steps = doc["snippets"];
   BOOST_TEST_REQUIRE(steps.Size() == 5u);
   for (rapidjson::SizeType i = 0; i < steps.Size(); ++i) {
-    BOOST_TEST(Str(steps[i], "status") == "ok", "step " << i + 1 << ": " << Str(steps[i], "stderr"));
+    BOOST_TEST(Str(steps[i], "status") == "ok",
+               "step " << i + 1 << ": " << Str(steps[i], "stderr"));
     BOOST_TEST(Str(steps[i], "stdout") == "step " + std::to_string(i + 1) + "\n");
   }
 }
