@@ -13,6 +13,7 @@
 #include <atomic>
 #include <boost/test/unit_test.hpp>
 #include <chrono>
+#include <filesystem>
 #include <fstream>
 #include <functional>
 #include <future>
@@ -316,7 +317,12 @@ BOOST_AUTO_TEST_CASE(sandbox_dies_with_a_killed_daemon_and_restart_sweeps) {
     waitpid(sleeper, &status, 0);
   }
   BOOST_TEST(reaped, "the process in a leftover run cgroup was killed at start-up");
-  BOOST_TEST(LeftoverRunCgroups() == 0, "leftover run cgroups removed at start-up");
+  // The dead daemon's cgroups, by name: the new daemon's own runs (scripts/serve's example
+  // run, answered but maybe still in its teardown) may have theirs for a moment.
+  for (const auto& dir : left) {
+    BOOST_TEST(!std::filesystem::exists(dir),
+               "leftover run cgroup " << dir << " removed at start-up");
+  }
 }
 
 BOOST_AUTO_TEST_SUITE_END()
