@@ -245,6 +245,26 @@ BOOST_AUTO_TEST_CASE(steps_at_the_lowest_process_limit_all_run) {
   }
 }
 
+// proc-04 across steps: a background job of the first step ends with that step (its init
+// reports, then its exit takes the job with it) and is reaped before the next step starts
+// in the same cgroup, else the job and the unreaped init would hold 2 of 3 processes and the
+// second step could not fork.
+BOOST_AUTO_TEST_CASE(background_job_of_a_step_does_not_outlive_it) {
+  const auto start = Clock::now();
+  auto doc = PostRun(
+      R"({"snippets":[{"language":"bash","code":"sleep 300 &\necho started background job"},)"
+      R"({"language":"bash","code":"echo second"}],"limits":{"processes":3}})");
+  BOOST_TEST(SecondsSince(start) < 3.0, "the background job held the run");
+  BOOST_TEST_REQUIRE(doc.HasMember("snippets"), Str(doc, "stderr"));
+  const rapidjson::Value& steps = doc["snippets"];
+  BOOST_TEST_REQUIRE(steps.Size() == 2u);
+  BOOST_TEST(Str(steps[0], "status") == "ok", Str(steps[0], "stderr"));
+  BOOST_TEST(Str(steps[0], "stdout") == "started background job\n");
+  BOOST_TEST(Str(steps[1], "status") == "ok", Str(steps[1], "stderr"));
+  BOOST_TEST(Str(steps[1], "stdout") == "second\n");
+  BOOST_TEST(WaitFor([] { return SandboxProcessCount() == 0; }, 5) < 5, "sleep 300 left");
+}
+
 // Item 1: SIGTERM stopped the server at once and exited after 3 s whatever ran. Now runs in
 // flight finish (up to their wall limit), new ones get 503, then the daemon exits.
 BOOST_AUTO_TEST_CASE(sigterm_drains_runs_in_flight) {
@@ -317,12 +337,13 @@ BOOST_AUTO_TEST_CASE(sandbox_dies_with_a_killed_daemon_and_restart_sweeps) {
     waitpid(sleeper, &status, 0);
   }
   BOOST_TEST(reaped, "the process in a leftover run cgroup was killed at start-up");
-  // The dead daemon's cgroups, by name: the new daemon's own runs (scripts/serve's example
-  // run, answered but maybe still in its teardown) may have theirs for a moment.
+  // The dead daemon's cgroups, by name, and none at all (Restart waits out the new daemon's
+  // own example run).
   for (const auto& dir : left) {
     BOOST_TEST(!std::filesystem::exists(dir),
                "leftover run cgroup " << dir << " removed at start-up");
   }
+  BOOST_TEST(LeftoverRunCgroups() == 0, "leftover run cgroups removed at start-up");
 }
 
 BOOST_AUTO_TEST_SUITE_END()

@@ -23,6 +23,16 @@ fail() {
   exit 1
 }
 
+# Waits up to 30 s for "listening on" in the log while process $1 lives; $2 names what started.
+wait_listening() {
+  for _ in $(seq 1 300); do
+    grep -q 'listening on' "$top/log" && return 0
+    kill -0 "$1" 2>/dev/null || fail "$2 exited during start-up"
+    sleep 0.1
+  done
+  fail "$2 did not start within 30 s"
+}
+
 state="$top/state"
 mkdir -p "$state"
 # shellcheck disable=SC2016 # $sandrun_link_secret is an nginx variable
@@ -31,12 +41,7 @@ printf '{"state_dir": "%s", "allow_anonymous": true, "cgroup_name": "sandrun-sto
   "$state" "$$" >"$top/config.json"
 "$daemon" --config "$top/config.json" >"$top/log" 2>&1 &
 pid=$!
-for _ in $(seq 1 300); do
-  grep -q 'listening on' "$top/log" && break
-  kill -0 "$pid" 2>/dev/null || fail "sandrund exited during start-up"
-  sleep 0.1
-done
-grep -q 'listening on' "$top/log" || fail "sandrund did not start within 30 s"
+wait_listening "$pid" sandrund
 runs="$(sed -n 's/.*; runs go to \(.*\) instead$/\1/p' "$top/log")"
 [[ $runs == /run/sandrun/* ]] || fail "no fallback runs directory in the log"
 [[ -d $runs && -S $state/sandrun.sock ]] || fail "no $runs or no socket while running"
@@ -55,12 +60,7 @@ printf 'ok: clean stop; no socket, no %s\n' "$runs"
 bash -c 'setpriv --pdeathsig TERM -- "$0" --config "$1" </dev/null >>"$2" 2>&1 & echo $! >"$3"; wait' \
   "$daemon" "$top/config.json" "$top/log" "$top/orphan.pid" &
 parent=$!
-for _ in $(seq 1 300); do
-  grep -q 'listening on' "$top/log" && break
-  kill -0 "$parent" 2>/dev/null || fail "the parent shell exited during start-up"
-  sleep 0.1
-done
-grep -q 'listening on' "$top/log" || fail "sandrund under setpriv did not start within 30 s"
+wait_listening "$parent" "the parent shell of sandrund under setpriv"
 orphan="$(<"$top/orphan.pid")"
 kill -KILL "$parent"
 wait "$parent" 2>/dev/null

@@ -158,6 +158,29 @@ int64_t WarmPoolHits(const std::string& language) {
   return total;
 }
 
+namespace {
+
+// No run's directory, workspace mount, cgroup or process is left (the pool's aside).
+bool RunsGone() {
+  return RunDirCount() == 0 && RunMountCount() == 0 && LeftoverRunCgroups() == 0 &&
+         SandboxProcessCount() == 0;
+}
+
+// Polls `done` every 20 ms for up to `seconds`; whether it held in time.
+bool PollUntil(const std::function<bool()>& done, double seconds) {
+  const auto deadline = std::chrono::steady_clock::now() +
+                        std::chrono::milliseconds(static_cast<int>(seconds * 1000));
+  while (!done()) {
+    if (std::chrono::steady_clock::now() >= deadline) return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  return true;
+}
+
+}  // namespace
+
+bool WaitForRunsGone(double seconds) { return PollUntil(RunsGone, seconds); }
+
 bool WaitForQuietHost(double seconds) {
   auto pool_full = [] {
     HttpResponse health = Get("/healthz");
@@ -170,17 +193,7 @@ bool WaitForQuietHost(double seconds) {
     }
     return true;
   };
-  auto runs_gone = [] {
-    return RunDirCount() == 0 && RunMountCount() == 0 && LeftoverRunCgroups() == 0 &&
-           SandboxProcessCount() == 0;
-  };
-  const auto deadline = std::chrono::steady_clock::now() +
-                        std::chrono::milliseconds(static_cast<int>(seconds * 1000));
-  while (!(pool_full() && runs_gone())) {
-    if (std::chrono::steady_clock::now() >= deadline) return false;
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  }
-  return true;
+  return PollUntil([&] { return pool_full() && RunsGone(); }, seconds);
 }
 
 }  // namespace sandrun::integration

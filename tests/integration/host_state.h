@@ -27,6 +27,9 @@ int RunMountCount();
 // language ready == size, none refilling) and no run's directory, mount, cgroup or process
 // is left (a run's teardown follows its response). Returns whether both happened in time.
 bool WaitForQuietHost(double seconds = 20);
+// Waits (up to `seconds`) until no run's directory, mount, cgroup or process is left, the warm
+// pool's aside. Returns whether that happened in time.
+bool WaitForRunsGone(double seconds);
 // sandrun_pool_hits_total from /metrics: runs a warm sandbox served, of `language` or of
 // every language ("" ); -1 when /metrics does not say.
 int64_t WarmPoolHits(const std::string& language = "");

@@ -27,6 +27,7 @@
 #include <thread>
 
 #include "helpers.h"
+#include "host_state.h"
 
 extern char** environ;
 
@@ -123,6 +124,9 @@ void Stack::setup() {
   chmod(test_pages_dir().c_str(), 0755);
   StartServe();
   WaitHealthy();
+  // scripts/serve's example run has answered; its teardown (directory, mount, cgroup) follows
+  // the answer: a test that counts what runs left must not meet it (host_state.h).
+  (void)WaitForRunsGone(10);
 }
 
 void Stack::WriteTestConfig(const std::string& path) const {
