@@ -17,7 +17,9 @@
 #include "sandbox/child.h"
 #include "sandbox/init_plan.h"
 #include "sandbox/mounts.h"
+#include "sandbox/net_namespace_pool.h"
 #include "sandbox/network.h"
+#include "sys/netns.h"
 #include "sys/syscalls.h"
 #include "util/phases.h"
 #include "util/text.h"
@@ -256,15 +258,24 @@ namespace {
 // daemon's page tables and a write fault on every page its threads then touched (perf of a
 // 4-client load: dup_mmap 4.6% and do_wp_page 3.3% of all CPU samples; with CLONE_VM neither
 // shows, and sandrund's share of the samples went from 27% to 12%; issue 11 part 4).
-Result<pid_t> CloneChild(ChildPlan& plan, uid_t owner, char* stack_top, int* pidfd) {
-  if (Status s = sys::SetThreadEffectiveUid(owner); !s.ok()) return s.error();
-  pid_t pid = ::clone(ChildMain, stack_top,
-                      CLONE_VM | CLONE_NEWUSER | CLONE_NEWPID | CLONE_NEWNS | CLONE_NEWNET |
-                          CLONE_NEWIPC | CLONE_NEWUTS | CLONE_PIDFD | SIGCHLD,
-                      &plan, pidfd);
+//
+// `netns`: a network namespace made ahead (NetNamespacePool), or -1 for a new one. The thread
+// joins it just for the clone, as root (setns needs CAP_SYS_ADMIN over its owner), so the
+// child starts there; `home` is the thread's own, to go back to.
+Result<pid_t> CloneChild(ChildPlan& plan, uid_t owner, char* stack_top, int* pidfd, int netns,
+                         int home) {
+  if (netns >= 0 && !sys::EnterNetNamespace(netns).ok()) netns = -1;
+  unsigned long flags = CLONE_VM | CLONE_NEWUSER | CLONE_NEWPID | CLONE_NEWNS | CLONE_NEWIPC |
+                        CLONE_NEWUTS | CLONE_PIDFD | SIGCHLD;
+  if (netns < 0) flags |= CLONE_NEWNET;
+  Status uid = sys::SetThreadEffectiveUid(owner);
+  pid_t pid = uid.ok() ? ::clone(ChildMain, stack_top, static_cast<int>(flags), &plan, pidfd) : -1;
   Error clone_error = pid < 0 ? sys::ErrnoError("clone(CLONE_NEWUSER|...)") : Error{};
-  // Cannot fail (real and saved uid are 0); a worker thread left unprivileged could not go on.
+  // Cannot fail (real and saved uid are 0); a worker thread left unprivileged, or in a run's
+  // network namespace (every later socket of it would be there), could not go on.
   if (!sys::SetThreadEffectiveUid(0).ok()) std::abort();
+  if (netns >= 0 && !sys::EnterNetNamespace(home).ok()) std::abort();
+  if (!uid.ok()) return uid.error();
   if (pid < 0) return clone_error;
   return pid;
 }
@@ -311,8 +322,11 @@ ChildPlan MakeChildPlan(const Started& st, const SandboxSpec& spec, const MountP
 // Clones the child and records its pid, pidfd and start time, and the cgroup's counters
 // just before. Returns whether the child started inside the run's cgroup (else the parent
 // moves it there before the sync byte).
-Result<bool> CloneIntoRun(Started& st, ChildPlan& plan, uid_t owner) {
+Result<bool> CloneIntoRun(Started& st, ChildPlan& plan, uid_t owner, NetNamespacePool* nets) {
   int pidfd_raw = -1;
+  // Before the thread enters the run's cgroup: the pool's thread starts from this one.
+  sys::UniqueFd netns = nets != nullptr ? nets->Take() : sys::UniqueFd();
+  const int home = nets != nullptr ? nets->home() : -1;
   if (Status s = st.child_stack.Map(); !s.ok()) return s.error();
   // The child is cloned from inside the run's cgroup (cgroup.h EnterCallingThread): it
   // starts there and no process migration waits on the request path (on v1 ~10 ms of RCU
@@ -326,7 +340,7 @@ Result<bool> CloneIntoRun(Started& st, ChildPlan& plan, uid_t owner) {
   bool placed = st.cgroup && st.cgroup->EnterCallingThread().ok();
   if (placed) util::StampPhase("thread_in_cgroup");
   st.start = Clock::now();
-  auto pid = CloneChild(plan, owner, st.child_stack.top(), &pidfd_raw);
+  auto pid = CloneChild(plan, owner, st.child_stack.top(), &pidfd_raw, netns.get(), home);
   // This worker thread must not stay in a run's cgroup (it would count against the run and
   // keep the cgroup busy); its own cgroup exists while the daemon runs, so this cannot fail
   // short of a broken host, on which the daemon must not go on.
@@ -334,7 +348,7 @@ Result<bool> CloneIntoRun(Started& st, ChildPlan& plan, uid_t owner) {
   if (!pid.ok() && placed) {
     placed = false;
     st.base = st.cgroup->Stats();  // the refused fork is not the run's
-    pid = CloneChild(plan, owner, st.child_stack.top(), &pidfd_raw);
+    pid = CloneChild(plan, owner, st.child_stack.top(), &pidfd_raw, netns.get(), home);
   }
   if (!pid.ok()) return pid.error();
   util::StampPhase("cloned");
@@ -411,8 +425,10 @@ Status SetUpChildFromParent(Started& st, const SandboxSpec& spec, bool placed) {
 
 // Starts the sandbox: pipes and init's plan, the clone, then the parent's side of the
 // set-up; the child is killed and reaped when that fails.
+// `nets`: the pool of network namespaces made ahead (null: the child makes its own).
 Result<Started> Start(const SandboxSpec& spec, const MountPlan& mounts, const std::string& put_old,
-                      const SeccompFilter& filter, RunCgroup* cgroup, int init_exe) {
+                      const SeccompFilter& filter, RunCgroup* cgroup, int init_exe,
+                      NetNamespacePool* nets) {
   Started st;
   // An earlier step's init still exiting in this cgroup would count against its pids.max.
   if (cgroup) cgroup->ReapExiting();
@@ -427,7 +443,7 @@ Result<Started> Start(const SandboxSpec& spec, const MountPlan& mounts, const st
   st.cgroup = cgroup;
 
   ChildPlan plan = MakeChildPlan(st, spec, mounts, put_old, init_exe);
-  auto placed = CloneIntoRun(st, plan, spec.host_uid);
+  auto placed = CloneIntoRun(st, plan, spec.host_uid, spec.network.enabled ? nullptr : nets);
   if (!placed.ok()) return placed.error();
   CloseChildEnds(st);
   if (Status s = SetUpChildFromParent(st, spec, *placed); !s.ok()) {
@@ -674,7 +690,8 @@ Result<SandboxResult> Launcher::Run(const SandboxSpec& spec, RunCgroup* cgroup) 
   util::StampPhase("launch");
   MountPlan mounts = BuildMountPlan(spec);
   const std::string put_old = spec.root_dir + "/.oldroot";
-  auto started = sandbox::Start(spec, mounts, put_old, filter_, cgroup, init_exe_.get());
+  auto started =
+      sandbox::Start(spec, mounts, put_old, filter_, cgroup, init_exe_.get(), &net_namespaces_);
   if (!started.ok()) return started.error();
   Supervised seen = Supervise(*started, spec);
   return Conclude(*started, seen, mounts);
@@ -763,7 +780,8 @@ Result<std::unique_ptr<WaitingSandbox>> Launcher::StartWaiting(const SandboxSpec
   auto state = std::make_unique<WaitingSandbox::State>();
   state->mounts = BuildMountPlan(spec);
   const std::string put_old = spec.root_dir + "/.oldroot";
-  auto started = sandbox::Start(spec, state->mounts, put_old, filter_, cgroup, init_exe_.get());
+  auto started = sandbox::Start(spec, state->mounts, put_old, filter_, cgroup, init_exe_.get(),
+                                &net_namespaces_);
   if (!started.ok()) return started.error();
   state->st = std::move(*started);
   auto waiting = std::make_unique<WaitingSandbox>(std::move(state));
@@ -938,8 +956,8 @@ Result<std::unique_ptr<LiveSandbox>> Launcher::Start(const SandboxSpec& spec,
   state->mounts = BuildMountPlan(spec);
   state->output_cap = spec.limits.output_bytes;
   const std::string put_old = spec.root_dir + "/.oldroot";
-  auto started =
-      sandbox::Start(spec, state->mounts, put_old, filter_, state->cgroup.get(), init_exe_.get());
+  auto started = sandbox::Start(spec, state->mounts, put_old, filter_, state->cgroup.get(),
+                                init_exe_.get(), &net_namespaces_);
   if (!started.ok()) return started.error();
   state->st = std::move(*started);
   Pipes& p = state->st.pipes;

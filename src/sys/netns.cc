@@ -4,10 +4,12 @@
 #include <fcntl.h>
 #include <grp.h>
 #include <ifaddrs.h>
+#include <net/if.h>
 #include <netinet/in.h>
 #include <poll.h>
 #include <sched.h>
 #include <signal.h>
+#include <sys/ioctl.h>
 #include <sys/mount.h>
 #include <sys/prctl.h>
 #include <sys/stat.h>
@@ -17,6 +19,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdlib>
 #include <cstring>
 
 #include "sys/syscalls.h"
@@ -150,6 +153,31 @@ Result<UniqueFd> OpenThreadNetNamespace() {
 Status EnterNetNamespace(int fd) {
   if (::setns(fd, CLONE_NEWNET) != 0) return ErrnoError("setns(CLONE_NEWNET)");
   return OkStatus();
+}
+
+namespace {
+
+// Sets IFF_UP on `name` in the calling thread's network namespace (netdevice(7)).
+Status BringUp(const char* name) {
+  UniqueFd sock(::socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0));
+  if (!sock.valid()) return ErrnoError("socket(AF_INET)");
+  ifreq request{};
+  std::strncpy(request.ifr_name, name, IFNAMSIZ - 1);
+  if (::ioctl(sock.get(), SIOCGIFFLAGS, &request) != 0) return ErrnoError("SIOCGIFFLAGS lo");
+  request.ifr_flags = static_cast<short>(request.ifr_flags | IFF_UP);
+  if (::ioctl(sock.get(), SIOCSIFFLAGS, &request) != 0) return ErrnoError("SIOCSIFFLAGS lo up");
+  return OkStatus();
+}
+
+}  // namespace
+
+Result<UniqueFd> MakeLoopbackNetNamespace(int home) {
+  if (::unshare(CLONE_NEWNET) != 0) return ErrnoError("unshare(CLONE_NEWNET)");
+  auto made = OpenThreadNetNamespace();
+  Status up = made.ok() ? BringUp("lo") : Status(made.error());
+  if (!EnterNetNamespace(home).ok()) std::abort();
+  if (!up.ok()) return up.error();
+  return made;
 }
 
 Result<std::vector<std::string>> InterfaceAddresses() {

@@ -22,6 +22,15 @@ Result<UniqueFd> OpenThreadNetNamespace();
 // sockets it opens afterwards live in that namespace. Errors: kSystem.
 Status EnterNetNamespace(int fd);
 
+// A new network namespace with its loopback interface up and nothing else (no other
+// interface; routes only to 127.0.0.0/8 and ::1), owned by the caller's user namespace.
+// The calling thread makes it (unshare(CLONE_NEWNET), which moves only the calling task;
+// unshare(2)) and is back in `home` (its own namespace, OpenThreadNetNamespace) on return; it
+// aborts if it cannot get back, as a thread left in another namespace would send every later
+// socket of the daemon's there. Needs CAP_SYS_ADMIN and CAP_NET_ADMIN (root). Errors: kSystem.
+// Not safe after fork.
+Result<UniqueFd> MakeLoopbackNetNamespace(int home);
+
 // The addresses of every interface of the calling thread's network namespace (getifaddrs),
 // as text ("192.0.2.2", "fe80::1"; no zone). Errors: kSystem.
 Result<std::vector<std::string>> InterfaceAddresses();

@@ -476,6 +476,79 @@ BOOST_AUTO_TEST_CASE(pip_lines_of_a_python_program_run_first) {
   BOOST_TEST(Str(missing, "stdout").find("never") == std::string::npos, Output(missing));
 }
 
+// Without network a run still has its own loopback, up (servers and clients of its own:
+// asyncio, test servers, multiprocessing managers), and nothing else: no other interface, no
+// route, and no capability over the namespace (it was made ahead by the daemon and is owned
+// by the host's user namespace: sandbox/net_namespace_pool.h).
+BOOST_AUTO_TEST_CASE(a_run_has_its_own_loopback_and_nothing_else) {
+  const std::string code =
+      "import fcntl, socket, struct\n"
+      "for family, host in ((socket.AF_INET, '127.0.0.1'), (socket.AF_INET6, '::1')):\n"
+      "    server = socket.socket(family)\n"
+      "    server.bind((host, 0))\n"
+      "    server.listen()\n"
+      "    socket.create_connection(server.getsockname()[:2], timeout=2).sendall(b'hi')\n"
+      "    print(host, server.accept()[0].recv(2).decode())\n"
+      "print('interfaces', [l.split(':')[0].strip() for l in "
+      "open('/proc/net/dev').readlines()[2:]])\n"
+      "print('routes', len(open('/proc/net/route').readlines()) - 1)\n"
+      "s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)\n"
+      "request = struct.pack('16sh', b'lo', 0)\n"
+      "try:\n"
+      "    fcntl.ioctl(s, 0x8914, request)  # SIOCSIFFLAGS: lo down\n"
+      "    print('lo down')\n"
+      "except OSError as e:\n"
+      "    print('ioctl', e.errno)\n"
+      "try:\n"
+      "    open('/proc/sys/net/ipv4/ip_forward', 'w').write('1')\n"
+      "    print('sysctl written')\n"
+      "except OSError as e:\n"
+      "    print('sysctl', e.errno)\n";
+  auto doc = PostRun(RunRequest("python", code));
+  BOOST_TEST(Str(doc, "status") == "ok", Output(doc));
+  BOOST_TEST(Str(doc, "stdout") ==
+                 "127.0.0.1 hi\n::1 hi\ninterfaces ['lo']\nroutes 0\nioctl 1\nsysctl 13\n",
+             Output(doc));
+}
+
+// Two runs at once never share a loopback: one listens for 6 s on a fixed port, the other
+// tries that port for 3 s (from 0.5 s after the first started) and is refused every time.
+BOOST_AUTO_TEST_CASE(runs_at_the_same_time_do_not_share_a_loopback) {
+  const std::string listen =
+      "import socket\n"
+      "server = socket.socket()\n"
+      "server.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)\n"
+      "server.bind(('127.0.0.1', 45813))\n"
+      "server.listen()\n"
+      "server.settimeout(6)\n"
+      "try:\n"
+      "    server.accept()\n"
+      "    print('accepted')\n"
+      "except socket.timeout:\n"
+      "    print('nobody came')\n";
+  const std::string knock =
+      "import socket, time\n"
+      "end = time.monotonic() + 3\n"
+      "refused = 0\n"
+      "while time.monotonic() < end:\n"
+      "    try:\n"
+      "        socket.create_connection(('127.0.0.1', 45813), timeout=1)\n"
+      "        print('connected')\n"
+      "        break\n"
+      "    except ConnectionRefusedError:\n"
+      "        refused += 1\n"
+      "        time.sleep(0.05)\n"
+      "print('refused' if refused > 10 else 'too few tries: %d' % refused)\n";
+  auto listener = std::async(std::launch::async, [&] {
+    return PostRun(RunRequest("python", listen, {{"wall_time_s", 15}}));
+  });
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  auto knocker = PostRun(RunRequest("python", knock, {{"wall_time_s", 15}}));
+  auto listened = listener.get();
+  BOOST_TEST(Str(knocker, "stdout") == "refused\n", Output(knocker));
+  BOOST_TEST(Str(listened, "stdout") == "nobody came\n", Output(listened));
+}
+
 BOOST_AUTO_TEST_SUITE_END()
 
 }  // namespace sandrun::integration
