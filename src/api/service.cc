@@ -124,6 +124,29 @@ std::string Service::PublicBaseUrl(const HttpRequest& request) const {
   return storage::LinkBaseUrl(proto, host, prefix);
 }
 
+namespace {
+
+// /healthz "net_namespaces": {"hits", "misses", "failures"[, "last_error"]} of the network
+// namespaces made ahead (sandbox/net_namespace_pool.h).
+void WriteNetNamespaces(rapidjson::Writer<rapidjson::StringBuffer>& w,
+                        const sandbox::SandboxRunner::NetNamespaceCounts& counts) {
+  w.Key("net_namespaces");
+  w.StartObject();
+  w.Key("hits");
+  w.Int64(counts.hits);
+  w.Key("misses");
+  w.Int64(counts.misses);
+  w.Key("failures");
+  w.Int64(counts.failures);
+  if (!counts.last_error.empty()) {
+    w.Key("last_error");
+    w.String(util::SanitizeUtf8(counts.last_error).c_str());
+  }
+  w.EndObject();
+}
+
+}  // namespace
+
 HttpResponse Service::HandleHealth() const {
   rapidjson::StringBuffer buffer;
   rapidjson::Writer<rapidjson::StringBuffer> w(buffer);
@@ -178,6 +201,8 @@ HttpResponse Service::HandleHealth() const {
     w.EndObject();
   }
   w.EndObject();
+  WriteNetNamespaces(w, runner_ != nullptr ? runner_->net_namespace_counts()
+                                           : sandbox::SandboxRunner::NetNamespaceCounts{});
   w.EndObject();
   HttpResponse r;
   r.status = health_error_.empty() && !draining_ ? 200 : 503;
@@ -250,6 +275,18 @@ HttpResponse Service::HandleMetrics() const {
   per_language("sandrun_pool_failures_total", "counter",
                "Warm sandboxes that failed to start or ended while waiting.",
                [](const WarmPoolStats& s) { return s.failures; });
+  const auto nets = runner_ != nullptr ? runner_->net_namespace_counts()
+                                       : sandbox::SandboxRunner::NetNamespaceCounts{};
+  out << "# HELP sandrun_netns_ready_hits_total Runs without network that started in a network "
+         "namespace made ahead.\n# TYPE sandrun_netns_ready_hits_total counter\n"
+      << "sandrun_netns_ready_hits_total " << nets.hits << "\n"
+      << "# HELP sandrun_netns_ready_misses_total Runs without network that found none ready and "
+         "made their own.\n# TYPE sandrun_netns_ready_misses_total counter\n"
+      << "sandrun_netns_ready_misses_total " << nets.misses << "\n"
+      << "# HELP sandrun_netns_ready_failures_total Network namespaces that could not be made "
+         "ahead (/healthz: net_namespaces.last_error).\n# TYPE sandrun_netns_ready_failures_total "
+         "counter\n"
+      << "sandrun_netns_ready_failures_total " << nets.failures << "\n";
   HttpResponse r;
   r.content_type = "text/plain; version=0.0.4";
   r.body = out.str();

@@ -239,6 +239,11 @@ Result<sys::UniqueFd> OpenInitExecutable(const std::string& configured) {
   return fd;
 }
 
+SandboxRunner::NetNamespaceCounts Launcher::net_namespace_counts() const {
+  const NetNamespacePool::Stats stats = net_namespaces_.stats();
+  return {stats.hits, stats.misses, stats.failures, stats.last_error};
+}
+
 Launcher::Launcher(SeccompFilter filter, std::unique_ptr<CgroupManager> cgroups,
                    sys::UniqueFd init_exe)
     : filter_(std::move(filter)), cgroups_(std::move(cgroups)), init_exe_(std::move(init_exe)) {}

@@ -99,6 +99,7 @@ class Launcher : public SandboxRunner {
                                    const SandboxSpec& spec) const override;
 
   const CgroupManager* cgroups() const override { return cgroups_.get(); }
+  NetNamespaceCounts net_namespace_counts() const override;
 
  private:
   SeccompFilter filter_;

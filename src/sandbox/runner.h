@@ -144,6 +144,14 @@ class SandboxRunner {
 
   // The host's cgroups; null without them.
   virtual const CgroupManager* cgroups() const = 0;
+
+  // Network namespaces made ahead for runs without network (net_namespace_pool.h): runs that
+  // found one ready, runs that made their own, namespaces that could not be made and why.
+  struct NetNamespaceCounts {
+    long hits = 0, misses = 0, failures = 0;
+    std::string last_error;
+  };
+  virtual NetNamespaceCounts net_namespace_counts() const { return {}; }
 };
 
 // The cgroup limits of a sandbox with `limits` (memory without swap, pids.max). Pure.

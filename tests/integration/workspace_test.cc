@@ -189,6 +189,10 @@ BOOST_AUTO_TEST_CASE(metrics_report_runs_and_artifacts) {
   BOOST_TEST(metrics.find("sandrun_runs_total{status=\"ok\"}") != std::string::npos);
   BOOST_TEST(metrics.find("sandrun_run_duration_seconds_bucket") != std::string::npos);
   BOOST_TEST(metrics.find("sandrun_sandboxes_active") != std::string::npos);
+  // The runs above had no network: at least one started in a namespace made ahead.
+  BOOST_TEST(metrics.find("sandrun_netns_ready_hits_total 0\n") == std::string::npos, metrics);
+  BOOST_TEST(metrics.find("sandrun_netns_ready_hits_total ") != std::string::npos, metrics);
+  BOOST_TEST(metrics.find("sandrun_netns_ready_failures_total 0\n") != std::string::npos, metrics);
 }
 
 BOOST_AUTO_TEST_SUITE_END()
