@@ -13,6 +13,7 @@
 #include "api/service.h"
 #include "python/support_files.h"
 #include "storage/workspace_file.h"
+#include "util/base64.h"
 
 namespace sandrun::api {
 namespace {
@@ -96,7 +97,8 @@ std::string TakeBytecode(const rapidjson::Value& out, std::vector<SupportBytecod
   for (const auto& m : out["bytecode"].GetObject()) {
     const std::string name(m.name.GetString(), m.name.GetStringLength());
     if (!BytecodeName(name) || !m.value.IsString()) return "unexpected bytecode file " + name;
-    auto bytes = DecodeBase64(std::string(m.value.GetString(), m.value.GetStringLength()));
+    auto bytes =
+        util::DecodeBase64(std::string_view(m.value.GetString(), m.value.GetStringLength()));
     if (!bytes) return "bytecode of " + name + " is not base64";
     files->push_back({name, std::move(*bytes)});
   }

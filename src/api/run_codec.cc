@@ -1,6 +1,5 @@
 #include "api/run_codec.h"
 
-#include <openssl/evp.h>
 #include <rapidjson/document.h>
 #include <rapidjson/encodedstream.h>
 #include <rapidjson/error/en.h>
@@ -13,6 +12,7 @@
 #include <set>
 
 #include "api/requirements.h"
+#include "util/base64.h"
 #include "util/relative_path.h"
 #include "util/reserved_dirs.h"
 #include "util/text.h"
@@ -115,32 +115,6 @@ std::string CheckRelativePath(const std::string& path) {
   return "";
 }
 
-std::optional<std::string> DecodeBase64(const std::string& text) {
-  if (text.size() % 4 != 0) return std::nullopt;
-  // EVP_DecodeBlock skips surrounding whitespace and takes "====": check the alphabet and
-  // that '=' is only the last one or two characters.
-  const size_t first_pad = text.find('=');
-  if (first_pad != std::string::npos &&
-      (text.size() - first_pad > 2 ||
-       text.find_first_not_of('=', first_pad) != std::string::npos)) {
-    return std::nullopt;
-  }
-  for (size_t i = 0; i < (first_pad == std::string::npos ? text.size() : first_pad); ++i) {
-    const char c = text[i];
-    if (!std::isalnum(static_cast<unsigned char>(c)) && c != '+' && c != '/') return std::nullopt;
-  }
-  std::string out(text.size() / 4 * 3, '\0');
-  int n = EVP_DecodeBlock(reinterpret_cast<unsigned char*>(out.data()),
-                          reinterpret_cast<const unsigned char*>(text.data()),
-                          static_cast<int>(text.size()));
-  if (n < 0) return std::nullopt;
-  size_t pad = 0;
-  if (!text.empty() && text.back() == '=') ++pad;
-  if (text.size() > 1 && text[text.size() - 2] == '=') ++pad;
-  out.resize(static_cast<size_t>(n) - pad);
-  return out;
-}
-
 namespace {
 
 std::optional<ApiError> CheckCode(const std::string& code, const std::string& field) {
@@ -229,8 +203,8 @@ std::optional<ApiError> DecodeFiles(const Value& v, const config::Limits& limits
       if (earlier.path == file.path)
         return Bad("invalid_path", "'" + field + ".path' repeats an earlier path", field + ".path");
     }
-    auto content = DecodeBase64(
-        std::string(f["content_base64"].GetString(), f["content_base64"].GetStringLength()));
+    auto content = util::DecodeBase64(
+        std::string_view(f["content_base64"].GetString(), f["content_base64"].GetStringLength()));
     if (!content) {
       return Bad("invalid_base64", "'" + field + ".content_base64' is not valid base64 (RFC 4648)",
                  field + ".content_base64");

@@ -67,10 +67,6 @@ constexpr size_t kMaxInputNameBytes = 255;
 constexpr int kMaxJsonDepth = 32;
 constexpr size_t kMaxJsonValues = 10000;
 
-// Standard base64 (RFC 4648 §4, through OpenSSL): whitespace-free input, padding required;
-// nullopt for anything else. Pure.
-std::optional<std::string> DecodeBase64(const std::string& text);
-
 // Decodes and validates `body` into a RunRequest, or returns why it is refused (an ApiError:
 // status 400 unless said). `header_user` / `header_session` (X-Sandrun-User,
 // X-Sandrun-Session) apply when the body has no `user` / `session`; both given and different:

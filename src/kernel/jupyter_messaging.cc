@@ -174,32 +174,4 @@ std::string ConnectionFileJson(const std::string& path_prefix, const std::string
   return buffer.GetString();
 }
 
-Result<std::string> DecodeBase64(std::string_view text) {
-  std::string clean;
-  clean.reserve(text.size());
-  for (char c : text) {
-    if (c == '\n' || c == '\r' || c == ' ' || c == '\t') continue;
-    if (!std::isalnum(static_cast<unsigned char>(c)) && c != '+' && c != '/' && c != '=') {
-      return Protocol("invalid base64 character");
-    }
-    clean.push_back(c);
-  }
-  const size_t first_pad = clean.find('=');
-  if (clean.size() % 4 != 0 ||
-      (first_pad != std::string::npos &&
-       (clean.size() - first_pad > 2 || clean.find_first_not_of('=', first_pad) != clean.npos))) {
-    return Protocol("invalid base64 length or padding");
-  }
-  std::string out(clean.size() / 4 * 3, '\0');
-  int n = EVP_DecodeBlock(reinterpret_cast<unsigned char*>(out.data()),
-                          reinterpret_cast<const unsigned char*>(clean.data()),
-                          static_cast<int>(clean.size()));
-  if (n < 0) return Protocol("invalid base64");
-  size_t pad = 0;
-  if (!clean.empty() && clean.back() == '=') ++pad;
-  if (clean.size() > 1 && clean[clean.size() - 2] == '=') ++pad;
-  out.resize(static_cast<size_t>(n) - pad);
-  return out;
-}
-
 }  // namespace sandrun::kernel

@@ -60,8 +60,4 @@ std::string ExecuteRequestContent(const std::string& code);
 // (iopub), -3 (stdin), -4 (control), -5 (heartbeat), signed with `key`.
 std::string ConnectionFileJson(const std::string& path_prefix, const std::string& key);
 
-// Standard base64 (RFC 4648, padding required, whitespace between groups allowed, as
-// Jupyter sends image data). Errors: kProtocol.
-Result<std::string> DecodeBase64(std::string_view text);
-
 }  // namespace sandrun::kernel

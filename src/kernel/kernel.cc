@@ -13,6 +13,7 @@
 
 #include "kernel/jupyter_messaging.h"
 #include "sys/syscalls.h"
+#include "util/base64.h"
 #include "util/text.h"
 
 namespace sandrun::kernel {
@@ -92,8 +93,9 @@ int IntMember(const rapidjson::Value& object, const char* name) {
 std::optional<RichOutput> RichForm(const rapidjson::Value& data) {
   const std::string png = Member(data, "image/png");
   if (!png.empty()) {
-    auto bytes = DecodeBase64(png);
-    if (!bytes.ok()) return std::nullopt;
+    // Jupyter sends image data with line breaks (MIME base64).
+    auto bytes = util::DecodeBase64(png, util::Base64Whitespace::kSkipped);
+    if (!bytes) return std::nullopt;
     return RichOutput{"image", "image/png", "", std::move(*bytes)};
   }
   const std::string markdown = Member(data, "text/markdown");

@@ -67,15 +67,6 @@ BOOST_AUTO_TEST_CASE(strips_ansi_escapes_from_tracebacks) {
   BOOST_TEST(kernel::StripAnsi("\x1b(Bx") == "Bx");  // two-byte escape: ESC (
 }
 
-BOOST_AUTO_TEST_CASE(decodes_base64_with_line_breaks) {
-  auto png = kernel::DecodeBase64("iVBO\nRw0K\n");
-  BOOST_TEST_REQUIRE(png.ok());
-  BOOST_TEST(*png == "\x89PNG\r\n");
-  BOOST_TEST(!kernel::DecodeBase64("abc").ok());
-  BOOST_TEST(!kernel::DecodeBase64("ab=c").ok());
-  BOOST_TEST(!kernel::DecodeBase64("a*bc").ok());
-}
-
 BOOST_AUTO_TEST_CASE(connection_file_names_ipc_sockets_and_the_key) {
   const std::string json = kernel::ConnectionFileJson("/tmp/.sandrun-kernel/k", "abc");
   BOOST_TEST(json.find(R"("transport":"ipc")") != std::string::npos);
