@@ -26,7 +26,7 @@ namespace sandrun::sandbox {
 class NetNamespacePool {
  public:
   // Keeps `size` namespaces ready (0: none; Take always returns an invalid fd). The thread
-  // starts at the first Take, so it inherits that worker thread's signal mask.
+  // starts at the first Take, with every signal blocked.
   explicit NetNamespacePool(size_t size);
   ~NetNamespacePool();  // stops the thread; the namespaces not taken go
   NetNamespacePool(const NetNamespacePool&) = delete;
