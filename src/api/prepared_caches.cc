@@ -9,7 +9,6 @@
 
 #include <algorithm>
 
-#include "api/run_codec.h"
 #include "api/service.h"
 #include "python/support_files.h"
 #include "storage/workspace_file.h"
@@ -18,22 +17,22 @@
 namespace sandrun::api {
 namespace {
 
-// Prints one JSON object: "bytecode", {<pyc file name>: <base64>} of every support file
-// (unchecked-hash .pyc, PEP 552: Python loads it without reading the source; compiled with
-// the path the runs see, so tracebacks name it); "font_cache", {"name": <cache file name>,
-// "content": <its text>}, when matplotlib is installed.
-constexpr char kBuildCaches[] = R"py(import base64, importlib.util, json, os, py_compile, sys
+// Prints one JSON object: "cache_tag", the interpreter's (PEP 3147: "cpython-311"), and
+// "bytecode", {<support file name>: <base64 of its .pyc>} (unchecked-hash .pyc, PEP 552: Python
+// loads it without reading the source; compiled with the path the runs see, so tracebacks name
+// it); "font_cache", {"name": <cache file name>, "content": <its text>}, when matplotlib is
+// installed.
+constexpr char kBuildCaches[] = R"py(import base64, json, os, py_compile, sys
 here = os.path.dirname(os.path.abspath(sys.modules["sitecustomize"].__file__))
-out = {"bytecode": {}}
-if sys.implementation.cache_tag:
+out = {"cache_tag": sys.implementation.cache_tag or "", "bytecode": {}}
+if out["cache_tag"]:
     for name in sorted(os.listdir(here)):
         if name.endswith(".py"):
-            source = os.path.join(here, name)
-            cfile = os.path.join("/tmp", os.path.basename(importlib.util.cache_from_source(source)))
-            py_compile.compile(source, cfile=cfile, doraise=True,
+            cfile = "/tmp/sandrun-support.pyc"
+            py_compile.compile(os.path.join(here, name), cfile=cfile, doraise=True,
                                invalidation_mode=py_compile.PycInvalidationMode.UNCHECKED_HASH)
             with open(cfile, "rb") as f:
-                out["bytecode"][os.path.basename(cfile)] = base64.b64encode(f.read()).decode()
+                out["bytecode"][name] = base64.b64encode(f.read()).decode()
 try:
     import matplotlib
     import matplotlib.font_manager as fm
@@ -59,20 +58,10 @@ bool FontCacheName(const std::string& name) {
   return true;
 }
 
-// A plain file name of a support file's bytecode: <support file stem>.<cache tag>.pyc, the
-// tag of letters, digits, '-' and '_' (PEP 3147: "cpython-311").
-bool BytecodeName(const std::string& name) {
+// Whether `name` is one of the support files (python/support_files.h).
+bool SupportFileName(const std::string& name) {
   for (const auto& file : python::SupportFiles()) {
-    std::string stem(file.name);
-    stem.resize(stem.size() - 3);  // ".py"
-    const std::string suffix = ".pyc";
-    if (name.size() <= stem.size() + 1 + suffix.size() || name.rfind(stem + ".", 0) != 0 ||
-        name.compare(name.size() - suffix.size(), suffix.size(), suffix) != 0) {
-      continue;
-    }
-    const std::string tag =
-        name.substr(stem.size() + 1, name.size() - stem.size() - 1 - suffix.size());
-    return tag.find_first_not_of("abcdefghijklmnopqrstuvwxyz0123456789-_") == std::string::npos;
+    if (name == file.name) return true;
   }
   return false;
 }
@@ -91,18 +80,27 @@ std::string TakeFontCache(const rapidjson::Value& out, std::string* name, std::s
   return "";
 }
 
-// The support files' bytecode of the build run's output; "" or why there is none.
+// The support files' bytecode of the build run's output, named as Python looks for it
+// (<stem>.<cache tag>.pyc, PEP 3147); "" or why there is none.
 std::string TakeBytecode(const rapidjson::Value& out, std::vector<SupportBytecode>* files) {
-  if (!out.HasMember("bytecode") || !out["bytecode"].IsObject()) return "no bytecode built";
+  if (!out.HasMember("cache_tag") || !out["cache_tag"].IsString() || !out.HasMember("bytecode") ||
+      !out["bytecode"].IsObject()) {
+    return "no bytecode built";
+  }
+  const std::string tag(out["cache_tag"].GetString(), out["cache_tag"].GetStringLength());
+  if (tag.empty()) return "this Python does not cache bytecode";
+  if (tag.find_first_not_of("abcdefghijklmnopqrstuvwxyz0123456789-_") != std::string::npos) {
+    return "unexpected cache tag " + tag;
+  }
   for (const auto& m : out["bytecode"].GetObject()) {
     const std::string name(m.name.GetString(), m.name.GetStringLength());
-    if (!BytecodeName(name) || !m.value.IsString()) return "unexpected bytecode file " + name;
+    if (!SupportFileName(name) || !m.value.IsString()) return "unexpected support file " + name;
     auto bytes =
         util::DecodeBase64(std::string_view(m.value.GetString(), m.value.GetStringLength()));
     if (!bytes) return "bytecode of " + name + " is not base64";
-    files->push_back({name, std::move(*bytes)});
+    files->push_back({name.substr(0, name.size() - 3) + "." + tag + ".pyc", std::move(*bytes)});
   }
-  if (files->empty()) return "this Python does not cache bytecode";
+  if (files->empty()) return "no bytecode built";
   return "";
 }
 

@@ -49,7 +49,7 @@ class Service {
   // message, or "" when the self-test passed.
   std::string SelfTest();
 
-  // Builds, once, in a sandbox (font_cache.cc): matplotlib's font cache, of which every later
+  // Builds, once, in a sandbox (prepared_caches.cc): matplotlib's font cache, of which every later
   // run gets a copy in its MPLCONFIGDIR, so `import matplotlib.pyplot` does not rebuild it;
   // and the bytecode of the Python support files, placed beside them in every run. Returns
   // what could not be built and why (runs then do without: slower, not different). Call
