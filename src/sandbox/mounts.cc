@@ -12,6 +12,19 @@ namespace {
 
 constexpr unsigned long kSafe = MS_NOSUID | MS_NODEV;
 
+// Which of read-only, nosuid, nodev and noexec the mount that `host_path` is on has
+// (statvfs(3) f_flag), as mount(2) flags; 0 when it cannot be read.
+unsigned long AccessFlags(const std::string& host_path) {
+  struct statvfs vfs;
+  if (::statvfs(host_path.c_str(), &vfs) != 0) return 0;
+  unsigned long flags = 0;
+  if (vfs.f_flag & ST_RDONLY) flags |= MS_RDONLY;
+  if (vfs.f_flag & ST_NOSUID) flags |= MS_NOSUID;
+  if (vfs.f_flag & ST_NODEV) flags |= MS_NODEV;
+  if (vfs.f_flag & ST_NOEXEC) flags |= MS_NOEXEC;
+  return flags;
+}
+
 class PlanBuilder {
  public:
   PlanBuilder(MountPlan& plan, std::string root) : plan_(plan), root_(std::move(root)) {}
@@ -40,7 +53,13 @@ class PlanBuilder {
     Add(MountOp::kTmpfs, "", inside, flags, options, "tmpfs on " + inside + " (" + options + ")");
   }
   void Bind(const std::string& host, const std::string& inside, unsigned long flags) {
-    Add(MountOp::kBind, host, inside, flags, "", "bind " + host + " on " + inside);
+    // A bind mount starts with its source mount's flags: the remount that sets `flags` is
+    // needed only when the source lacks one of them (the workspace's tmpfs, say, is nosuid
+    // and nodev already: api/run_dir.cc). One mount(2) call less per such bind and run.
+    constexpr unsigned long kAccess = MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC;
+    const bool remount = (flags & kAccess & ~AccessFlags(host)) != 0;
+    Add(remount ? MountOp::kBind : MountOp::kBindOnly, host, inside, flags, "",
+        "bind " + host + " on " + inside);
   }
 
  private:
