@@ -9,15 +9,15 @@ namespace {
 
 // Runs the template's plan on the host. Its first step mounts the template's tmpfs, which
 // `mount` owns from then on: a failed step leaves nothing mounted. Entries the plan creates,
-// and the tmpfs's root (its mode= option made it root's), get the sandbox root's owner
-// (lchown: a symlink's own owner).
+// and the root directories of its tmpfs mounts (root's by their mode= option), get the
+// sandbox root's owner (lchown: a symlink's own owner).
 Status RunTemplatePlan(const MountPlan& plan, uid_t uid, gid_t gid, sys::MountPoint& mount) {
   for (size_t i = 0; i < plan.steps.size(); ++i) {
     const MountStep& step = plan.steps[i];
     if (!RunMountStep(step)) return sys::ErrnoError("root template: " + plan.descriptions[i]);
     if (i == 0) mount = sys::MountPoint(step.target);
-    const bool made = i == 0 || step.op == MountOp::kMkdir || step.op == MountOp::kFile ||
-                      step.op == MountOp::kSymlink;
+    const bool made = step.op == MountOp::kTmpfs || step.op == MountOp::kMkdir ||
+                      step.op == MountOp::kFile || step.op == MountOp::kSymlink;
     if (made) {
       if (Status s = sys::Lchown(step.target, uid, gid); !s.ok()) return s;
     }
