@@ -378,3 +378,43 @@ BOOST_AUTO_TEST_CASE(cpu_time_of_all_processes_together_is_bounded) {
 }
 
 BOOST_AUTO_TEST_SUITE_END()
+
+namespace {
+
+// Mounts of this mount namespace at or below `dir`.
+int MountsBelow(const std::string& dir) {
+  std::ifstream mountinfo("/proc/self/mountinfo");
+  int n = 0;
+  for (std::string line; std::getline(mountinfo, line);) {
+    if (line.find(" " + dir + "/") != std::string::npos) ++n;
+  }
+  return n;
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_SUITE(RootTemplate)
+
+// A daemon killed with its template mounted (no destructor ran): the next one's Build detaches
+// the leftover and builds afresh, and its destructor leaves nothing.
+BOOST_AUTO_TEST_CASE(build_sweeps_a_killed_daemons_template_and_destructor_removes_it) {
+  BOOST_TEST_REQUIRE(::geteuid() == 0, "the root template needs root (mounts)");
+  const std::string dir = TemplateDir() + "-sweep";
+  auto first = sandbox::RootTemplate::Build(dir, kHostUid + 1, kHostUid + 1);
+  BOOST_TEST_REQUIRE(first.ok(), (first.ok() ? "" : first.error().message));
+  const int mounts = MountsBelow(dir);
+  BOOST_TEST(mounts > 5);
+  (void)first->release();  // as SIGKILL: never destroyed
+  {
+    auto second = sandbox::RootTemplate::Build(dir, kHostUid + 1, kHostUid + 1);
+    BOOST_TEST_REQUIRE(second.ok(), (second.ok() ? "" : second.error().message));
+    BOOST_TEST(MountsBelow(dir) == mounts);
+    struct stat st;
+    BOOST_TEST_REQUIRE(::stat(((*second)->paths().root + "/etc/passwd").c_str(), &st) == 0);
+    BOOST_TEST(st.st_uid == kHostUid + 1);
+  }
+  BOOST_TEST(MountsBelow(dir) == 0);
+  BOOST_TEST(::access(dir.c_str(), F_OK) != 0);
+}
+
+BOOST_AUTO_TEST_SUITE_END()
