@@ -239,6 +239,10 @@ void CleanRunsDir(const std::string& runs_dir, bool fallback) {
 // until a stop signal. `started`: the config as loaded (what a SIGHUP reload compares with).
 int RunDaemon(const Flags& flags, const config::Config& started, const config::Config& config,
               bool runs_dir_fallback) {
+  // First: every thread inherits the mask, one thread waits for the signals. A thread started
+  // before it (the launcher's pool of network namespaces starts its own at the self-test) had
+  // SIGTERM unblocked and took it, with libfcgi's handler: the stop was never seen.
+  const sigset_t stop = api::BlockStopSignals();
   int swept = storage::SweepRunsDir(config.runs_dir);
 
   Host host = PrepareHost(config, config.runs_dir + "/" + kRootTemplateDir, true,
@@ -250,8 +254,6 @@ int RunDaemon(const Flags& flags, const config::Config& started, const config::C
   api::Service service(config, host.launcher.get(), host.problems);
   service.SetWeakerLimits(host.weaker_limits);
   if (host.launcher) SelfTest(service);
-  // Every thread from here on inherits the mask; one thread waits for the signals.
-  const sigset_t stop = api::BlockStopSignals();
   // environments_prebuild: built in the background while the daemon serves.
   service.PrebuildEnvironments();
   // The warm pool fills in the background (its thread inherits the signal mask).
