@@ -17,6 +17,7 @@
 #include "sandbox/cgroup.h"
 #include "sandbox/host_check.h"
 #include "sandbox/launcher.h"
+#include "sandbox/root_template.h"
 #include "sandbox/seccomp.h"
 #include "server/fcgi_server.h"
 #include "storage/janitor.h"
@@ -42,7 +43,11 @@ void Usage() {
                config::kDefaultConfigPath, config::HelpText().c_str());
 }
 
+// The root template's directory in the runs directory (hidden: the runs' sweep passes it by).
+constexpr char kRootTemplateDir[] = ".root-template";
+
 struct Host {
+  std::unique_ptr<sandbox::RootTemplate> root_template;  // outlives the launcher's sandboxes
   std::unique_ptr<sandbox::Launcher> launcher;
   std::string problems;                    // "" when the host can sandbox
   std::vector<std::string> weaker_limits;  // without cgroups (require_cgroups: false)
@@ -59,9 +64,23 @@ std::string NginxVersionOutput() {
   return ::pclose(pipe) == 0 ? out : "";
 }
 
-// The host checks of sandbox/host_check.h, then the pieces a launcher needs. `check_nginx`:
-// only `sandrund check` looks at nginx (the daemon does not run it).
-Host PrepareHost(const config::Config& config, bool verbose, bool check_nginx) {
+// The root template at `dir` (a leftover there swept first), owned by the sandbox's root
+// (launcher.cc WriteIdMaps: host id + 1); null and a line in `problems` when it fails.
+std::unique_ptr<sandbox::RootTemplate> BuildRootTemplate(const config::Config& config,
+                                                         const std::string& dir,
+                                                         std::string& problems) {
+  auto built = sandbox::RootTemplate::Build(dir, static_cast<uid_t>(config.sandbox_uid + 1),
+                                            static_cast<gid_t>(config.sandbox_gid + 1));
+  if (built.ok()) return std::move(*built);
+  problems += "root template: " + built.error().message + "\n";
+  return nullptr;
+}
+
+// The host checks of sandbox/host_check.h, then the pieces a launcher needs, with the root
+// template in `template_dir`. `check_nginx`: only `sandrund check` looks at nginx (the daemon
+// does not run it).
+Host PrepareHost(const config::Config& config, const std::string& template_dir, bool verbose,
+                 bool check_nginx) {
   Host host;
   sandbox::HostFacts facts = sandbox::ReadHostFacts();
   facts.check_nginx = check_nginx;
@@ -94,14 +113,20 @@ Host PrepareHost(const config::Config& config, bool verbose, bool check_nginx) {
   auto init = sandbox::OpenInitExecutable();
   if (!init.ok()) host.problems += "sandrun-init: " + init.error().message + "\n";
   if (filter.ok() && init.ok() && host.problems.empty()) {
-    host.launcher = std::make_unique<sandbox::Launcher>(std::move(*filter), std::move(cgroups),
-                                                        std::move(*init));
+    host.root_template = BuildRootTemplate(config, template_dir, host.problems);
+  }
+  if (host.root_template) {
+    host.launcher = std::make_unique<sandbox::Launcher>(
+        std::move(*filter), std::move(cgroups), host.root_template->paths(), std::move(*init));
   }
   return host;
 }
 
 int Check(const config::Config& config) {
-  Host host = PrepareHost(config, false, /*check_nginx=*/true);
+  // Beside a live daemon: a template of its own, not the daemon's.
+  const std::string template_dir =
+      config.runs_dir + "/" + kRootTemplateDir + "-check-" + std::to_string(::getpid());
+  Host host = PrepareHost(config, template_dir, false, /*check_nginx=*/true);
   if (!host.problems.empty()) {
     std::fputs(host.problems.c_str(), stdout);
     return 1;
@@ -200,8 +225,10 @@ void SelfTest(api::Service& service) {
 }
 
 // What a stop leaves of the runs directory: nothing (a crash's leftovers go at the next start).
+// The root template too (RootTemplate::Remove; its owner's destructor then finds it gone).
 void CleanRunsDir(const std::string& runs_dir, bool fallback) {
   storage::SweepRunsDir(runs_dir);
+  (void)sandbox::RootTemplate::Remove(runs_dir + "/" + kRootTemplateDir);
   if (!fallback) return;
   if (Status s = storage::RemoveFallbackRunsDir(runs_dir); !s.ok()) {
     std::fprintf(stderr, "sandrund: %s\n", s.error().message.c_str());
@@ -212,9 +239,14 @@ void CleanRunsDir(const std::string& runs_dir, bool fallback) {
 // until a stop signal. `started`: the config as loaded (what a SIGHUP reload compares with).
 int RunDaemon(const Flags& flags, const config::Config& started, const config::Config& config,
               bool runs_dir_fallback) {
+  // First: every thread inherits the mask, one thread waits for the signals. A thread started
+  // before it (the launcher's pool of network namespaces starts its own at the self-test) had
+  // SIGTERM unblocked and took it, with libfcgi's handler: the stop was never seen.
+  const sigset_t stop = api::BlockStopSignals();
   int swept = storage::SweepRunsDir(config.runs_dir);
 
-  Host host = PrepareHost(config, true, /*check_nginx=*/false);
+  Host host = PrepareHost(config, config.runs_dir + "/" + kRootTemplateDir, true,
+                          /*check_nginx=*/false);
   if (!host.problems.empty()) {
     std::fprintf(stderr, "sandrund: this host cannot run sandboxes:\n%s", host.problems.c_str());
   }
@@ -222,8 +254,6 @@ int RunDaemon(const Flags& flags, const config::Config& started, const config::C
   api::Service service(config, host.launcher.get(), host.problems);
   service.SetWeakerLimits(host.weaker_limits);
   if (host.launcher) SelfTest(service);
-  // Every thread from here on inherits the mask; one thread waits for the signals.
-  const sigset_t stop = api::BlockStopSignals();
   // environments_prebuild: built in the background while the daemon serves.
   service.PrebuildEnvironments();
   // The warm pool fills in the background (its thread inherits the signal mask).

@@ -492,6 +492,24 @@ sr_stop_pid() {
   wait "$pid" 2>/dev/null || true
 }
 
+# Detaches the root template (src/sandbox/root_template.h: a tmpfs named
+# sandrun-root-template) that a sandrund killed before its own clean-up left below the state
+# directory STATE; a fallback runs directory in /run is swept by the next start instead.
+# Usage: sr_detach_root_template STATE
+sr_detach_root_template() {
+  local state mountpoint
+  [[ -n $1 && -r /proc/self/mountinfo ]] || return 0
+  state="$(realpath -m "$1")"  # as /proc/self/mountinfo shows it
+  # Field 5: the mount point; after " - ": the file system type and the mount source.
+  while read -r mountpoint; do
+    umount -l "$mountpoint" 2>/dev/null || true
+  done < <(awk -v state="$state/" '{
+      for (i = 7; i <= NF && $i != "-"; i++) {}
+      if ($(i + 1) == "tmpfs" && $(i + 2) == "sandrun-root-template" &&
+          index($5, state) == 1) print $5
+    }' /proc/self/mountinfo)
+}
+
 # Stops nginx (graceful QUIT: lets downloads finish) then sandrund (TERM: it ends its
 # sandboxes), then (TERM) any other background job of this shell still running: one
 # sr_stack_start started but had not noted yet, as when a trap ran between its `&` and `$!`.
@@ -507,6 +525,8 @@ sr_stack_stop() {
   sr_stop_pid "$SR_DAEMON_PID" TERM 30 sandrund
   if [[ -n $SR_DAEMON_PID && -n ${SR_STATE:-} ]]; then
     rm -f "$SR_STATE/daemon.pid"
+    # A clean stop removed it already; after a KILL it is still mounted.
+    sr_detach_root_template "$SR_STATE"
   fi
   SR_DAEMON_PID=""
   # -r: running jobs only; a finished one's pid may belong to another process by now.

@@ -110,9 +110,9 @@ storage::BuildResult Service::BuildEnvironment(const std::string& build_dir,
   storage::BuildResult out;
   const uid_t uid = static_cast<uid_t>(config_.sandbox_uid);
   const gid_t gid = static_cast<gid_t>(config_.sandbox_gid);
-  const std::string ws = build_dir + "/ws", root = build_dir + "/root";
+  const std::string ws = build_dir + "/ws";
   if (::mkdir(ws.c_str(), 0700) != 0 || ::chown(ws.c_str(), uid, gid) != 0 ||
-      ::chmod(ws.c_str(), 0755) != 0 || ::mkdir(root.c_str(), 0755) != 0) {
+      ::chmod(ws.c_str(), 0755) != 0) {
     out.output = "sandrun: cannot prepare the build directory " + build_dir;
     return out;
   }
@@ -136,7 +136,6 @@ storage::BuildResult Service::BuildEnvironment(const std::string& build_dir,
               "PIP_TIMEOUT=15"};
   for (std::string& line : PipEnv(config_)) spec.env.push_back(std::move(line));
   spec.workspace_dir = ws;
-  spec.root_dir = root;
   spec.host_uid = uid;
   spec.host_gid = gid;
   spec.run_id =

@@ -39,7 +39,6 @@ RunDir::~RunDir() {
 Status RunDir::Create(uint64_t disk_bytes, uid_t uid, gid_t gid) {
   const RunPaths p = paths();
   Status s = sys::MakeDirs(path_ + "/fs", 0755);
-  if (s.ok()) s = sys::MakeDirs(p.root, 0755);
   if (s.ok()) s = tmpfs_.Mount(path_ + "/fs", disk_bytes);
   mounted_ = s.ok();
   if (s.ok()) s = MakeOwnedDir(p.workspace, 0755, uid, gid);

@@ -31,7 +31,7 @@ const RunTmpfs& KernelTmpfs();
 
 // Directory of one run on the host: one size-limited tmpfs (so hard links to outside inodes
 // fail with EXDEV and a disk-filling loop hits ENOSPC, not the host's disk) holding the
-// workspace and the run's /tmp, and an empty directory for the new root. Removed whole by
+// workspace and the run's /tmp (the new root is the root template's). Removed whole by
 // the destructor (the tmpfs unmounted first). Not thread-safe (one run owns it).
 class RunDir {
  public:
@@ -49,9 +49,7 @@ class RunDir {
   // a warm pool's run directory takes the id of the run it serves. Errors name both paths.
   Status Rename(const std::string& path);
 
-  RunPaths paths() const {
-    return {path_ + "/fs/ws", path_ + "/fs/tmp", path_ + "/root", path_ + "/fs/out"};
-  }
+  RunPaths paths() const { return {path_ + "/fs/ws", path_ + "/fs/tmp", path_ + "/fs/out"}; }
 
  private:
   std::string path_;

@@ -118,7 +118,6 @@ sandbox::SandboxSpec StepSpec(const config::Config& config, const RunRequest& ru
   spec.workspace_dir = paths.workspace;
   spec.readonly_workspace_dirs = {util::kProgramDir};
   spec.tmp_dir = paths.tmp;
-  spec.root_dir = paths.root;
   if (i + 1 == run.steps.size()) spec.stdin_data = run.stdin_data;
   spec.host_uid = static_cast<uid_t>(config.sandbox_uid);
   spec.host_gid = static_cast<gid_t>(config.sandbox_gid);

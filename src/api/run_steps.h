@@ -50,7 +50,6 @@ int StepIndex(const CodeStep& step, size_t i);
 struct RunPaths {
   std::string workspace;  // /home/user in the sandbox
   std::string tmp;        // /tmp
-  std::string root;       // the empty directory that becomes the new root
   std::string outputs;    // the outputs area of shown figures (run_displays.h)
 };
 

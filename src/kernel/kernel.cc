@@ -165,7 +165,6 @@ Result<std::unique_ptr<Kernel>> Kernel::Create(std::string dir, std::string id, 
   const uid_t uid = k->spec_.host_uid;
   const gid_t gid = k->spec_.host_gid;
   Status s = sys::MakeDirs(k->dir_ + "/fs", 0755);
-  if (s.ok()) s = sys::MakeDirs(k->dir_ + "/root", 0755);
   if (s.ok()) s = sys::MountTmpfs(k->dir_ + "/fs", k->spec_.limits.disk_bytes, 0, 0, 0755);
   k->mounted_ = s.ok();
   if (s.ok()) s = MakeOwnedDir(k->workspace_, 0755, uid, gid);
@@ -207,7 +206,6 @@ Status Kernel::Boot(const sandbox::SandboxRunner& runner, void* zmq_context,
   spec.env.push_back("IPYTHONDIR=/tmp/.ipython");
   spec.workspace_dir = workspace_;
   spec.tmp_dir = tmp_;
-  spec.root_dir = dir_ + "/root";
   spec.host_uid = spec_.host_uid;
   spec.host_gid = spec_.host_gid;
   spec.run_id = id_;

@@ -1,7 +1,9 @@
 // Child side, one step per line in ChildMain. Order matters:
 //  1. wait for the parent to write uid/gid maps and join the cgroup (sync pipe);
 //  2. new cgroup namespace (after joining the run's cgroup so it is the namespace's root);
-//  3. mounts: private propagation, new root from the plan, pivot_root, detach the old root;
+//  3. mounts: private propagation, the run's own mounts on the root template's mount points
+//     (the template, read-only and shared by every run, is already in the namespace that
+//     clone(CLONE_NEWNS) copied: root_template.h), pivot_root into it, detach the old root;
 //  4. execveat sandrun-init (init_main.cc) from the fd the daemon opened at start-up: from
 //     here on pid 1 is a fresh small process, not a copy of the daemon, and it starts the
 //     program (ids, capabilities, rlimits, seccomp) from the InitPlan memfd.
@@ -67,6 +69,8 @@ bool ArrangeFds(const ChildPlan& plan) {
   return ::syscall(SYS_close_range, static_cast<unsigned>(kExecNotifyFd + 1), ~0u, 0u) == 0;
 }
 
+}  // namespace
+
 bool RunMountStep(const MountStep& s) {
   switch (s.op) {
     case MountOp::kMkdir:
@@ -76,20 +80,24 @@ bool RunMountStep(const MountStep& s) {
     case MountOp::kFile:
       return sys::WriteFileInChild(s.target, s.data, s.data_size);
     case MountOp::kTmpfs:
-      return ::mount("tmpfs", s.target, "tmpfs", s.flags, s.data) == 0;
+      return ::mount(s.source[0] != 0 ? s.source : "tmpfs", s.target, "tmpfs", s.flags, s.data) ==
+             0;
     case MountOp::kBind:
       if (::mount(s.source, s.target, nullptr, MS_BIND | MS_REC, nullptr) != 0) return false;
       // A bind mount takes new flags only through a remount (mount(2) "MS_BIND").
       return ::mount(nullptr, s.target, nullptr, MS_REMOUNT | MS_BIND | s.flags, nullptr) == 0;
+    case MountOp::kBindOnly:
+      return ::mount(s.source, s.target, nullptr, MS_BIND | MS_REC, nullptr) == 0;
     case MountOp::kProc:
       return ::mount("proc", s.target, "proc", s.flags, s.data) == 0;
-    case MountOp::kRemountRoot:
-      return true;  // done after pivot_root
+    case MountOp::kMakePrivate:
+      return ::mount(nullptr, s.target, nullptr, MS_REC | MS_PRIVATE, nullptr) == 0;
+    case MountOp::kReadOnly:
+      // Without MS_BIND: the superblock too, so no other mount of it can write either.
+      return ::mount(nullptr, s.target, nullptr, MS_REMOUNT | MS_RDONLY | s.flags, s.data) == 0;
   }
   return false;
 }
-
-}  // namespace
 
 const char* ChildStepName(ChildStep step) {
   switch (step) {
@@ -159,19 +167,18 @@ int ChildMain(void* arg) {
   if (::mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr) != 0) {
     Fail(ChildStep::kMountPrivate, 0);
   }
-  unsigned long root_flags = 0;
   for (size_t i = 0; i < plan.mount_step_count; ++i) {
-    if (plan.mount_steps[i].op == MountOp::kRemountRoot) root_flags = plan.mount_steps[i].flags;
     if (!RunMountStep(plan.mount_steps[i])) Fail(ChildStep::kMountStep, static_cast<int>(i));
   }
+  // The new root is the template, read-only already. Its mounts came into this namespace,
+  // which belongs to the sandbox's user namespace, as copies from the daemon's: the kernel
+  // locks them (mount_namespaces(7) "Restrictions on mount namespaces"): their read-only,
+  // nosuid, nodev and noexec flags cannot be cleared, nor can one of them be unmounted to
+  // uncover what is below it; only the whole old root is detached.
   if (::syscall(SYS_pivot_root, plan.root_dir, plan.put_old) != 0) Fail(ChildStep::kPivotRoot, 0);
   if (::chdir("/") != 0) Fail(ChildStep::kPivotRoot, 1);
   if (::umount2(plan.old_root_inside, MNT_DETACH) != 0) Fail(ChildStep::kPivotRoot, 2);
-  if (::rmdir(plan.old_root_inside) != 0) Fail(ChildStep::kPivotRoot, 3);
-  if (root_flags != 0 &&
-      ::mount(nullptr, "/", nullptr, MS_REMOUNT | MS_BIND | root_flags, nullptr) != 0) {
-    Fail(ChildStep::kPivotRoot, 4);
-  }
+  // The empty /.oldroot stays: the template is read-only (and shared by every run).
   if (::sethostname(plan.hostname, __builtin_strlen(plan.hostname)) != 0) {
     Fail(ChildStep::kHostname, 0);
   }

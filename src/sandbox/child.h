@@ -11,15 +11,18 @@
 
 namespace sandrun::sandbox {
 
-// One step of building the new root, executed in order by the child.
+// One step of building a root: the root template on the host once (root_template.h), then the
+// run's own mounts on it in each child.
 enum class MountOp {
   kMkdir,        // mkdir(target, 0755)
   kSymlink,      // symlink(source, target)
   kFile,         // create target with `data` as content
-  kTmpfs,        // mount tmpfs on target with options `data`, flags
+  kTmpfs,        // mount a tmpfs named `source` ("tmpfs" when empty) on target, `data`, flags
   kBind,         // bind source on target (recursive), then remount with flags (+MS_RDONLY?)
+  kBindOnly,     // bind source on target (recursive), no remount: it keeps the source's flags
   kProc,         // mount a fresh proc (the new pid namespace's) on target
-  kRemountRoot,  // after pivot_root: remount "/" with flags (read-only)
+  kMakePrivate,  // mount(target, MS_REC | MS_PRIVATE): nothing propagates to or from it
+  kReadOnly,     // remount the file system on target read-only (its superblock) with flags
 };
 
 struct MountStep {
@@ -77,13 +80,17 @@ struct ChildPlan {
   int stdin_fd, stdout_fd, stderr_fd, report_fd, sync_fd, plan_fd, lifeline_fd, init_exe_fd;
   int exec_notify_fd;    // write end of a pipe, kept close-on-exec: its EOF tells the parent
                          // that the child has exec'd init (or died) and no longer uses its memory
-  const char* root_dir;  // host path of the new root's mount point
+  const char* root_dir;  // host path of the new root: the root template's (root_template.h)
   const char* put_old;   // root_dir + "/.oldroot"
   const char* old_root_inside;  // "/.oldroot"
   const MountStep* mount_steps;
   size_t mount_step_count;
   const char* hostname;
 };
+
+// Runs one step; false with errno set when its call failed. Child-safe (no allocation); the
+// parent builds the root template with it too.
+bool RunMountStep(const MountStep& step);
 
 // Entry point for clone(2): returns the child's exit code. Child-safe by construction: no
 // allocation, no lock, only system calls (and errno, which with CLONE_VM is the cloning

@@ -245,8 +245,11 @@ SandboxRunner::NetNamespaceCounts Launcher::net_namespace_counts() const {
 }
 
 Launcher::Launcher(SeccompFilter filter, std::unique_ptr<CgroupManager> cgroups,
-                   sys::UniqueFd init_exe)
-    : filter_(std::move(filter)), cgroups_(std::move(cgroups)), init_exe_(std::move(init_exe)) {}
+                   RootTemplatePaths root_template, sys::UniqueFd init_exe)
+    : filter_(std::move(filter)),
+      cgroups_(std::move(cgroups)),
+      root_template_(std::move(root_template)),
+      init_exe_(std::move(init_exe)) {}
 
 namespace {
 
@@ -301,9 +304,8 @@ Result<Pipes> MakePipes(const SandboxSpec& spec) {
 }
 
 // What the cloned child gets: the child's ends of `st`'s pipes and the mount plan, as plain
-// fds and pointers (ChildMain allocates nothing). Pointers into `spec`, `mounts`, `put_old`.
-ChildPlan MakeChildPlan(const Started& st, const SandboxSpec& spec, const MountPlan& mounts,
-                        const std::string& put_old, int init_exe) {
+// fds and pointers (ChildMain allocates nothing). Pointers into `mounts`.
+ChildPlan MakeChildPlan(const Started& st, const MountPlan& mounts, int init_exe) {
   const Pipes& p = st.pipes;
   ChildPlan plan{};
   plan.stdin_fd = p.in.read.get();
@@ -315,8 +317,8 @@ ChildPlan MakeChildPlan(const Started& st, const SandboxSpec& spec, const MountP
   plan.lifeline_fd = p.lifeline.read.get();
   plan.init_exe_fd = init_exe;
   plan.exec_notify_fd = p.exec_notify.write.get();
-  plan.root_dir = spec.root_dir.c_str();
-  plan.put_old = put_old.c_str();
+  plan.root_dir = mounts.root.c_str();
+  plan.put_old = mounts.put_old.c_str();
   plan.old_root_inside = "/.oldroot";
   plan.mount_steps = mounts.steps.data();
   plan.mount_step_count = mounts.steps.size();
@@ -431,9 +433,8 @@ Status SetUpChildFromParent(Started& st, const SandboxSpec& spec, bool placed) {
 // Starts the sandbox: pipes and init's plan, the clone, then the parent's side of the
 // set-up; the child is killed and reaped when that fails.
 // `nets`: the pool of network namespaces made ahead (null: the child makes its own).
-Result<Started> Start(const SandboxSpec& spec, const MountPlan& mounts, const std::string& put_old,
-                      const SeccompFilter& filter, RunCgroup* cgroup, int init_exe,
-                      NetNamespacePool* nets) {
+Result<Started> Start(const SandboxSpec& spec, const MountPlan& mounts, const SeccompFilter& filter,
+                      RunCgroup* cgroup, int init_exe, NetNamespacePool* nets) {
   Started st;
   // An earlier step's init still exiting in this cgroup would count against its pids.max.
   if (cgroup) cgroup->ReapExiting();
@@ -447,7 +448,7 @@ Result<Started> Start(const SandboxSpec& spec, const MountPlan& mounts, const st
   util::StampPhase("pipes_plan");
   st.cgroup = cgroup;
 
-  ChildPlan plan = MakeChildPlan(st, spec, mounts, put_old, init_exe);
+  ChildPlan plan = MakeChildPlan(st, mounts, init_exe);
   auto placed = CloneIntoRun(st, plan, spec.host_uid, spec.network.enabled ? nullptr : nets);
   if (!placed.ok()) return placed.error();
   CloseChildEnds(st);
@@ -693,10 +694,8 @@ Result<SandboxResult> Launcher::Run(const SandboxSpec& spec, RunCgroup* cgroup) 
     return MakeError(ErrorKind::kSystem, "argv[0] must be an absolute path inside the sandbox");
   }
   util::StampPhase("launch");
-  MountPlan mounts = BuildMountPlan(spec);
-  const std::string put_old = spec.root_dir + "/.oldroot";
-  auto started =
-      sandbox::Start(spec, mounts, put_old, filter_, cgroup, init_exe_.get(), &net_namespaces_);
+  MountPlan mounts = BuildMountPlan(spec, root_template_);
+  auto started = sandbox::Start(spec, mounts, filter_, cgroup, init_exe_.get(), &net_namespaces_);
   if (!started.ok()) return started.error();
   Supervised seen = Supervise(*started, spec);
   return Conclude(*started, seen, mounts);
@@ -783,10 +782,9 @@ Result<std::unique_ptr<WaitingSandbox>> Launcher::StartWaiting(const SandboxSpec
     return MakeError(ErrorKind::kSystem, "argv[0] must be an absolute path inside the sandbox");
   }
   auto state = std::make_unique<WaitingSandbox::State>();
-  state->mounts = BuildMountPlan(spec);
-  const std::string put_old = spec.root_dir + "/.oldroot";
-  auto started = sandbox::Start(spec, state->mounts, put_old, filter_, cgroup, init_exe_.get(),
-                                &net_namespaces_);
+  state->mounts = BuildMountPlan(spec, root_template_);
+  auto started =
+      sandbox::Start(spec, state->mounts, filter_, cgroup, init_exe_.get(), &net_namespaces_);
   if (!started.ok()) return started.error();
   state->st = std::move(*started);
   auto waiting = std::make_unique<WaitingSandbox>(std::move(state));
@@ -958,11 +956,10 @@ Result<std::unique_ptr<LiveSandbox>> Launcher::Start(const SandboxSpec& spec,
   }
   auto state = std::make_unique<LiveSandbox::State>();
   state->cgroup = std::move(cgroup);
-  state->mounts = BuildMountPlan(spec);
+  state->mounts = BuildMountPlan(spec, root_template_);
   state->output_cap = spec.limits.output_bytes;
-  const std::string put_old = spec.root_dir + "/.oldroot";
-  auto started = sandbox::Start(spec, state->mounts, put_old, filter_, state->cgroup.get(),
-                                init_exe_.get(), &net_namespaces_);
+  auto started = sandbox::Start(spec, state->mounts, filter_, state->cgroup.get(), init_exe_.get(),
+                                &net_namespaces_);
   if (!started.ok()) return started.error();
   state->st = std::move(*started);
   Pipes& p = state->st.pipes;

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "sandbox/cgroup.h"
+#include "sandbox/mounts.h"
 #include "sandbox/net_namespace_pool.h"
 #include "sandbox/network_rules.h"
 #include "sandbox/result.h"
@@ -49,8 +50,11 @@ class Launcher : public SandboxRunner {
 
   // `cgroups` may be null (require_cgroups = false): memory is then capped by RLIMIT_AS and
   // processes by RLIMIT_NPROC, which are weaker (per process / per uid across runs).
-  // `init_exe`: sandrun-init opened by OpenInitExecutable.
-  Launcher(SeccompFilter filter, std::unique_ptr<CgroupManager> cgroups, sys::UniqueFd init_exe);
+  // `root_template`: the paths of a RootTemplate (root_template.h) that outlives every
+  // sandbox this launcher starts (each one's new root). `init_exe`: sandrun-init opened by
+  // OpenInitExecutable.
+  Launcher(SeccompFilter filter, std::unique_ptr<CgroupManager> cgroups,
+           RootTemplatePaths root_template, sys::UniqueFd init_exe);
 
   // Run(spec) (SandboxRunner): runs spec.argv in a new sandbox and waits for it (at most the
   // wall-time limit plus a short grace period). The program's fate is data in SandboxResult;
@@ -104,6 +108,7 @@ class Launcher : public SandboxRunner {
  private:
   SeccompFilter filter_;
   std::unique_ptr<CgroupManager> cgroups_;
+  RootTemplatePaths root_template_;
   sys::UniqueFd init_exe_;
   // Network namespaces of runs without network, made ahead (net_namespace_pool.h).
   mutable NetNamespacePool net_namespaces_{kNetNamespacesReady};

@@ -6,10 +6,24 @@
 #include <unistd.h>
 
 #include "sandbox/init_plan.h"
-#include "sandbox/network_rules.h"
 
 namespace sandrun::sandbox {
 namespace {
+
+constexpr unsigned long kSafe = MS_NOSUID | MS_NODEV;
+
+// Which of read-only, nosuid, nodev and noexec the mount that `host_path` is on has
+// (statvfs(3) f_flag), as mount(2) flags; 0 when it cannot be read.
+unsigned long AccessFlags(const std::string& host_path) {
+  struct statvfs vfs;
+  if (::statvfs(host_path.c_str(), &vfs) != 0) return 0;
+  unsigned long flags = 0;
+  if (vfs.f_flag & ST_RDONLY) flags |= MS_RDONLY;
+  if (vfs.f_flag & ST_NOSUID) flags |= MS_NOSUID;
+  if (vfs.f_flag & ST_NODEV) flags |= MS_NODEV;
+  if (vfs.f_flag & ST_NOEXEC) flags |= MS_NOEXEC;
+  return flags;
+}
 
 class PlanBuilder {
  public:
@@ -35,10 +49,17 @@ class PlanBuilder {
     Add(MountOp::kFile, "", inside, 0, content, "write " + inside);
   }
   void Tmpfs(const std::string& inside, unsigned long flags, const std::string& options) {
+    // `source` "": the kernel's name for it is "tmpfs" (RunMountStep).
     Add(MountOp::kTmpfs, "", inside, flags, options, "tmpfs on " + inside + " (" + options + ")");
   }
   void Bind(const std::string& host, const std::string& inside, unsigned long flags) {
-    Add(MountOp::kBind, host, inside, flags, "", "bind " + host + " on " + inside);
+    // A bind mount starts with its source mount's flags: the remount that sets `flags` is
+    // needed only when the source lacks one of them (the workspace's tmpfs, say, is nosuid
+    // and nodev already: api/run_dir.cc). One mount(2) call less per such bind and run.
+    constexpr unsigned long kAccess = MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC;
+    const bool remount = (flags & kAccess & ~AccessFlags(host)) != 0;
+    Add(remount ? MountOp::kBind : MountOp::kBindOnly, host, inside, flags, "",
+        "bind " + host + " on " + inside);
   }
 
  private:
@@ -99,6 +120,22 @@ std::string SharedTmpfsOptions(const std::string& size) {
          ",gid=" + std::to_string(kInsideGid);
 }
 
+// A minimal /dev: host device nodes bound onto empty files (mknod is not allowed in a user
+// namespace, and nodes on the template would serve no one else); no tty, no ptmx.
+void AddDev(PlanBuilder& b) {
+  b.Tmpfs("/dev", MS_NOSUID | MS_NOEXEC, "size=64k,mode=0755");
+  for (const char* dev : {"null", "zero", "full", "random", "urandom"}) {
+    std::string inside = std::string("/dev/") + dev;
+    b.File(inside, "");
+    b.Bind(inside, inside, MS_NOSUID | MS_NOEXEC | LockedFlags(inside));
+  }
+  b.Symlink("/proc/self/fd", "/dev/fd");
+  b.Symlink("/proc/self/fd/0", "/dev/stdin");
+  b.Symlink("/proc/self/fd/1", "/dev/stdout");
+  b.Symlink("/proc/self/fd/2", "/dev/stderr");
+  b.Mkdir("/dev/shm");
+}
+
 }  // namespace
 
 const std::vector<std::string>& SystemBinds() {
@@ -117,16 +154,20 @@ const std::vector<std::string>& EtcEntries() {
   return kEtc;
 }
 
-MountPlan BuildMountPlan(const SandboxSpec& spec) {
+MountPlan BuildTemplatePlan(const std::string& root, const std::string& name) {
   MountPlan plan;
-  PlanBuilder b(plan, spec.root_dir);
-  constexpr unsigned long kSafe = MS_NOSUID | MS_NODEV;
-  const std::string disk = std::to_string(spec.limits.disk_bytes);
-
-  // The new root: a small tmpfs, made read-only after pivot_root.
-  b.Tmpfs("", kSafe, "size=1m,mode=0755");
-  for (const char* dir : {"/etc", "/tmp", "/home", "/home/user", "/mnt", "/mnt/data", "/proc",
-                          "/dev", "/run", "/.oldroot"}) {
+  plan.root = root;
+  plan.put_old = root + "/.oldroot";
+  PlanBuilder b(plan, root);
+  // A small tmpfs, private at once: the daemon's mount namespace is the host's, whose mounts
+  // are usually shared (systemd), and nothing mounted below it may propagate to the host's
+  // other namespaces or come back from them (mount_namespaces(7) "Shared subtrees").
+  b.Add(MountOp::kTmpfs, name, "", kSafe, "size=1m,mode=0755", "tmpfs on " + root);
+  b.Add(MountOp::kMakePrivate, "", "", 0, "", "make " + root + " private");
+  // Every mount point of a run's own mounts (BuildMountPlan): nothing can be made later.
+  for (const char* dir :
+       {"/etc", "/tmp", "/home", "/home/user", "/mnt", "/mnt/data", "/proc", "/dev", "/run",
+        "/run/sandrun", kOutputsInside, kEnvironmentInside, "/.oldroot"}) {
     b.Mkdir(dir);
   }
   for (const auto& path : SystemBinds()) AddHostPath(b, path);
@@ -134,10 +175,28 @@ MountPlan BuildMountPlan(const SandboxSpec& spec) {
   b.File("/etc/passwd", Passwd());
   b.File("/etc/group", Group());
   b.File("/etc/hostname", "sandbox\n");
-  // With the network only: slirp4netns' DNS forwarder (network.h).
-  if (spec.network.enabled)
-    b.File("/etc/resolv.conf", std::string("nameserver ") + kSlirpDns + "\n");
+  // Empty without the network: a resolver then behaves as with none (resolv.conf(5): the
+  // local name server, which the sandbox's loopback does not have).
+  b.File("/etc/resolv.conf", "");
+  AddDev(b);
+  // A bind of a shared host mount joins its peer group: private again, the whole tree.
+  b.Add(MountOp::kMakePrivate, "", "", 0, "", "make " + root + " private (binds)");
+  b.Add(MountOp::kReadOnly, "", "/dev", MS_NOSUID | MS_NOEXEC, "", "remount /dev read-only");
+  b.Add(MountOp::kReadOnly, "", "", kSafe, "", "remount " + root + " read-only");
+  return plan;
+}
 
+MountPlan BuildMountPlan(const SandboxSpec& spec, const RootTemplatePaths& root) {
+  MountPlan plan;
+  plan.root = root.root;
+  plan.put_old = root.root + "/.oldroot";
+  PlanBuilder b(plan, root.root);
+  // The template came into the child's namespace as a locked mount (mount_namespaces(7)),
+  // which pivot_root(2) refuses (EINVAL: it could not be detached from its parent). Its
+  // recursive bind on itself is not locked at the top; the mounts below stay locked, and
+  // every mount keeps its locked read-only, nosuid and nodev flags. The run's mounts go on it.
+  b.Add(MountOp::kBindOnly, root.root, "", 0, "", "bind the root template on itself");
+  const std::string disk = std::to_string(spec.limits.disk_bytes);
   if (spec.tmp_dir.empty()) {
     b.Tmpfs("/tmp", kSafe, SharedTmpfsOptions(disk));
   } else {
@@ -150,35 +209,20 @@ MountPlan BuildMountPlan(const SandboxSpec& spec) {
     b.Bind(spec.workspace_dir + "/" + dir, "/home/user/" + dir, MS_RDONLY | kSafe);
     b.Bind(spec.workspace_dir + "/" + dir, "/mnt/data/" + dir, MS_RDONLY | kSafe);
   }
-  if (!spec.outputs_dir.empty() || !spec.environment_dir.empty()) b.Mkdir("/run/sandrun");
-  if (!spec.outputs_dir.empty()) {
-    b.Mkdir(kOutputsInside);
-    b.Bind(spec.outputs_dir, kOutputsInside, kSafe | MS_NOEXEC);
-  }
+  if (!spec.outputs_dir.empty()) b.Bind(spec.outputs_dir, kOutputsInside, kSafe | MS_NOEXEC);
   if (!spec.environment_dir.empty()) {
-    b.Mkdir(kEnvironmentInside);
     b.Bind(spec.environment_dir, kEnvironmentInside, kSafe | MS_RDONLY);
   }
-
-  // A minimal /dev: host device nodes bound onto empty files (mknod is not allowed in a
-  // user namespace); no tty, no ptmx.
-  b.Tmpfs("/dev", MS_NOSUID | MS_NOEXEC, "size=64k,mode=0755");
-  for (const char* dev : {"null", "zero", "full", "random", "urandom"}) {
-    std::string inside = std::string("/dev/") + dev;
-    b.File(inside, "");
-    b.Bind(inside, inside, MS_NOSUID | MS_NOEXEC | LockedFlags(inside));
+  // With the network only: slirp4netns' DNS forwarder (network.h), from the file the
+  // template's owner wrote beside it.
+  if (spec.network.enabled) {
+    b.Bind(root.resolv_conf, "/etc/resolv.conf", MS_RDONLY | kSafe | LockedFlags(root.resolv_conf));
   }
-  b.Symlink("/proc/self/fd", "/dev/fd");
-  b.Symlink("/proc/self/fd/0", "/dev/stdin");
-  b.Symlink("/proc/self/fd/1", "/dev/stdout");
-  b.Symlink("/proc/self/fd/2", "/dev/stderr");
-  b.Mkdir("/dev/shm");
   b.Tmpfs("/dev/shm", kSafe, SharedTmpfsOptions(disk));
   // hidepid=invisible: the program sees only its own uid's processes, not the init (which
   // is a copy of the daemon, argv included). proc(5), Linux 5.8+.
   b.Add(MountOp::kProc, "", "/proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, "hidepid=invisible",
         "mount proc");
-  b.Add(MountOp::kRemountRoot, "", "/", MS_RDONLY | kSafe, "", "remount / read-only");
   return plan;
 }
 

@@ -1,5 +1,6 @@
-// Parent side of the mount namespace: builds the ordered list of MountSteps the child runs
-// to make the new root (DESIGN.md §3 "File system").
+// Parent side of the mount namespace (DESIGN.md §3 "File system"), as lists of MountSteps:
+// the root template's, built once on the host (root_template.h), and each run's, which the
+// child runs on the template's mount points in its own mount namespace.
 #pragma once
 
 #include <deque>
@@ -16,6 +17,14 @@ struct MountPlan {
   std::deque<std::string> strings;  // deque: stable addresses while growing
   std::vector<MountStep> steps;
   std::vector<std::string> descriptions;  // one per step, for error messages
+  std::string root;                       // host path of the root the steps build on
+  std::string put_old;                    // root + "/.oldroot" (pivot_root(2))
+};
+
+// Where a run's root comes from on the host (RootTemplate::paths()).
+struct RootTemplatePaths {
+  std::string root;         // the template's mount point: the new root of every sandbox
+  std::string resolv_conf;  // a file outside the template: /etc/resolv.conf with the network
 };
 
 // Host paths bound read-only into the sandbox (when present on the host); symlinks (merged
@@ -24,9 +33,21 @@ const std::vector<std::string>& SystemBinds();
 // /etc entries interpreters need (DESIGN.md §3), bound read-only when present.
 const std::vector<std::string>& EtcEntries();
 
-// Builds the plan for `spec`. Reads the host (lstat, readlink, statvfs) to choose between
-// bind, symlink and skip, and to keep the source mount's locked flags on remount (a user
-// namespace may not clear nosuid/nodev/noexec/atime flags: mount(2) EPERM). Not child-safe.
-MountPlan BuildMountPlan(const SandboxSpec& spec);
+// The root template at `root` (an empty directory on the host): what every sandbox's root has,
+// made by the host's root: a tmpfs with the mount points of the run's own mounts (/tmp,
+// /home/user, /mnt/data, /proc, /dev/shm, the outputs and environment areas, an empty
+// /etc/resolv.conf, /.oldroot), the read-only, nosuid, nodev binds of SystemBinds() and
+// EtcEntries(), /etc/passwd, /etc/group, /etc/hostname, and /dev with its devices; then
+// made private and read-only. The first step mounts the tmpfs named `name` on `root`.
+// Reads the host (lstat, readlink, statvfs) to choose between bind, symlink and skip, and to
+// keep each source mount's flags that a user namespace could not clear (mount(2) EPERM).
+// Not child-safe.
+MountPlan BuildTemplatePlan(const std::string& root, const std::string& name);
+
+// The run's own mounts for `spec` on the template's mount points: the workspace at both of
+// its names (and its read-only directories), /tmp, the outputs and environment areas,
+// /dev/shm, proc, and /etc/resolv.conf with the network. Nothing is created: the template
+// (read-only) has every mount point already. Not child-safe.
+MountPlan BuildMountPlan(const SandboxSpec& spec, const RootTemplatePaths& root);
 
 }  // namespace sandrun::sandbox

@@ -58,9 +58,6 @@ struct SandboxSpec {
   // Host directory mounted at /tmp (shared by the steps of one run); "" = a fresh tmpfs of
   // limits.disk_bytes.
   std::string tmp_dir;
-  // Empty host directory used as the mount point of the new root inside the sandbox's own
-  // mount namespace (nothing becomes visible on the host).
-  std::string root_dir;
   // Bytes given on the program's standard input, then EOF.
   std::string stdin_data;
   SandboxLimits limits;

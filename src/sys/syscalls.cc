@@ -150,6 +150,17 @@ Status Unmount(const std::string& target) {
   return OkStatus();
 }
 
+int UnmountAll(const std::string& target) {
+  int n = 0;
+  while (n < 16 && ::umount2(target.c_str(), MNT_DETACH) == 0) ++n;
+  return n;
+}
+
+Status Lchown(const std::string& path, uid_t uid, gid_t gid) {
+  if (::lchown(path.c_str(), uid, gid) != 0) return ErrnoError("lchown " + path);
+  return OkStatus();
+}
+
 Result<ExitInfo> Reap(pid_t pid) {
   ExitInfo info;
   for (;;) {

@@ -72,6 +72,13 @@ Result<uint64_t> AvailableBytes(const std::string& path);
 Status MountTmpfs(const std::string& target, uint64_t size_bytes, uid_t uid, gid_t gid, int mode);
 // umount2(target, MNT_DETACH). Errors: kSystem.
 Status Unmount(const std::string& target);
+// umount2(target, MNT_DETACH) until nothing is mounted there any more (mounts stacked on one
+// another, as a crashed daemon's leftovers can be; at most 16). Returns how many went. Not
+// child-safe.
+int UnmountAll(const std::string& target);
+// lchown(2): the owner of `path` itself (a symlink is not followed). Errors name the path.
+// Not child-safe.
+Status Lchown(const std::string& path, uid_t uid, gid_t gid);
 
 // Why `path` (relative to the cwd, and possibly not existing yet) cannot be reached by an
 // unprivileged id: "<dir> is not searchable by others (mode NNN)" for the first existing

@@ -41,6 +41,9 @@ void FindSandboxOwned(const std::string& dir, int depth, std::vector<std::string
 
 // The warm pool's directories and cgroups (api/warm_start.cc kWarmPrefix).
 constexpr char kPoolPrefix[] = "pool-";
+// The daemon's root template in the runs directory (main.cc kRootTemplateDir): its mounts and
+// files (the sandbox root's) are there while the daemon runs, for every run.
+constexpr char kRootTemplateDir[] = ".root-template";
 
 bool IsPoolName(const std::string& name) { return name.rfind(kPoolPrefix, 0) == 0; }
 
@@ -111,7 +114,9 @@ int RunMountCount() {
   int n = 0;
   while (std::getline(mounts, line)) {
     if (line.find(Stack::Get().state_dir() + "/runs/") != std::string::npos &&
-        line.find(Stack::Get().state_dir() + "/runs/" + kPoolPrefix) == std::string::npos) {
+        line.find(Stack::Get().state_dir() + "/runs/" + kPoolPrefix) == std::string::npos &&
+        line.find(Stack::Get().state_dir() + "/runs/" + kRootTemplateDir + "/") ==
+            std::string::npos) {
       ++n;
     }
   }
@@ -137,8 +142,11 @@ std::set<std::string> SandboxOwnedOutsideWorkspace() {
   FindSandboxOwned(Stack::Get().state_dir() + "/runs", 3, &owned);
   std::set<std::string> out;
   const std::string pool = Stack::Get().state_dir() + "/runs/" + kPoolPrefix;
+  const std::string root_template = Stack::Get().state_dir() + "/runs/" + kRootTemplateDir;
   for (auto& path : owned) {
-    if (path.rfind(pool, 0) != 0) out.insert(std::move(path));
+    if (path.rfind(pool, 0) != 0 && path.rfind(root_template, 0) != 0) {
+      out.insert(std::move(path));
+    }
   }
   return out;
 }

@@ -21,7 +21,7 @@ std::vector<std::string> RunCgroupDirs();
 int LeftoverRunCgroups();
 // Entries of <state>/runs (one per run in flight).
 int RunDirCount();
-// Mounts below <state>/runs in this mount namespace.
+// Mounts below <state>/runs in this mount namespace (the root template's aside).
 int RunMountCount();
 // Waits (up to `seconds`) until the warm pool is full and idle (/healthz "pool": every
 // language ready == size, none refilling) and no run's directory, mount, cgroup or process

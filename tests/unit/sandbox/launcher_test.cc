@@ -15,6 +15,7 @@
 #include <optional>
 #include <thread>
 
+#include "sandbox/root_template.h"
 #include "sys/syscalls.h"
 
 using namespace sandrun;
@@ -25,7 +26,13 @@ namespace {
 // Not the daemon's default (64000): a stack running beside this test must not be counted.
 constexpr uid_t kHostUid = 64100;
 
+// The root template of the test's sandboxes, in a directory searchable by their ids.
+std::string TemplateDir() {
+  return "/tmp/sandrun-launcher-test-template-" + std::to_string(::getpid());
+}
+
 struct LauncherFixture {
+  std::unique_ptr<sandbox::RootTemplate> root_template;
   std::unique_ptr<sandbox::Launcher> launcher;
   LauncherFixture() {
     BOOST_TEST_REQUIRE(::geteuid() == 0, "launcher tests need root (namespaces, mounts, cgroups)");
@@ -35,8 +42,11 @@ struct LauncherFixture {
     BOOST_TEST_REQUIRE(cgroups.ok(), (cgroups.ok() ? "" : cgroups.error().message));
     auto init = sandbox::OpenInitExecutable(SANDRUN_INIT_PATH);
     BOOST_TEST_REQUIRE(init.ok(), (init.ok() ? "" : init.error().message));
+    auto built = sandbox::RootTemplate::Build(TemplateDir(), kHostUid + 1, kHostUid + 1);
+    BOOST_TEST_REQUIRE(built.ok(), (built.ok() ? "" : built.error().message));
+    root_template = std::move(*built);
     launcher = std::make_unique<sandbox::Launcher>(std::move(*filter), std::move(*cgroups),
-                                                   std::move(*init));
+                                                   root_template->paths(), std::move(*init));
   }
 };
 
@@ -49,12 +59,10 @@ struct Run {
     dir = ::mkdtemp(tmpl);
     ::chmod(dir.c_str(), 0755);
     BOOST_REQUIRE(sys::MakeDirs(dir + "/ws").ok());
-    BOOST_REQUIRE(sys::MakeDirs(dir + "/root").ok());
     BOOST_REQUIRE(sys::MountTmpfs(dir + "/ws", 16 << 20, kHostUid, kHostUid, 0755).ok());
     spec.argv = {"/bin/bash", "-c", script};
     spec.env = {"PATH=/usr/bin:/bin", "HOME=/home/user", "LANG=C.UTF-8"};
     spec.workspace_dir = dir + "/ws";
-    spec.root_dir = dir + "/root";
     spec.host_uid = kHostUid;
     spec.host_gid = kHostUid;
     spec.run_id = "t" + std::to_string(::getpid()) + "-" + std::to_string(counter++);
@@ -264,6 +272,45 @@ BOOST_AUTO_TEST_CASE(host_is_out_of_sight) {
   BOOST_TEST(r->stdout_text.find("Read-only file system") != std::string::npos);
 }
 
+// The root comes from the shared root template (root_template.h): nothing in it is writable
+// from a sandbox, not even its empty mount points.
+BOOST_AUTO_TEST_CASE(root_from_template_is_read_only) {
+  Run run(
+      "for p in /x /etc/x /dev/x /usr/x /.oldroot/x /run/x /run/sandrun/env/x; do "
+      "touch $p 2>/dev/null && echo wrote $p; done; echo end; "
+      "touch /tmp/x /home/user/x /dev/shm/x && echo writable");
+  auto r = launcher->Run(run.spec);
+  BOOST_TEST_REQUIRE(r.ok());
+  BOOST_TEST(r->stdout_text == "end\nwritable\n");
+}
+
+// Why the template stays read-only even without seccomp's refusal of mount(2): its mounts,
+// copied into a mount namespace of a user namespace, are locked (mount_namespaces(7)): the
+// namespace's root may neither remount them writable nor unmount one to uncover the host.
+BOOST_AUTO_TEST_CASE(template_mounts_are_locked_in_a_user_namespace) {
+  const std::string root = root_template->paths().root;
+  const std::string script =
+      "unshare -Urm sh -c 'for m in \"\" /usr /etc/ssl /dev; do "
+      "mount -o remount,bind,rw " +
+      root +
+      "$m 2>/dev/null && echo remounted $m; done; "
+      "mount -o remount,rw " +
+      root +
+      " 2>/dev/null && echo superblock; "
+      "umount " +
+      root +
+      "/usr 2>/dev/null && echo unmounted; "
+      "touch " +
+      root + "/x 2>/dev/null && echo wrote; echo end' 2>&1";
+  FILE* pipe = ::popen(script.c_str(), "r");
+  BOOST_TEST_REQUIRE(pipe != nullptr);
+  std::string out;
+  char buf[256];
+  while (size_t n = std::fread(buf, 1, sizeof buf, pipe)) out.append(buf, n);
+  BOOST_TEST(::pclose(pipe) == 0);
+  BOOST_TEST(out == "end\n");
+}
+
 BOOST_AUTO_TEST_CASE(seccomp_refuses_new_namespaces) {
   Run run("unshare -U true 2>&1; unshare -n true 2>&1; echo end");
   auto r = launcher->Run(run.spec);
@@ -328,6 +375,46 @@ BOOST_AUTO_TEST_CASE(cpu_time_of_all_processes_together_is_bounded) {
   BOOST_TEST(r->outcome == RunOutcome::kCpuTimeout);
   BOOST_TEST(r->cpu_ms >= 1000);
   BOOST_TEST(SandboxProcesses() == 0);
+}
+
+BOOST_AUTO_TEST_SUITE_END()
+
+namespace {
+
+// Mounts of this mount namespace at or below `dir`.
+int MountsBelow(const std::string& dir) {
+  std::ifstream mountinfo("/proc/self/mountinfo");
+  int n = 0;
+  for (std::string line; std::getline(mountinfo, line);) {
+    if (line.find(" " + dir + "/") != std::string::npos) ++n;
+  }
+  return n;
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_SUITE(RootTemplate)
+
+// A daemon killed with its template mounted (no destructor ran): the next one's Build detaches
+// the leftover and builds afresh, and its destructor leaves nothing.
+BOOST_AUTO_TEST_CASE(build_sweeps_a_killed_daemons_template_and_destructor_removes_it) {
+  BOOST_TEST_REQUIRE(::geteuid() == 0, "the root template needs root (mounts)");
+  const std::string dir = TemplateDir() + "-sweep";
+  auto first = sandbox::RootTemplate::Build(dir, kHostUid + 1, kHostUid + 1);
+  BOOST_TEST_REQUIRE(first.ok(), (first.ok() ? "" : first.error().message));
+  const int mounts = MountsBelow(dir);
+  BOOST_TEST(mounts > 5);
+  (void)first->release();  // as SIGKILL: never destroyed
+  {
+    auto second = sandbox::RootTemplate::Build(dir, kHostUid + 1, kHostUid + 1);
+    BOOST_TEST_REQUIRE(second.ok(), (second.ok() ? "" : second.error().message));
+    BOOST_TEST(MountsBelow(dir) == mounts);
+    struct stat st;
+    BOOST_TEST_REQUIRE(::stat(((*second)->paths().root + "/etc/passwd").c_str(), &st) == 0);
+    BOOST_TEST(st.st_uid == kHostUid + 1);
+  }
+  BOOST_TEST(MountsBelow(dir) == 0);
+  BOOST_TEST(::access(dir.c_str(), F_OK) != 0);
 }
 
 BOOST_AUTO_TEST_SUITE_END()
