@@ -3,7 +3,6 @@
 #include <poll.h>
 #include <sched.h>
 #include <signal.h>
-#include <sys/mman.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -20,6 +19,7 @@
 #include "sandbox/net_namespace_pool.h"
 #include "sandbox/network.h"
 #include "sys/netns.h"
+#include "sys/stack_mapping.h"
 #include "sys/syscalls.h"
 #include "util/phases.h"
 #include "util/text.h"
@@ -116,41 +116,6 @@ struct Pipes {
   sys::Pipe in, out, err, report, sync, lifeline, exec_notify;
 };
 
-// The stack a CLONE_VM child runs on: a mapping of its own, not heap memory. The child runs
-// in the run's cgroup, so the pages it touches are charged to that memory cgroup; unmapped,
-// they go with the run, where freed heap memory would stay in the daemon's arenas, still
-// charged to a cgroup already removed (a dying memcg kept alive by the daemon).
-class ChildStack {
- public:
-  ChildStack() = default;
-  ChildStack(ChildStack&& other) noexcept : base_(std::exchange(other.base_, nullptr)) {}
-  ChildStack& operator=(ChildStack&& other) noexcept {
-    if (this != &other) {
-      Reset();
-      base_ = std::exchange(other.base_, nullptr);
-    }
-    return *this;
-  }
-  ~ChildStack() { Reset(); }
-  // Maps kChildStackBytes (only the pages touched are faulted in). Errors name the call.
-  Status Map() {
-    Reset();
-    void* p = ::mmap(nullptr, kChildStackBytes, PROT_READ | PROT_WRITE,
-                     MAP_PRIVATE | MAP_ANONYMOUS | MAP_STACK, -1, 0);
-    if (p == MAP_FAILED) return sys::ErrnoError("mmap of the clone child's stack");
-    base_ = static_cast<char*>(p);
-    return OkStatus();
-  }
-  char* top() const { return base_ + kChildStackBytes; }
-  void Reset() {
-    if (base_ != nullptr) ::munmap(base_, kChildStackBytes);
-    base_ = nullptr;
-  }
-
- private:
-  char* base_ = nullptr;
-};
-
 // A started sandbox: the parent's ends of its pipes, its pidfd and cgroup.
 struct Started {
   pid_t pid = -1;
@@ -162,7 +127,7 @@ struct Started {
   std::unique_ptr<RunNetwork> network;  // with spec.network.enabled
   Clock::time_point start;
   // The clone child's stack, in our memory (CLONE_VM): unmapped once the child has exec'd.
-  ChildStack child_stack;
+  sys::StackMapping child_stack;
 };
 
 // What the poll loop saw.
@@ -334,7 +299,7 @@ Result<bool> CloneIntoRun(Started& st, ChildPlan& plan, uid_t owner, NetNamespac
   // Before the thread enters the run's cgroup: the pool's thread starts from this one.
   sys::UniqueFd netns = nets != nullptr ? nets->Take() : sys::UniqueFd();
   const int home = nets != nullptr ? nets->home() : -1;
-  if (Status s = st.child_stack.Map(); !s.ok()) return s.error();
+  if (Status s = st.child_stack.Map(kChildStackBytes); !s.ok()) return s.error();
   // The child is cloned from inside the run's cgroup (cgroup.h EnterCallingThread): it
   // starts there and no process migration waits on the request path (on v1 ~10 ms of RCU
   // grace period per run; measured by scripts/bench --profile, issue 11 part 1). The
