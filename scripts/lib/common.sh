@@ -492,22 +492,19 @@ sr_stop_pid() {
   wait "$pid" 2>/dev/null || true
 }
 
-# Detaches the root template (src/sandbox/root_template.h: a tmpfs named
-# sandrun-root-template) that a sandrund killed before its own clean-up left below the state
-# directory STATE; a fallback runs directory in /run is swept by the next start instead.
-# Usage: sr_detach_root_template STATE
-sr_detach_root_template() {
+# Detaches every mount below the state directory STATE that a sandrund killed before its own
+# clean-up left there: the root template (src/sandbox/root_template.h), the tmpfs of each run
+# and of each waiting sandbox of the pool. A clean stop leaves none; nothing else mounts there.
+# A fallback runs directory in /run is swept by the next start instead.
+# Usage: sr_detach_state_mounts STATE
+sr_detach_state_mounts() {
   local state mountpoint
   [[ -n $1 && -r /proc/self/mountinfo ]] || return 0
   state="$(realpath -m "$1")"  # as /proc/self/mountinfo shows it
-  # Field 5: the mount point; after " - ": the file system type and the mount source.
+  # Field 5: the mount point. Deepest first (sort -r puts a path after the ones below it).
   while read -r mountpoint; do
     umount -l "$mountpoint" 2>/dev/null || true
-  done < <(awk -v state="$state/" '{
-      for (i = 7; i <= NF && $i != "-"; i++) {}
-      if ($(i + 1) == "tmpfs" && $(i + 2) == "sandrun-root-template" &&
-          index($5, state) == 1) print $5
-    }' /proc/self/mountinfo)
+  done < <(awk -v state="$state/" 'index($5, state) == 1 { print $5 }' /proc/self/mountinfo | sort -r)
 }
 
 # Stops nginx (graceful QUIT: lets downloads finish) then sandrund (TERM: it ends its
@@ -525,8 +522,8 @@ sr_stack_stop() {
   sr_stop_pid "$SR_DAEMON_PID" TERM 30 sandrund
   if [[ -n $SR_DAEMON_PID && -n ${SR_STATE:-} ]]; then
     rm -f "$SR_STATE/daemon.pid"
-    # A clean stop removed it already; after a KILL it is still mounted.
-    sr_detach_root_template "$SR_STATE"
+    # A clean stop unmounted them already; after a KILL they are still mounted.
+    sr_detach_state_mounts "$SR_STATE"
   fi
   SR_DAEMON_PID=""
   # -r: running jobs only; a finished one's pid may belong to another process by now.
