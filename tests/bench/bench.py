@@ -247,6 +247,30 @@ def pool_hits(client):
     return total
 
 
+# How long a latency round waits for the warm pool to be full before a sandrun request.
+POOL_SETTLE_S = 3.0
+
+
+def wait_pool_full(client):
+    """Waits (at most POOL_SETTLE_S) until every language's warm pool is full again, so that a
+    measured request does not share the CPUs with the refill the previous one started (bare
+    and bwrap start on a quiet machine too; a cold request is sandrun with the pool off).
+    Returns False when it was not full in time (the request is measured anyway)."""
+    deadline = time.monotonic() + POOL_SETTLE_S
+    while True:
+        status, _, data, _ = client.request("GET", "/healthz")
+        try:
+            pools = json.loads(data).get("pool") or {} if status == 200 else {}
+        except ValueError:
+            pools = {}
+        if all(p.get("ready", 0) >= p.get("size", 0) and not p.get("refilling")
+               for p in pools.values()):
+            return True
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.005)
+
+
 def probe(case):
     """Runs a case once; on failure marks it unavailable with the reason (first line)."""
     try:
@@ -542,11 +566,14 @@ def main():
 
     # 1. Latency of one run, all runners interleaved round by round.
     hits_before = pool_hits(client)
+    unsettled = 0  # sandrun requests sent before the pool was full again (POOL_SETTLE_S)
     total = max(c.warmup + c.max_samples for c in runnable)
     for r in range(total):
         for case in runnable:
             if r >= case.warmup + case.max_samples:
                 continue
+            if isinstance(case, SandrunCase) and not wait_pool_full(case.client):
+                unsettled += 1
             offset = log_size(args.daemon_log) if args.daemon_log else 0
             elapsed = case.run_once()
             if r >= case.warmup:
@@ -617,7 +644,10 @@ def main():
         out.append(f"Warm pool: {hits_after - hits_before} of the {warm_runs} warm requests "
                    f"(warm-up included) were served by a waiting sandbox; the rest found none "
                    f"ready and ran cold. Cold requests ask for disk_mb {COLD_DISK_MB} (the "
-                   f"default is 100), which the pool does not fit.")
+                   f"default is 100), which the pool does not fit. Before each sandrun request "
+                   f"the bench waits (up to {POOL_SETTLE_S:.0f} s) until the pool is full again, "
+                   f"so that no refill shares the CPUs with the measured run, as no other work "
+                   f"does with bare or bwrap; {unsettled} requests went without it.")
     if profile_rows:
         out.append("")
         out.append("Phase profile of the sandrun runs above, from the daemon's own CLOCK_MONOTONIC "
