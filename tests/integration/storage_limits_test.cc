@@ -279,6 +279,24 @@ BOOST_AUTO_TEST_CASE(child_killed_by_the_memory_limit_is_not_called_stopped) {
   BOOST_TEST(!Contains(Str(doc, "stderr"), "stopped"), Str(doc, "stderr"));
 }
 
+// Hostile case file-09: a run that fills its disk gets ENOSPC like on any full disk, goes
+// on, and is told which limit that was; a run that does not fill it hears nothing of it.
+BOOST_AUTO_TEST_CASE(a_run_that_fills_its_disk_is_told_which_limit_it_was) {
+  auto full = PostRun(R"({"language":"bash","limits":{"disk_mb":8},
+      "code":"head -c 20M /dev/zero > fill.bin; echo \"head: $?\""})");
+  BOOST_TEST(Str(full, "status") == "ok", Str(full, "stderr"));
+  BOOST_TEST(Str(full, "stdout") == "head: 1\n", Str(full, "stderr"));
+  BOOST_TEST(Contains(Str(full, "stderr"), "No space left on device"), Str(full, "stderr"));
+  BOOST_TEST(Contains(Str(full, "stderr"),
+                      "sandrun: the run's disk is full: the workspace and /tmp share 8 MiB "
+                      "(disk_mb)"),
+             Str(full, "stderr"));
+  auto roomy = PostRun(R"({"language":"bash","limits":{"disk_mb":8},
+      "code":"head -c 1M /dev/zero > some.bin; echo written"})");
+  BOOST_TEST(Str(roomy, "stdout") == "written\n");
+  BOOST_TEST(!Contains(Str(roomy, "stderr"), "disk is full"), Str(roomy, "stderr"));
+}
+
 BOOST_AUTO_TEST_SUITE_END()
 
 }  // namespace sandrun::integration
