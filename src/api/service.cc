@@ -126,23 +126,20 @@ std::string Service::PublicBaseUrl(const HttpRequest& request) const {
 
 namespace {
 
-// /healthz "net_namespaces": {"hits", "misses", "failures"[, "last_error"]} of the network
-// namespaces made ahead (sandbox/net_namespace_pool.h).
-void WriteNetNamespaces(rapidjson::Writer<rapidjson::StringBuffer>& w,
-                        const sandbox::SandboxRunner::NetNamespaceCounts& counts) {
-  w.Key("net_namespaces");
-  w.StartObject();
+// The counts /healthz gives of a pool (the warm pool's languages, the network namespaces):
+// "hits", "misses", "failures"[, "last_error"], into the object being written.
+void WritePoolCounts(rapidjson::Writer<rapidjson::StringBuffer>& w, int64_t hits, int64_t misses,
+                     int64_t failures, const std::string& last_error) {
   w.Key("hits");
-  w.Int64(counts.hits);
+  w.Int64(hits);
   w.Key("misses");
-  w.Int64(counts.misses);
+  w.Int64(misses);
   w.Key("failures");
-  w.Int64(counts.failures);
-  if (!counts.last_error.empty()) {
+  w.Int64(failures);
+  if (!last_error.empty()) {
     w.Key("last_error");
-    w.String(util::SanitizeUtf8(counts.last_error).c_str());
+    w.String(util::SanitizeUtf8(last_error).c_str());
   }
-  w.EndObject();
 }
 
 }  // namespace
@@ -188,21 +185,17 @@ HttpResponse Service::HandleHealth() const {
     w.Int64(stats.ready);
     w.Key("refilling");
     w.Bool(stats.refilling);
-    w.Key("hits");
-    w.Int64(stats.hits);
-    w.Key("misses");
-    w.Int64(stats.misses);
-    w.Key("failures");
-    w.Int64(stats.failures);
-    if (!stats.last_error.empty()) {
-      w.Key("last_error");
-      w.String(util::SanitizeUtf8(stats.last_error).c_str());
-    }
+    WritePoolCounts(w, stats.hits, stats.misses, stats.failures, stats.last_error);
     w.EndObject();
   }
   w.EndObject();
-  WriteNetNamespaces(w, runner_ != nullptr ? runner_->net_namespace_counts()
-                                           : sandbox::SandboxRunner::NetNamespaceCounts{});
+  // The network namespaces made ahead (sandbox/net_namespace_pool.h), the same counts.
+  const sandbox::NetNamespaceStats nets =
+      runner_ != nullptr ? runner_->net_namespace_stats() : sandbox::NetNamespaceStats{};
+  w.Key("net_namespaces");
+  w.StartObject();
+  WritePoolCounts(w, nets.hits, nets.misses, nets.failures, nets.last_error);
+  w.EndObject();
   w.EndObject();
   HttpResponse r;
   r.status = health_error_.empty() && !draining_ ? 200 : 503;
@@ -275,8 +268,8 @@ HttpResponse Service::HandleMetrics() const {
   per_language("sandrun_pool_failures_total", "counter",
                "Warm sandboxes that failed to start or ended while waiting.",
                [](const WarmPoolStats& s) { return s.failures; });
-  const auto nets = runner_ != nullptr ? runner_->net_namespace_counts()
-                                       : sandbox::SandboxRunner::NetNamespaceCounts{};
+  const sandbox::NetNamespaceStats nets =
+      runner_ != nullptr ? runner_->net_namespace_stats() : sandbox::NetNamespaceStats{};
   out << "# HELP sandrun_netns_ready_hits_total Runs without network that started in a network "
          "namespace made ahead.\n# TYPE sandrun_netns_ready_hits_total counter\n"
       << "sandrun_netns_ready_hits_total " << nets.hits << "\n"

@@ -1,7 +1,5 @@
 #include "kernel/kernel_manager.h"
 
-#include <pthread.h>
-#include <signal.h>
 #include <zmq.h>
 
 #include <chrono>
@@ -9,6 +7,7 @@
 #include <vector>
 
 #include "kernel/kernel_policy.h"
+#include "sys/signal_free_thread.h"
 #include "util/text.h"
 
 namespace sandrun::kernel {
@@ -78,11 +77,7 @@ void KernelManager::StartReaperOnce() {
   // was without kernels (its start-up self-test and `sandrund check` run single-threaded).
   std::call_once(reaper_started_, [this] {
     // The reaper takes no signal: the daemon's stop signals are for its sigwait thread.
-    sigset_t all, old;
-    sigfillset(&all);
-    pthread_sigmask(SIG_BLOCK, &all, &old);
-    reaper_ = std::thread([this] { Reaper(); });
-    pthread_sigmask(SIG_SETMASK, &old, nullptr);
+    reaper_ = sys::StartSignalFreeThread([this] { Reaper(); });
   });
 }
 

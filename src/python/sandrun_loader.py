@@ -30,22 +30,6 @@ _SPLIT_MAX_BYTES = 64 * 1024
 _UNSURE = object()
 
 
-def _future_flags_of(tree):
-    """Compiler flags of a syntax tree's `from __future__ import ...` statements."""
-    import _ast
-
-    flags = 0
-    for node in tree.body:
-        if isinstance(node, _ast.ImportFrom) and node.module == "__future__":
-            import __future__
-
-            for alias in node.names:
-                feature = getattr(__future__, alias.name, None)
-                if feature is not None:
-                    flags |= feature.compiler_flag
-    return flags
-
-
 def _compile_with_tree(source, path):
     """_compile by the syntax tree: exact for every program, but its node types cost ~2 ms to
     make (_interpreter_compiler)."""
@@ -55,10 +39,12 @@ def _compile_with_tree(source, path):
     last = None
     if tree.body and isinstance(tree.body[-1], _ast.Expr):
         last = tree.body.pop()
-    flags = _future_flags_of(tree)
-    body = compile(tree, path, "exec", flags, dont_inherit=True)
+    # The tree's own `from __future__` imports apply to it; the expression apart needs them
+    # passed.
+    body = compile(tree, path, "exec", dont_inherit=True)
     if last is None:
         return body, None
+    flags = _future_flags_in(body, source)
     return body, compile(_ast.Expression(body=last.value), path, "eval", flags, dont_inherit=True)
 
 

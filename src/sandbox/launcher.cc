@@ -204,11 +204,6 @@ Result<sys::UniqueFd> OpenInitExecutable(const std::string& configured) {
   return fd;
 }
 
-SandboxRunner::NetNamespaceCounts Launcher::net_namespace_counts() const {
-  const NetNamespacePool::Stats stats = net_namespaces_.stats();
-  return {stats.hits, stats.misses, stats.failures, stats.last_error};
-}
-
 Launcher::Launcher(SeccompFilter filter, std::unique_ptr<CgroupManager> cgroups,
                    RootTemplatePaths root_template, sys::UniqueFd init_exe)
     : filter_(std::move(filter)),

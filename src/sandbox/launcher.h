@@ -103,7 +103,7 @@ class Launcher : public SandboxRunner {
                                    const SandboxSpec& spec) const override;
 
   const CgroupManager* cgroups() const override { return cgroups_.get(); }
-  NetNamespaceCounts net_namespace_counts() const override;
+  NetNamespaceStats net_namespace_stats() const override { return net_namespaces_.stats(); }
 
  private:
   SeccompFilter filter_;

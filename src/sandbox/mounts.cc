@@ -5,6 +5,8 @@
 #include <sys/statvfs.h>
 #include <unistd.h>
 
+#include <utility>
+
 #include "sandbox/init_plan.h"
 
 namespace sandrun::sandbox {
@@ -12,16 +14,19 @@ namespace {
 
 constexpr unsigned long kSafe = MS_NOSUID | MS_NODEV;
 
-// Which of read-only, nosuid, nodev and noexec the mount that `host_path` is on has
-// (statvfs(3) f_flag), as mount(2) flags; 0 when it cannot be read.
-unsigned long AccessFlags(const std::string& host_path) {
+// The flags of the mount that `host_path` is on (statvfs(3) f_flag) as mount(2) flags, of
+// those a bind below cares about; 0 when they cannot be read.
+unsigned long MountFlagsOf(const std::string& host_path) {
   struct statvfs vfs;
   if (::statvfs(host_path.c_str(), &vfs) != 0) return 0;
+  constexpr std::pair<unsigned long, unsigned long> kFlags[] = {
+      {ST_RDONLY, MS_RDONLY},    {ST_NOSUID, MS_NOSUID},   {ST_NODEV, MS_NODEV},
+      {ST_NOEXEC, MS_NOEXEC},    {ST_NOATIME, MS_NOATIME}, {ST_NODIRATIME, MS_NODIRATIME},
+      {ST_RELATIME, MS_RELATIME}};
   unsigned long flags = 0;
-  if (vfs.f_flag & ST_RDONLY) flags |= MS_RDONLY;
-  if (vfs.f_flag & ST_NOSUID) flags |= MS_NOSUID;
-  if (vfs.f_flag & ST_NODEV) flags |= MS_NODEV;
-  if (vfs.f_flag & ST_NOEXEC) flags |= MS_NOEXEC;
+  for (const auto& [st, ms] : kFlags) {
+    if (vfs.f_flag & st) flags |= ms;
+  }
   return flags;
 }
 
@@ -57,7 +62,7 @@ class PlanBuilder {
     // needed only when the source lacks one of them (the workspace's tmpfs, say, is nosuid
     // and nodev already: api/run_dir.cc). One mount(2) call less per such bind and run.
     constexpr unsigned long kAccess = MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC;
-    const bool remount = (flags & kAccess & ~AccessFlags(host)) != 0;
+    const bool remount = (flags & kAccess & ~MountFlagsOf(host)) != 0;
     Add(remount ? MountOp::kBind : MountOp::kBindOnly, host, inside, flags, "",
         "bind " + host + " on " + inside);
   }
@@ -70,15 +75,8 @@ class PlanBuilder {
 // Flags a bind remount must keep: the ones the source mount has that a user namespace
 // cannot clear (locked mount flags, mount_namespaces(7)).
 unsigned long LockedFlags(const std::string& host_path) {
-  struct statvfs vfs;
-  if (::statvfs(host_path.c_str(), &vfs) != 0) return 0;
-  unsigned long flags = 0;
-  if (vfs.f_flag & ST_NOEXEC) flags |= MS_NOEXEC;
-  if (vfs.f_flag & ST_NOATIME) flags |= MS_NOATIME;
-  if (vfs.f_flag & ST_NODIRATIME) flags |= MS_NODIRATIME;
-  if (vfs.f_flag & ST_RELATIME) flags |= MS_RELATIME;
-  if (vfs.f_flag & ST_NODEV) flags |= MS_NODEV;
-  return flags;
+  return MountFlagsOf(host_path) &
+         (MS_NOEXEC | MS_NOATIME | MS_NODIRATIME | MS_RELATIME | MS_NODEV);
 }
 
 // Adds `host` (a path such as /usr or /etc/ssl) at the same place inside: symlink, dir or

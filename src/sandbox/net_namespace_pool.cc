@@ -1,11 +1,9 @@
 #include "sandbox/net_namespace_pool.h"
 
-#include <pthread.h>
-#include <signal.h>
-
 #include <chrono>
 
 #include "sys/netns.h"
+#include "sys/signal_free_thread.h"
 
 namespace sandrun::sandbox {
 namespace {
@@ -40,16 +38,9 @@ sys::UniqueFd NetNamespacePool::Take() {
   std::lock_guard<std::mutex> lock(mu_);
   if (!started_) {
     started_ = true;
-    // The thread takes no signal: the daemon waits for its own (SIGTERM, SIGHUP) in one
-    // thread, and a thread that did not block them would take them from it. Created with
-    // every signal blocked (a new thread inherits the creator's mask, pthread_sigmask(3)),
-    // whichever thread makes the first Take (the start-up self-test runs before the daemon
-    // blocks its signals).
-    sigset_t all, before;
-    ::sigfillset(&all);
-    ::pthread_sigmask(SIG_SETMASK, &all, &before);
-    thread_ = std::thread([this] { Refill(); });
-    ::pthread_sigmask(SIG_SETMASK, &before, nullptr);
+    // The first Take may come from the start-up self-test, before the daemon blocks its stop
+    // signals: the thread must not take them.
+    thread_ = sys::StartSignalFreeThread([this] { Refill(); });
   }
   wake_.notify_one();
   if (ready_.empty()) {
@@ -62,7 +53,7 @@ sys::UniqueFd NetNamespacePool::Take() {
   return fd;
 }
 
-NetNamespacePool::Stats NetNamespacePool::stats() const {
+NetNamespaceStats NetNamespacePool::stats() const {
   std::lock_guard<std::mutex> lock(mu_);
   return stats_;
 }

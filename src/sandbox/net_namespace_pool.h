@@ -23,6 +23,13 @@
 
 namespace sandrun::sandbox {
 
+// What the pool says of itself since start (/healthz, /metrics): runs that found a namespace
+// ready, runs that made their own, namespaces that could not be made and the last reason.
+struct NetNamespaceStats {
+  long hits = 0, misses = 0, failures = 0;
+  std::string last_error;
+};
+
 class NetNamespacePool {
  public:
   // Keeps `size` namespaces ready (0: none; Take always returns an invalid fd). The thread
@@ -41,12 +48,7 @@ class NetNamespacePool {
   // setns into a taken one; -1 if it could not be opened (then Take never hands one out).
   int home() const { return home_.get(); }
 
-  // What the pool says of itself since start, for logs and tests.
-  struct Stats {
-    long hits = 0, misses = 0, failures = 0;
-    std::string last_error;
-  };
-  Stats stats() const;
+  NetNamespaceStats stats() const;
 
  private:
   void Refill();
@@ -56,7 +58,7 @@ class NetNamespacePool {
   mutable std::mutex mu_;
   std::condition_variable wake_;
   std::deque<sys::UniqueFd> ready_;
-  Stats stats_;
+  NetNamespaceStats stats_;
   bool started_ = false;
   bool stopping_ = false;
   std::thread thread_;

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "sandbox/cgroup.h"
+#include "sandbox/net_namespace_pool.h"
 #include "sandbox/network_rules.h"
 #include "sandbox/result.h"
 #include "sandbox/spec.h"
@@ -145,13 +146,9 @@ class SandboxRunner {
   // The host's cgroups; null without them.
   virtual const CgroupManager* cgroups() const = 0;
 
-  // Network namespaces made ahead for runs without network (net_namespace_pool.h): runs that
-  // found one ready, runs that made their own, namespaces that could not be made and why.
-  struct NetNamespaceCounts {
-    long hits = 0, misses = 0, failures = 0;
-    std::string last_error;
-  };
-  virtual NetNamespaceCounts net_namespace_counts() const { return {}; }
+  // The network namespaces made ahead for runs without network (net_namespace_pool.h); none
+  // by default.
+  virtual NetNamespaceStats net_namespace_stats() const { return {}; }
 };
 
 // The cgroup limits of a sandbox with `limits` (memory without swap, pids.max). Pure.

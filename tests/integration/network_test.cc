@@ -509,6 +509,15 @@ BOOST_AUTO_TEST_CASE(a_run_has_its_own_loopback_and_nothing_else) {
   BOOST_TEST(Str(doc, "stdout") ==
                  "127.0.0.1 hi\n::1 hi\ninterfaces ['lo']\nroutes 0\nioctl 1\nsysctl 13\n",
              Output(doc));
+  // Its 127.0.0.1 is not the host's: the nginx in front of this very daemon listens there.
+  auto host = PostRun(RunRequest("python",
+                                 "import socket\ntry:\n    socket.create_connection(("
+                                 "'127.0.0.1', " +
+                                     std::to_string(Stack::Get().port()) +
+                                     "), timeout=2)\n    print('reached the host')\n"
+                                     "except ConnectionRefusedError:\n"
+                                     "    print('refused')\n"));
+  BOOST_TEST(Str(host, "stdout") == "refused\n", Output(host));
 }
 
 // Two runs at once never share a loopback: one listens for 6 s on a fixed port, the other

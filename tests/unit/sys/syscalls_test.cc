@@ -1,6 +1,7 @@
 #define BOOST_TEST_MODULE sys_syscalls
 #include "sys/syscalls.h"
 
+#include <pthread.h>
 #include <signal.h>
 #include <sys/prctl.h>
 #include <sys/stat.h>
@@ -13,6 +14,8 @@
 #include <string>
 #include <system_error>
 #include <thread>
+
+#include "sys/signal_free_thread.h"
 
 using sandrun::sys::FirstUnsearchableDir;
 
@@ -141,6 +144,31 @@ BOOST_AUTO_TEST_CASE(a_thread_keeps_its_parent_death_signal_across_an_euid_switc
   BOOST_TEST(before == SIGUSR2);
   BOOST_TEST(during == SIGUSR2);
   BOOST_TEST(after == SIGUSR2);
+}
+
+// The daemon's stop signals stay with its sigwait thread: a thread started by a thread that
+// blocks nothing (the start-up self-test's, say) still takes none, and the starter's own mask
+// is as it was.
+BOOST_AUTO_TEST_CASE(a_signal_free_thread_blocks_every_signal_and_leaves_its_starters_mask) {
+  std::thread starter([] {
+    sigset_t none;
+    sigemptyset(&none);
+    pthread_sigmask(SIG_SETMASK, &none, nullptr);
+    bool term_blocked = false, hup_blocked = false;
+    std::thread t = sandrun::sys::StartSignalFreeThread([&] {
+      sigset_t mine;
+      pthread_sigmask(SIG_SETMASK, nullptr, &mine);
+      term_blocked = sigismember(&mine, SIGTERM) == 1;
+      hup_blocked = sigismember(&mine, SIGHUP) == 1;
+    });
+    t.join();
+    BOOST_TEST(term_blocked);
+    BOOST_TEST(hup_blocked);
+    sigset_t after;
+    pthread_sigmask(SIG_SETMASK, nullptr, &after);
+    BOOST_TEST(sigismember(&after, SIGTERM) == 0, "the starter's mask changed");
+  });
+  starter.join();
 }
 
 BOOST_AUTO_TEST_SUITE_END()
