@@ -2,6 +2,7 @@
 
 #include <rapidjson/stringbuffer.h>
 #include <rapidjson/writer.h>
+#include <sched.h>
 #include <signal.h>
 
 #include <algorithm>
@@ -27,6 +28,15 @@ std::string JsonString(const std::string& raw) {
   std::string clean = util::SanitizeUtf8(raw);
   w.String(clean.data(), static_cast<rapidjson::SizeType>(clean.size()));
   return buffer.GetString();
+}
+
+// The CPUs this process may run on (sched_getaffinity(2): a cpuset or taskset counts), at
+// least 1.
+int64_t UsableCpus() {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  if (::sched_getaffinity(0, sizeof set, &set) != 0) return 1;
+  return std::max(1, CPU_COUNT(&set));
 }
 
 }  // namespace
@@ -56,8 +66,10 @@ Service::Service(const config::Config& config, const sandbox::SandboxRunner* run
       // A kernel never outlives its session's expiry.
       kernels_(runner, {config.runs_dir, std::min(config.kernel_idle_s, config.session_idle_s),
                         config.max_kernels}),
-      pool_(WarmPoolSizes(config, runner != nullptr),
-            [this](const std::string& language) { return MakeWarmSandbox(language); }),
+      pool_(
+          WarmPoolSizes(config, runner != nullptr),
+          [this](const std::string& language) { return MakeWarmSandbox(language); },
+          [this, cpus = UsableCpus()] { return admission_.active() < cpus; }),
       duration_buckets_(std::size(kDurationBucketsMs), 0) {
   if (runner_ != nullptr) environments_ = MakeEnvironmentStore();
 }
@@ -173,7 +185,7 @@ HttpResponse Service::HandleHealth() const {
   w.Key("queued");
   w.Int64(admission_.queued());
   // The warm pool per language (warm_pool.h): {"python": {"size", "ready", "refilling",
-  // "hits", "misses", "failures"[, "last_error"]}}; {} without one.
+  // "deferred", "hits", "misses", "failures"[, "last_error"]}}; {} without one.
   w.Key("pool");
   w.StartObject();
   for (const auto& [language, stats] : pool_.Stats()) {
@@ -185,6 +197,8 @@ HttpResponse Service::HandleHealth() const {
     w.Int64(stats.ready);
     w.Key("refilling");
     w.Bool(stats.refilling);
+    w.Key("deferred");
+    w.Bool(stats.deferred);
     WritePoolCounts(w, stats.hits, stats.misses, stats.failures, stats.last_error);
     w.EndObject();
   }
@@ -260,6 +274,9 @@ HttpResponse Service::HandleMetrics() const {
                [](const WarmPoolStats& s) { return s.size; });
   per_language("sandrun_pool_refilling", "gauge", "1 while a warm sandbox is being started.",
                [](const WarmPoolStats& s) { return s.refilling ? 1 : 0; });
+  per_language("sandrun_pool_deferred", "gauge",
+               "1 while a due refill waits for a CPU that no run is using.",
+               [](const WarmPoolStats& s) { return s.deferred ? 1 : 0; });
   per_language("sandrun_pool_hits_total", "counter", "Runs served by a warm sandbox.",
                [](const WarmPoolStats& s) { return s.hits; });
   per_language("sandrun_pool_misses_total", "counter",

@@ -5,8 +5,8 @@
 
 namespace sandrun::api {
 
-WarmPool::WarmPool(std::map<std::string, int64_t> sizes, Factory factory)
-    : factory_(std::move(factory)) {
+WarmPool::WarmPool(std::map<std::string, int64_t> sizes, Factory factory, IdleCheck idle)
+    : factory_(std::move(factory)), idle_(std::move(idle)) {
   for (const auto& [language, size] : sizes) {
     if (size > 0) languages_[language].stats.size = size;
   }
@@ -130,6 +130,12 @@ void WarmPool::Refill() {
       wake_.wait_until(lock, next_check);
       continue;
     }
+    if (idle_ && !idle_()) {
+      languages_[name].stats.deferred = true;
+      wake_.wait_for(lock, kDeferredPoll);
+      continue;
+    }
+    languages_[name].stats.deferred = false;
     languages_[name].stats.refilling = true;
     lock.unlock();
     auto made = factory_(name);

@@ -13,6 +13,7 @@
 // Thread-safe.
 #pragma once
 
+#include <chrono>
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
@@ -44,19 +45,30 @@ struct WarmPoolStats {
   int64_t size = 0;   // configured
   int64_t ready = 0;  // waiting now
   bool refilling = false;
-  int64_t hits = 0;      // runs served warm
-  int64_t misses = 0;    // runs that fit but found none ready (ran cold)
-  int64_t failures = 0;  // sandboxes that could not be started or ended while waiting
+  bool deferred = false;  // a refill is due but waits for a CPU that no run is using
+  int64_t hits = 0;       // runs served warm
+  int64_t misses = 0;     // runs that fit but found none ready (ran cold)
+  int64_t failures = 0;   // sandboxes that could not be started or ended while waiting
   std::string last_error;
 };
+
+// How often a deferred refill asks again whether a CPU is free.
+constexpr std::chrono::milliseconds kDeferredPoll{20};
 
 class WarmPool {
  public:
   // Makes one ready sandbox of `language` (Service::MakeWarmSandbox).
   using Factory = std::function<Result<std::unique_ptr<WarmSandbox>>(const std::string& language)>;
+  // Whether a refill may start now (Service: fewer runs in flight than the daemon has CPUs).
+  // Called by the refill thread with the pool's lock held: must not call into the pool.
+  using IdleCheck = std::function<bool()>;
 
-  // `sizes`: language -> sandboxes kept ready (0 or absent: none).
-  WarmPool(std::map<std::string, int64_t> sizes, Factory factory);
+  // `sizes`: language -> sandboxes kept ready (0 or absent: none). `idle` null: refills
+  // start as soon as a sandbox is taken. Otherwise a due refill waits (polling every
+  // kDeferredPoll) until `idle` says so: starting an interpreter costs as much CPU as a cold
+  // run's, so while every CPU runs a sandbox a refill only slows the runs in flight, and the
+  // runs that find the pool empty start cold at the same cost (issue 11 part 4).
+  WarmPool(std::map<std::string, int64_t> sizes, Factory factory, IdleCheck idle = nullptr);
   ~WarmPool();  // Stop()
   WarmPool(const WarmPool&) = delete;
   WarmPool& operator=(const WarmPool&) = delete;
@@ -83,6 +95,7 @@ class WarmPool {
   std::string Neediest() const;
 
   Factory factory_;
+  IdleCheck idle_;
   mutable std::mutex mu_;
   std::condition_variable wake_;
   std::map<std::string, Language> languages_;
