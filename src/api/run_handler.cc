@@ -443,15 +443,8 @@ Result<StepRun> Service::RunStep(const RunRequest& run, size_t i, const sandbox:
   if (warm_start && !result.ok() && !warm->used()) result = runner_->Run(spec, cgroup);
   if (!result.ok()) return result.error();
   StepRun ran = DescribeStep(config_, run, i, *result);
-  // A full disk is no limit the daemon enforces (the tmpfs refuses the write with ENOSPC, the
-  // program sees it as on any full disk), but the user should learn which limit it was.
-  if (auto left = sys::AvailableBytes(spec.workspace_dir); left.ok() && *left == 0) {
-    const bool installs = std::any_of(run.steps.begin(), run.steps.end(), IsInstallStep);
-    AppendLine(ran.step.stderr_stream.text,
-               "sandrun: the run's disk is full: the workspace and /tmp share " +
-                   std::to_string(run.limits.disk_mb) + " MiB (disk_mb" +
-                   (installs ? ", plus install_disk_mb for the install" : "") +
-                   "); a write past it fails with 'No space left on device'");
+  if (std::string note = DiskFullNote(run, spec.workspace_dir); !note.empty()) {
+    AppendLine(ran.step.stderr_stream.text, note);
   }
   return ran;
 }

@@ -295,4 +295,14 @@ void AppendLine(std::string& text, const std::string& line) {
   text += line + "\n";
 }
 
+std::string DiskFullNote(const RunRequest& run, const std::string& workspace_dir) {
+  auto left = sys::AvailableBytes(workspace_dir);
+  if (!left.ok() || *left != 0) return "";
+  const bool installs = std::any_of(run.steps.begin(), run.steps.end(), IsInstallStep);
+  return "sandrun: the run's disk is full: the workspace and /tmp share " +
+         std::to_string(run.limits.disk_mb) + " MiB (disk_mb" +
+         (installs ? ", plus install_disk_mb for the install" : "") +
+         "); a write past it fails with 'No space left on device'";
+}
+
 }  // namespace sandrun::api

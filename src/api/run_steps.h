@@ -128,4 +128,11 @@ void JoinStep(StepRun ran, bool headers, const std::string& title, RunResponse* 
 // Appends `line` to `text` on a line of its own.
 void AppendLine(std::string& text, const std::string& line);
 
+// The sandrun: line for a step or cell that left the run's disk full, or "" when it is not.
+// `workspace_dir`: the host path of the run's workspace tmpfs (a session's kernel's too);
+// full means statvfs(2) gives no byte available (an unreadable one counts as not full). A
+// full disk is no limit the daemon enforces (the tmpfs refuses the write with ENOSPC, and the
+// program sees it as on any full disk), but the user should learn which limit it was.
+std::string DiskFullNote(const RunRequest& run, const std::string& workspace_dir);
+
 }  // namespace sandrun::api

@@ -300,6 +300,9 @@ RunResponse Service::RunCells(const RunRequest& run, const std::string& id,
     kernel::ExecuteResult er =
         k.Execute(code, {budget.wall_ms, limits.cpu_time_s * 1000, budget.output_bytes});
     StepResult sr = DescribeCell(config_, run, i, er);
+    if (std::string note = DiskFullNote(run, k.workspace()); !note.empty()) {
+      AppendLine(sr.stderr_stream.text, note);
+    }
     const bool failed = sr.status != RunStatus::kOk;
     if (er.execution_count > 0) execution_count = er.execution_count;
     output_used += er.stdout_text.size() + er.stderr_text.size();

@@ -235,6 +235,31 @@ BOOST_AUTO_TEST_CASE(a_kernel_killed_by_its_memory_limit_restarts_and_says_so) {
   BOOST_TEST(Str(next, "stderr").find("memory_limit") != std::string::npos, Str(next, "stderr"));
 }
 
+// A cell that fills the session's disk is told which limit it was, as a stateless run is
+// (StorageLimits); the kernel lives on, and a cell with room left gets no such line.
+BOOST_AUTO_TEST_CASE(a_cell_that_fills_the_disk_is_told_which_limit_it_was) {
+  const std::map<std::string, int64_t> limits = {{"disk_mb", 8}};
+  auto full = PostRun(Stateful("alice", "disk",
+                               "import errno\n"
+                               "try:\n"
+                               "    with open('fill.bin', 'wb') as f:\n"
+                               "        f.write(bytes(20 << 20))\n"
+                               "except OSError as e:\n"
+                               "    print(errno.errorcode[e.errno])\n"
+                               "kept = 1",
+                               limits));
+  BOOST_TEST(Str(full, "status") == "ok", Str(full, "stderr"));
+  BOOST_TEST(Str(full, "stdout") == "ENOSPC\n", Str(full, "stderr"));
+  BOOST_TEST(Str(full, "stderr")
+                     .find("sandrun: the run's disk is full: the workspace and /tmp "
+                           "share 8 MiB (disk_mb)") != std::string::npos,
+             Str(full, "stderr"));
+  auto freed =
+      PostRun(Stateful("alice", "disk", "import os\nos.remove('fill.bin')\nprint(kept)", limits));
+  BOOST_TEST(Str(freed, "stdout") == "1\n", Str(freed, "stderr"));
+  BOOST_TEST(Str(freed, "stderr").find("disk is full") == std::string::npos, Str(freed, "stderr"));
+}
+
 BOOST_AUTO_TEST_CASE(an_idle_kernel_ends_after_kernel_idle_s) {
   auto set = PostRun(Stateful("alice", "idle", "w = 1"));
   BOOST_TEST(Str(set, "status") == "ok", Str(set, "stderr"));
