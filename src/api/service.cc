@@ -69,7 +69,7 @@ Service::Service(const config::Config& config, const sandbox::SandboxRunner* run
       pool_(
           WarmPoolSizes(config, runner != nullptr),
           [this](const std::string& language) { return MakeWarmSandbox(language); },
-          [this, cpus = UsableCpus()] { return admission_.active() < cpus; }),
+          RefillGate{[this] { return admission_.active(); }, UsableCpus()}),
       duration_buckets_(std::size(kDurationBucketsMs), 0) {
   if (runner_ != nullptr) environments_ = MakeEnvironmentStore();
 }
@@ -275,7 +275,7 @@ HttpResponse Service::HandleMetrics() const {
   per_language("sandrun_pool_refilling", "gauge", "1 while a warm sandbox is being started.",
                [](const WarmPoolStats& s) { return s.refilling ? 1 : 0; });
   per_language("sandrun_pool_deferred", "gauge",
-               "1 while a due refill waits for a CPU that no run is using.",
+               "1 while a due refill waits for the runs in flight to let it start.",
                [](const WarmPoolStats& s) { return s.deferred ? 1 : 0; });
   per_language("sandrun_pool_hits_total", "counter", "Runs served by a warm sandbox.",
                [](const WarmPoolStats& s) { return s.hits; });

@@ -1,12 +1,18 @@
 #include "api/warm_pool.h"
 
 #include <chrono>
+#include <optional>
 #include <vector>
 
 namespace sandrun::api {
 
-WarmPool::WarmPool(std::map<std::string, int64_t> sizes, Factory factory, IdleCheck idle)
-    : factory_(std::move(factory)), idle_(std::move(idle)) {
+bool RefillMayStart(const RefillGate& gate, int64_t in_flight, std::chrono::milliseconds waited) {
+  if (!gate.runs_in_flight || in_flight <= 0) return true;
+  return in_flight < gate.cpus && waited >= gate.patience;
+}
+
+WarmPool::WarmPool(std::map<std::string, int64_t> sizes, Factory factory, RefillGate gate)
+    : factory_(std::move(factory)), gate_(std::move(gate)) {
   for (const auto& [language, size] : sizes) {
     if (size > 0) languages_[language].stats.size = size;
   }
@@ -130,11 +136,17 @@ void WarmPool::Refill() {
       wake_.wait_until(lock, next_check);
       continue;
     }
-    if (idle_ && !idle_()) {
-      languages_[name].stats.deferred = true;
-      wake_.wait_for(lock, kDeferredPoll);
-      continue;
+    if (gate_.runs_in_flight) {
+      const auto now = std::chrono::steady_clock::now();
+      if (!due_since_) due_since_ = now;
+      const auto waited = std::chrono::duration_cast<std::chrono::milliseconds>(now - *due_since_);
+      if (!RefillMayStart(gate_, gate_.runs_in_flight(), waited)) {
+        languages_[name].stats.deferred = true;
+        wake_.wait_for(lock, kDeferredPoll);
+        continue;
+      }
     }
+    due_since_.reset();
     languages_[name].stats.deferred = false;
     languages_[name].stats.refilling = true;
     lock.unlock();
