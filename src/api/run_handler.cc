@@ -260,11 +260,11 @@ HttpResponse Service::HandleRun(const HttpRequest& request, bool trusted) {
   util::StampPhase("admitted");
 
   const std::string id = util::RandomHex(16);
-  if (run.stateful) {
-    return HandleStatefulRun(request, run, *live, std::move(preamble.plan), session, id);
-  }
   if (session.held()) {
     preamble.session_restarted = SessionRestarted(session_seen, session.created());
+  }
+  if (run.stateful) {
+    return HandleStatefulRun(request, run, *live, std::move(preamble), session, id);
   }
   return HandleStatelessRun(request, run, *live, std::move(preamble), session, id);
 }

@@ -222,8 +222,7 @@ class Service {
   // phases: CheckStateful, AcquireKernel, PlaceRunFiles, RunCells, PublishDisplays, then
   // ExportAndRespond as a stateless run.
   HttpResponse HandleStatefulRun(const HttpRequest& request, const RunRequest& run,
-                                 const config::Config& live,
-                                 std::optional<std::vector<PlanEntry>> plan,
+                                 const config::Config& live, RunPreamble preamble,
                                  const storage::SessionLock& session, const std::string& id);
   // The refusal of a stateful run this host or request cannot have (503 without cgroups,
   // 400 with stdin or a language other than python and bash) or nullopt.

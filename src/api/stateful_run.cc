@@ -240,8 +240,7 @@ std::optional<HttpResponse> Service::AcquireKernel(const RunRequest& run,
 }
 
 HttpResponse Service::HandleStatefulRun(const HttpRequest& request, const RunRequest& run,
-                                        const config::Config& live,
-                                        std::optional<std::vector<PlanEntry>> plan,
+                                        const config::Config& live, RunPreamble preamble,
                                         const storage::SessionLock& session,
                                         const std::string& id) {
   if (auto refused = CheckStateful(run)) return *refused;
@@ -256,8 +255,11 @@ HttpResponse Service::HandleStatefulRun(const HttpRequest& request, const RunReq
   if (auto refused = PlaceRunFiles(run, k.workspace(), &digests)) return *refused;
   std::vector<kernel::RichOutput> rich;
   RunResponse response = RunCells(run, id, &acquired, &rich);
+  std::optional<std::vector<PlanEntry>>& plan = preamble.plan;
   if (plan && response.steps) MarkBlocksNotRun(run.steps, *response.steps, response.status, &*plan);
   response.plan = std::move(plan);
+  response.session_restarted = preamble.session_restarted;
+  response.environment = std::move(preamble.environment);
   PublishDisplays(request, run, live, id, rich, &response);
   return ExportAndRespond(request, run, live, k.workspace(), "", &digests, session, response);
 }
