@@ -34,14 +34,32 @@ Room MakeRoom(const std::vector<KernelSlot>& slots, int64_t max_kernels) {
   return room;
 }
 
+namespace {
+
+// "name a -> b" of one limit, with byte limits in MiB as the request gives them.
+void NameChange(const char* name, uint64_t live, uint64_t wanted, uint64_t unit, std::string* out) {
+  if (live == wanted) return;
+  if (!out->empty()) *out += ", ";
+  *out += std::string(name) + " " + std::to_string(live / unit) + " -> " +
+          std::to_string(wanted / unit);
+}
+
+}  // namespace
+
 std::string ReplaceReason(const KernelTerms& live, const KernelTerms& wanted) {
   const sandbox::SandboxLimits& a = live.limits;
   const sandbox::SandboxLimits& b = wanted.limits;
-  if (a.memory_bytes != b.memory_bytes || a.processes != b.processes ||
-      a.file_size_bytes != b.file_size_bytes || a.disk_bytes != b.disk_bytes ||
-      a.open_files != b.open_files) {
-    return "this run asks for other limits (memory_mb, processes, file_size_mb, disk_mb) than "
-           "the kernel was started with";
+  constexpr uint64_t kMiB = 1ull << 20;
+  std::string changed;
+  NameChange("memory_mb", a.memory_bytes, b.memory_bytes, kMiB, &changed);
+  NameChange("processes", static_cast<uint64_t>(a.processes), static_cast<uint64_t>(b.processes), 1,
+             &changed);
+  NameChange("file_size_mb", a.file_size_bytes, b.file_size_bytes, kMiB, &changed);
+  NameChange("disk_mb", a.disk_bytes, b.disk_bytes, kMiB, &changed);
+  NameChange("open_files", static_cast<uint64_t>(a.open_files), static_cast<uint64_t>(b.open_files),
+             1, &changed);
+  if (!changed.empty()) {
+    return "this run asks for other limits than the kernel was started with (" + changed + ")";
   }
   if (live.network != wanted.network) {
     // A sandbox's network namespace is set up before its program starts (network.h): the

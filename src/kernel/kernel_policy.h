@@ -42,7 +42,8 @@ struct KernelTerms {
 
 // Why a live kernel started on `live` terms cannot serve a run that asks for `wanted`, as
 // a clause for the run's stderr ("this run asks for the network on ..."); "" when it can.
-// A change of limits is named before one of the network. Pure.
+// A change of limits is named before one of the network, each changed limit by its request
+// field with both values ("memory_mb 512 -> 1024"; the others are not named). Pure.
 std::string ReplaceReason(const KernelTerms& live, const KernelTerms& wanted);
 
 }  // namespace sandrun::kernel

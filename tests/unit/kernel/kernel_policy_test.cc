@@ -70,4 +70,20 @@ BOOST_AUTO_TEST_CASE(other_limits_replace_the_kernel_and_are_named_first) {
   BOOST_TEST(kernel::ReplaceReason(live, wanted).find("other limits") != std::string::npos);
 }
 
+BOOST_AUTO_TEST_CASE(only_the_limits_that_changed_are_named_with_both_values) {
+  kernel::KernelTerms live, wanted;
+  live.limits.memory_bytes = 512ull << 20;
+  live.limits.processes = 64;
+  live.limits.disk_bytes = 256ull << 20;
+  wanted = live;
+  wanted.limits.memory_bytes = 1024ull << 20;
+  BOOST_TEST(kernel::ReplaceReason(live, wanted) ==
+             "this run asks for other limits than the kernel was started with (memory_mb 512 "
+             "-> 1024)");
+  wanted.limits.processes = 32;
+  BOOST_TEST(kernel::ReplaceReason(live, wanted) ==
+             "this run asks for other limits than the kernel was started with (memory_mb 512 "
+             "-> 1024, processes 64 -> 32)");
+}
+
 BOOST_AUTO_TEST_SUITE_END()
