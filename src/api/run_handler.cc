@@ -476,8 +476,9 @@ HttpResponse Service::ExportAndRespond(const HttpRequest& request, const RunRequ
   const config::Limits& limits = run.limits;
   storage::ExportOptions export_options;
   export_options.max_files = static_cast<int>(limits.max_files);
-  // A file as large as RLIMIT_FSIZE was most likely cut short by it: treat as too large.
-  export_options.max_file_bytes = (static_cast<uint64_t>(limits.file_size_mb) << 20) - 1;
+  // A file of file_size_mb is whole; a larger one was cut by RLIMIT_FSIZE, set a block above
+  // it (sandbox::RlimitFsizeBytes), and is skipped as too_large.
+  export_options.max_file_bytes = static_cast<uint64_t>(limits.file_size_mb) << 20;
   // What the program showed; a saved file it showed is exported even when unchanged.
   std::string displays_note;
   const DisplayManifest manifest = outputs_dir.empty()

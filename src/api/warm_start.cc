@@ -57,7 +57,8 @@ std::map<std::string, int64_t> WarmPoolSizes(const config::Config& config, bool 
 
 std::string WarmStartLine(const sandbox::SandboxSpec& spec) {
   return std::to_string(spec.limits.cpu_time_s) + " " +
-         std::to_string(spec.limits.file_size_bytes) + " " + spec.argv.back() + "\n";
+         std::to_string(sandbox::RlimitFsizeBytes(spec.limits.file_size_bytes)) + " " +
+         spec.argv.back() + "\n";
 }
 
 std::unique_ptr<WarmSandbox> Service::TakeWarmSandbox(const RunRequest& run, bool session_held,

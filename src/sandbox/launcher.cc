@@ -36,7 +36,7 @@ std::vector<InitRlimit> Rlimits(const SandboxLimits& limits, bool have_cgroups) 
       // SIGXCPU at the soft limit, SIGKILL one second later (setrlimit(2)).
       {RLIMIT_CPU, static_cast<rlim_t>(limits.cpu_time_s),
        static_cast<rlim_t>(limits.cpu_time_s + 1)},
-      both(RLIMIT_FSIZE, limits.file_size_bytes),
+      both(RLIMIT_FSIZE, RlimitFsizeBytes(limits.file_size_bytes)),
       both(RLIMIT_NOFILE, static_cast<rlim_t>(limits.open_files)),
       both(RLIMIT_CORE, 0),
       both(RLIMIT_MEMLOCK, 64 * 1024),

@@ -24,10 +24,20 @@ struct SandboxLimits {
   uint64_t memory_bytes = 0;     // cgroup memory limit, swap 0
   int64_t processes = 0;         // cgroup pids.max
   uint64_t output_bytes = 0;     // stdout + stderr together; past it the run is stopped
-  uint64_t file_size_bytes = 0;  // RLIMIT_FSIZE
+  uint64_t file_size_bytes = 0;  // largest complete file; RLIMIT_FSIZE is RlimitFsizeBytes of it
   uint64_t disk_bytes = 0;       // size= of /tmp and /dev/shm tmpfs
   int64_t open_files = 256;      // RLIMIT_NOFILE (not a request limit)
 };
+
+// RLIMIT_FSIZE for a largest complete file of `file_size_bytes`: one 1024-byte block more
+// (bash's `ulimit -f` counts in blocks), so a file of exactly file_size_bytes is written
+// whole and one that tried to grow past it is cut at a size above the limit, which the export
+// then skips as too_large (a file cut at exactly the limit could not be told from a complete
+// one). Safe after fork.
+constexpr uint64_t kFileSizeSlackBytes = 1024;
+constexpr uint64_t RlimitFsizeBytes(uint64_t file_size_bytes) {
+  return file_size_bytes + kFileSizeSlackBytes;
+}
 
 // Outbound network of a run (issue 9; network.h): off unless `enabled`.
 struct NetworkSpec {

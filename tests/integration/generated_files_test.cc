@@ -137,6 +137,33 @@ BOOST_AUTO_TEST_CASE(symlink_to_host_file_is_skipped) {
   }
 }
 
+// file_size_mb is the largest whole file: a file of exactly that size is exported, a larger
+// one is cut by RLIMIT_FSIZE above the limit and skipped as too_large (never published cut).
+BOOST_AUTO_TEST_CASE(a_file_of_exactly_file_size_mb_is_exported_and_a_larger_one_is_not) {
+  for (const char* language : {"python", "bash"}) {
+    BOOST_TEST_CONTEXT(language) {
+      const std::string code =
+          std::string(language) == "python"
+              ? "open('exact.bin', 'wb').write(b'x' * (1 << 20))\n"
+                "try:\n    open('over.bin', 'wb').write(b'y' * (2 << 20))\n"
+                "except OSError as e:\n    print('refused', e.errno)\n"
+              : "head -c 1048576 /dev/zero > exact.bin\n"
+                "head -c 2097152 /dev/zero > over.bin 2>/dev/null || echo refused\n";
+      auto doc = PostRun(RunRequest(language, code, {{"file_size_mb", 1}}));
+      BOOST_TEST(Str(doc, "status") == "ok", Str(doc, "stderr"));
+      BOOST_TEST(Str(doc, "stdout").rfind("refused", 0) == 0, Str(doc, "stdout"));
+      const rapidjson::Value* exact = FindByPath(doc, "files", "exact.bin");
+      BOOST_REQUIRE_MESSAGE(exact != nullptr, "exact.bin not exported: " << Str(doc, "stderr"));
+      BOOST_TEST(Int(*exact, "size") == 1 << 20);
+      BOOST_TEST(GetUrl(Str(*exact, "url")).body.size() == size_t{1} << 20);
+      BOOST_TEST(FindByPath(doc, "files", "over.bin") == nullptr, "a cut file was published");
+      const rapidjson::Value* over = FindByPath(doc, "files_skipped", "over.bin");
+      BOOST_REQUIRE_MESSAGE(over != nullptr, "over.bin not in files_skipped");
+      BOOST_TEST(Str(*over, "reason") == "too_large");
+    }
+  }
+}
+
 BOOST_AUTO_TEST_SUITE_END()
 
 }  // namespace sandrun::integration
