@@ -452,7 +452,13 @@ sr_wait_healthy() {
       sr_print_logs
       sr_die "nginx exited during start-up"
     fi
-    body="$(curl -s -w '\n%{http_code}' --max-time 10 "$url" || true)"
+    # Not before the daemon's socket exists: nginx would log a [crit] connect() failure for
+    # every early try, which reads as a fault in a log that has none.
+    if [[ -n ${SR_FCGI_SOCKET:-} && ! -S $SR_FCGI_SOCKET ]]; then
+      body=$'\nno socket yet'
+    else
+      body="$(curl -s -w '\n%{http_code}' --max-time 10 "$url" || true)"
+    fi
     code="${body##*$'\n'}"
     [[ $code == 200 ]] && return 0
     # The daemon listens only after its sandbox self-test: its own 503 is final.
@@ -467,7 +473,7 @@ sr_wait_healthy() {
       echo >&2
       sr_die "GET $url did not answer 200 within ${timeout}s (last status: $code)"
     fi
-    sleep 0.5
+    if [[ $code == "no socket yet" ]]; then sleep 0.1; else sleep 0.5; fi
   done
 }
 
