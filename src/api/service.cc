@@ -6,6 +6,7 @@
 #include <signal.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <sstream>
 
 #include "api/openapi.h"
@@ -39,6 +40,30 @@ int64_t UsableCpus() {
   return std::max(1, CPU_COUNT(&set));
 }
 
+// Tasks on the host's run queues now, the caller included (the fourth field of /proc/loadavg
+// before the '/', proc(5)), or -1 when it cannot be read.
+int64_t RunnableTasks() {
+  FILE* f = std::fopen("/proc/loadavg", "re");
+  if (f == nullptr) return -1;
+  double avg[3];
+  long long runnable = -1;
+  if (std::fscanf(f, "%lf %lf %lf %lld/", &avg[0], &avg[1], &avg[2], &runnable) != 4) {
+    runnable = -1;
+  }
+  std::fclose(f);
+  return runnable;
+}
+
+// The refill gate's load: the runs admitted, and of them at most as many as there are tasks
+// runnable besides the refill thread asking (a run that sleeps or waits uses no CPU).
+RefillLoad RunLoad(int64_t in_flight) {
+  RefillLoad load{in_flight, in_flight};
+  if (in_flight <= 0) return load;
+  const int64_t runnable = RunnableTasks();
+  if (runnable > 0) load.on_cpu = std::min(in_flight, runnable - 1);
+  return load;
+}
+
 }  // namespace
 
 HttpResponse ErrorResponse(int status, const std::string& code, const std::string& message,
@@ -69,7 +94,7 @@ Service::Service(const config::Config& config, const sandbox::SandboxRunner* run
       pool_(
           WarmPoolSizes(config, runner != nullptr),
           [this](const std::string& language) { return MakeWarmSandbox(language); },
-          RefillGate{[this] { return admission_.active(); }, UsableCpus()}),
+          RefillGate{[this] { return RunLoad(admission_.active()); }, UsableCpus()}),
       duration_buckets_(std::size(kDurationBucketsMs), 0) {
   if (runner_ != nullptr) environments_ = MakeEnvironmentStore();
 }

@@ -1,14 +1,15 @@
 #include "api/warm_pool.h"
 
+#include <algorithm>
 #include <chrono>
 #include <optional>
 #include <vector>
 
 namespace sandrun::api {
 
-bool RefillMayStart(const RefillGate& gate, int64_t in_flight, std::chrono::milliseconds waited) {
-  if (!gate.runs_in_flight || in_flight <= 0) return true;
-  return in_flight < gate.cpus && waited >= gate.patience;
+bool RefillMayStart(const RefillGate& gate, RefillLoad load, std::chrono::milliseconds waited) {
+  if (!gate.load || load.in_flight <= 0) return true;
+  return std::min(load.on_cpu, load.in_flight) < gate.cpus && waited >= gate.patience;
 }
 
 WarmPool::WarmPool(std::map<std::string, int64_t> sizes, Factory factory, RefillGate gate)
@@ -136,11 +137,11 @@ void WarmPool::Refill() {
       wake_.wait_until(lock, next_check);
       continue;
     }
-    if (gate_.runs_in_flight) {
+    if (gate_.load) {
       const auto now = std::chrono::steady_clock::now();
       if (!due_since_) due_since_ = now;
       const auto waited = std::chrono::duration_cast<std::chrono::milliseconds>(now - *due_since_);
-      if (!RefillMayStart(gate_, gate_.runs_in_flight(), waited)) {
+      if (!RefillMayStart(gate_, gate_.load(), waited)) {
         languages_[name].stats.deferred = true;
         wake_.wait_for(lock, kDeferredPoll);
         continue;

@@ -58,19 +58,24 @@ struct WarmPoolStats {
 // the sandbox slows that run (measured on a 2-CPU VM: a pooled `bash true` 14-18 ms with the
 // refill beside it, 10.8 ms without); while every CPU runs a sandbox it only slows the runs in
 // flight, and the runs that find the pool empty start cold at the same cost. So a refill
-// starts at once when no run is in flight; after `patience` while fewer runs than `cpus` are
-// (a long run does not keep the pool empty); never while `cpus` or more are.
+// starts at once when no run is in flight; after `patience` while fewer runs than `cpus` use
+// a CPU (a long run does not keep the pool empty, nor do runs that sleep or wait for input
+// or the network); never while `cpus` or more do.
+struct RefillLoad {
+  int64_t in_flight = 0;  // runs admitted and not ended
+  int64_t on_cpu = 0;     // of those, how many use a CPU now (at most in_flight)
+};
 struct RefillGate {
-  std::function<int64_t()> runs_in_flight;  // null: refills start as soon as one is due
-  int64_t cpus = 1;                         // CPUs the daemon may use
+  std::function<RefillLoad()> load;  // null: refills start as soon as one is due
+  int64_t cpus = 1;                  // CPUs the daemon may use
   std::chrono::milliseconds patience{100};
 };
 
 // How often a deferred refill asks the gate again.
 constexpr std::chrono::milliseconds kDeferredPoll{20};
 
-// Whether a refill due for `waited` may start with `in_flight` runs (RefillGate). Pure.
-bool RefillMayStart(const RefillGate& gate, int64_t in_flight, std::chrono::milliseconds waited);
+// Whether a refill due for `waited` may start under `load` (RefillGate). Pure.
+bool RefillMayStart(const RefillGate& gate, RefillLoad load, std::chrono::milliseconds waited);
 
 class WarmPool {
  public:
@@ -79,8 +84,8 @@ class WarmPool {
 
   // `sizes`: language -> sandboxes kept ready (0 or absent: none). A due refill waits
   // (asking again every kDeferredPoll, shown as `deferred`) until `gate` lets it start.
-  // gate.runs_in_flight is called by the refill thread with the pool's lock held: it must
-  // not call into the pool.
+  // gate.load is called by the refill thread with the pool's lock held: it must not call
+  // into the pool.
   WarmPool(std::map<std::string, int64_t> sizes, Factory factory, RefillGate gate = {});
   ~WarmPool();  // Stop()
   WarmPool(const WarmPool&) = delete;
