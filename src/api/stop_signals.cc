@@ -14,10 +14,6 @@ sigset_t BlockStopSignals() {
   sigaddset(&stop, SIGTERM);
   sigaddset(&stop, SIGINT);
   sigaddset(&stop, SIGHUP);
-  // A signal ignored when the daemon was started (`cmd &` in a script leaves SIGINT ignored,
-  // nohup SIGHUP) is discarded, not queued, so sigwait would never see it (signal(7)): the
-  // daemon takes them all, whatever it inherited.
-  for (int sig : {SIGTERM, SIGINT, SIGHUP}) ::signal(sig, SIG_DFL);
   pthread_sigmask(SIG_BLOCK, &stop, nullptr);
   return stop;
 }

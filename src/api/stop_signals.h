@@ -21,8 +21,7 @@
 namespace sandrun::api {
 
 // Blocks SIGTERM, SIGINT and SIGHUP in the calling thread, and so in every thread started
-// after it; StopSignals waits for them (sigwait). Sets their disposition to SIG_DFL first: one
-// inherited as ignored would be discarded unseen. Call it before starting any thread.
+// after it; StopSignals waits for them (sigwait). Call it before starting any thread.
 sigset_t BlockStopSignals();
 
 // The thread that waits for the signals. It refers to nothing of its owner's after Join

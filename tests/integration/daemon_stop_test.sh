@@ -74,3 +74,25 @@ fi
 orphan=""
 grep -q 'signal 15: stopping' "$top/log" || fail "sandrund did not stop on its parent-death signal"
 printf 'ok: sandrund stopped on SIGTERM when its parent died\n'
+
+# Started with SIGINT ignored, as `scripts/serve &` in a script leaves it (a background job of
+# a non-interactive shell ignores SIGINT, and exec keeps that): a Ctrl-C or `kill -INT` to the
+# process group must still stop sandrund. It does because the daemon blocks its stop signals
+# for sigwait: a blocked signal is queued even when its disposition is SIG_IGN (the kernel's
+# sig_ignored(): "Blocked signals are never ignored").
+: >"$top/log"
+bash -c 'trap "" INT; exec "$0" --config "$1"' "$daemon" "$top/config.json" >>"$top/log" 2>&1 &
+pid=$!
+wait_listening "$pid" "sandrund started with SIGINT ignored"
+kill -INT "$pid"
+for _ in $(seq 1 300); do
+  kill -0 "$pid" 2>/dev/null || break
+  sleep 0.1
+done
+kill -0 "$pid" 2>/dev/null && fail "sandrund started with SIGINT ignored still runs 30 s after SIGINT"
+rc=0
+wait "$pid" || rc=$?
+pid=""
+[[ $rc -eq 0 ]] || fail "sandrund exited with status $rc after SIGINT"
+grep -q 'signal 2: stopping' "$top/log" || fail "sandrund did not log its stop on SIGINT"
+printf 'ok: sandrund started with SIGINT ignored stops on SIGINT\n'
