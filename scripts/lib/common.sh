@@ -418,6 +418,13 @@ sr_stack_start() {
   # For whoever watches this stack from outside (scripts/cluster's nodes, tests).
   printf '%s\n' "$SR_DAEMON_PID" >"$SR_STATE/daemon.pid"
 
+  # nginx only once the daemon listens: a request before that (a client polling /readyz)
+  # would get a 502 and leave a [crit] connect() line in nginx's error.log.
+  local deadline=$((SECONDS + ${SANDRUN_SCRIPT_HEALTH_TIMEOUT_S:-60}))
+  while [[ ! -S $SR_FCGI_SOCKET ]] && kill -0 "$SR_DAEMON_PID" 2>/dev/null &&
+    ((SECONDS < deadline)); do
+    sleep 0.05
+  done
   sr_log "starting nginx on $listen as user $SR_NGINX_USER (logs: $SR_NGINX_DIR/logs/)"
   setpriv --pdeathsig TERM -- nginx -p "$SR_NGINX_DIR/" -c "$SR_NGINX_DIR/nginx.conf" \
     -g 'daemon off;' </dev/null &
