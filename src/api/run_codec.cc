@@ -674,6 +674,8 @@ void EncodeKernel(Writer& w, const KernelInfo& kernel) {
   String(w, kernel.status);
   Key(w, "execution_count");
   w.Int(kernel.execution_count);
+  Key(w, "ended");
+  w.Bool(kernel.ended);
   w.EndObject();
 }
 

@@ -159,6 +159,9 @@ struct KernelInfo {
   // (a new kernel: the previous one died, was stopped at a limit, ended idle or evicted).
   std::string status;
   int execution_count = 0;  // IPython's counter of the cell that ran (the last one)
+  // This run ended the kernel (stopped at a limit it could not be interrupted from, or it
+  // died): the next run of the session gets a new one, status "restarted".
+  bool ended = false;
 };
 
 struct RunResponse {

@@ -283,6 +283,7 @@ RunResponse Service::RunCells(const RunRequest& run, const std::string& id,
   const auto start = std::chrono::steady_clock::now();
   uint64_t output_used = 0;
   int execution_count = 0;
+  bool ended = false;
   for (size_t i : programs) {
     const CodeStep& step = run.steps[i];
     StepBudget budget;
@@ -311,13 +312,14 @@ RunResponse Service::RunCells(const RunRequest& run, const std::string& id,
     JoinCell(std::move(sr), er, programs.size() > 1, step.title, &response);
     for (auto& d : er.displays) rich->push_back(std::move(d));
     if (er.kernel_lost) {
+      ended = true;
       acquired->lease.SetLostReason("the previous run stopped it (" +
                                     std::string(RunStatusName(StatusOfCell(er.status))) + ")");
       break;
     }
     if (failed && !run.continue_on_error) break;
   }
-  response.kernel = KernelInfo{acquired->status, execution_count};
+  response.kernel = KernelInfo{acquired->status, execution_count, ended};
   return response;
 }
 

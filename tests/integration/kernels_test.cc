@@ -235,6 +235,11 @@ BOOST_AUTO_TEST_CASE(a_kernel_killed_by_its_memory_limit_restarts_and_says_so) {
   auto hog = PostRun(
       Stateful("alice", "oom", "b = []\nwhile True:\n    b.append(bytearray(16 << 20))", limits));
   BOOST_TEST(Str(hog, "status") == "memory_limit", Str(hog, "stderr"));
+  // The answer says this run ended its kernel, as stderr does (kernel.status says how the
+  // run got it: kept).
+  BOOST_TEST_REQUIRE(hog.HasMember("kernel"));
+  BOOST_TEST((hog["kernel"].HasMember("ended") && hog["kernel"]["ended"].GetBool()));
+  BOOST_TEST(!set["kernel"]["ended"].GetBool());
   auto next = PostRun(Stateful("alice", "oom", "print('z' in globals())", limits));
   BOOST_TEST(Str(next, "stdout") == "False\n", Str(next, "stderr"));
   BOOST_TEST(KernelStatus(next) == "restarted");

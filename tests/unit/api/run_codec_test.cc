@@ -226,7 +226,8 @@ BOOST_AUTO_TEST_CASE(encodes_every_member_in_the_documented_order) {
       R"j(],"environment":{"id":"env1","packages":["numpy==1"],"status":"built","build_ms":123)j"
       R"j(4},"plan":[{"index":0,"language":"python","run":true,"reason":"main code"},{"index":)j"
       R"j(1,"language":"","run":false,"reason":"no"}],"kernel":{"status":"kept","execution_cou)j"
-      R"j(nt":3},"session_restarted":true,"limits":{"wall_time_s":10,"cpu_time_s":10,"memory_m)j"
+      R"j(nt":3,"ended":false},)j"
+      R"j("session_restarted":true,"limits":{"wall_time_s":10,"cpu_time_s":10,"memory_m)j"
       R"j(b":512,"processes":64,"output_bytes":1048576,"max_files":100,"file_size_mb":10,"disk)j"
       R"j(_mb":100}})j";
   BOOST_TEST(api::EncodeRunResponse(FullResponse()) == expected);
