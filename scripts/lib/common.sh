@@ -442,6 +442,18 @@ sr_print_logs() {
   done
 }
 
+# Exits 0 (the caller's EXIT trap stops the rest of the stack) when NAME, nginx or sandrund,
+# exited with status RC 0: each exits 0 only when told to stop. A shell that runs in the
+# background of a script (`scripts/serve &`) ignores SIGINT and cannot trap it, so a Ctrl-C
+# or `kill -INT` to the process group stops only those two; the stack then ends as asked,
+# at any point of its life. Returns for any other status.
+# Usage: sr_end_if_stopped RC NAME
+sr_end_if_stopped() {
+  (($1 == 0)) || return 0
+  sr_log "$2 stopped on a signal; stopping the stack"
+  exit 0
+}
+
 # Waits until GET /healthz through nginx answers 200.
 # Usage: sr_wait_healthy URL TIMEOUT_S
 sr_wait_healthy() {
@@ -452,20 +464,18 @@ sr_wait_healthy() {
       rc=0
       wait "$SR_DAEMON_PID" || rc=$?
       SR_DAEMON_PID=""
+      sr_end_if_stopped "$rc" sandrund
       sr_print_logs
       sr_die "sandrund exited during start-up (status $rc)"
     fi
     if ! kill -0 "$SR_NGINX_PID" 2>/dev/null; then
+      rc=0
+      wait "$SR_NGINX_PID" || rc=$?
+      sr_end_if_stopped "$rc" nginx
       sr_print_logs
-      sr_die "nginx exited during start-up"
+      sr_die "nginx exited during start-up (status $rc)"
     fi
-    # Not before the daemon's socket exists: nginx would log a [crit] connect() failure for
-    # every early try, which reads as a fault in a log that has none.
-    if [[ -n ${SR_FCGI_SOCKET:-} && ! -S $SR_FCGI_SOCKET ]]; then
-      body=$'\nno socket yet'
-    else
-      body="$(curl -s -w '\n%{http_code}' --max-time 10 "$url" || true)"
-    fi
+    body="$(curl -s -w '\n%{http_code}' --max-time 10 "$url" || true)"
     code="${body##*$'\n'}"
     [[ $code == 200 ]] && return 0
     # The daemon listens only after its sandbox self-test: its own 503 is final.
@@ -480,7 +490,7 @@ sr_wait_healthy() {
       echo >&2
       sr_die "GET $url did not answer 200 within ${timeout}s (last status: $code)"
     fi
-    if [[ $code == "no socket yet" ]]; then sleep 0.1; else sleep 0.5; fi
+    sleep 0.5
   done
 }
 

@@ -2,11 +2,9 @@
 
 #include <rapidjson/stringbuffer.h>
 #include <rapidjson/writer.h>
-#include <sched.h>
 #include <signal.h>
 
 #include <algorithm>
-#include <cstdio>
 #include <sstream>
 
 #include "api/openapi.h"
@@ -31,37 +29,12 @@ std::string JsonString(const std::string& raw) {
   return buffer.GetString();
 }
 
-// The CPUs this process may run on (sched_getaffinity(2): a cpuset or taskset counts), at
-// least 1.
-int64_t UsableCpus() {
-  cpu_set_t set;
-  CPU_ZERO(&set);
-  if (::sched_getaffinity(0, sizeof set, &set) != 0) return 1;
-  return std::max(1, CPU_COUNT(&set));
-}
-
-// Tasks on the host's run queues now, the caller included (the fourth field of /proc/loadavg
-// before the '/', proc(5)), or -1 when it cannot be read.
-int64_t RunnableTasks() {
-  FILE* f = std::fopen("/proc/loadavg", "re");
-  if (f == nullptr) return -1;
-  double avg[3];
-  long long runnable = -1;
-  if (std::fscanf(f, "%lf %lf %lf %lld/", &avg[0], &avg[1], &avg[2], &runnable) != 4) {
-    runnable = -1;
-  }
-  std::fclose(f);
-  return runnable;
-}
-
-// The refill gate's load: the runs admitted, and of them at most as many as there are tasks
-// runnable besides the refill thread asking (a run that sleeps or waits uses no CPU).
+// The refill gate's load: the runs admitted, and the tasks runnable besides the refill
+// thread asking (RefillMayStart counts at most the runs of them: a run that sleeps or waits
+// uses no CPU); every run counts as on a CPU when /proc/loadavg cannot be read.
 RefillLoad RunLoad(int64_t in_flight) {
-  RefillLoad load{in_flight, in_flight};
-  if (in_flight <= 0) return load;
-  const int64_t runnable = RunnableTasks();
-  if (runnable > 0) load.on_cpu = std::min(in_flight, runnable - 1);
-  return load;
+  const int64_t runnable = sys::RunnableTasks();
+  return RefillLoad{in_flight, runnable > 0 ? runnable - 1 : in_flight};
 }
 
 }  // namespace
@@ -94,7 +67,7 @@ Service::Service(const config::Config& config, const sandbox::SandboxRunner* run
       pool_(
           WarmPoolSizes(config, runner != nullptr),
           [this](const std::string& language) { return MakeWarmSandbox(language); },
-          RefillGate{[this] { return RunLoad(admission_.active()); }, UsableCpus()}),
+          RefillGate{[this] { return RunLoad(admission_.active()); }, sys::UsableCpus()}),
       duration_buckets_(std::size(kDurationBucketsMs), 0) {
   if (runner_ != nullptr) environments_ = MakeEnvironmentStore();
 }

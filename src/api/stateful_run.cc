@@ -259,7 +259,6 @@ HttpResponse Service::HandleStatefulRun(const HttpRequest& request, const RunReq
   if (plan && response.steps) MarkBlocksNotRun(run.steps, *response.steps, response.status, &*plan);
   response.plan = std::move(plan);
   response.session_restarted = preamble.session_restarted;
-  response.environment = std::move(preamble.environment);
   PublishDisplays(request, run, live, id, rich, &response);
   return ExportAndRespond(request, run, live, k.workspace(), "", &digests, session, response);
 }

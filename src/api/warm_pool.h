@@ -63,7 +63,7 @@ struct WarmPoolStats {
 // or the network); never while `cpus` or more do.
 struct RefillLoad {
   int64_t in_flight = 0;  // runs admitted and not ended
-  int64_t on_cpu = 0;     // of those, how many use a CPU now (at most in_flight)
+  int64_t on_cpu = 0;     // tasks using a CPU now; at most in_flight of them are runs
 };
 struct RefillGate {
   std::function<RefillLoad()> load;  // null: refills start as soon as one is due

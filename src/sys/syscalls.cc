@@ -1,6 +1,7 @@
 #include "sys/syscalls.h"
 
 #include <fcntl.h>
+#include <sched.h>
 #include <signal.h>
 #include <spawn.h>
 #include <sys/mman.h>
@@ -12,6 +13,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 
@@ -280,6 +282,36 @@ std::string FirstUnsearchableDir(const std::string& path) {
     pos = next;
   }
   return "";
+}
+
+int64_t UsableCpus() {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  if (::sched_getaffinity(0, sizeof set, &set) != 0) return 1;
+  return std::max(1, CPU_COUNT(&set));
+}
+
+int64_t RunnableTasks() {
+  auto text = ReadFile("/proc/loadavg", 256);
+  return text.ok() ? RunnableTasksOf(*text) : -1;
+}
+
+int64_t RunnableTasksOf(const std::string& loadavg) {
+  // Three averages, then "running/total".
+  size_t at = 0;
+  for (int field = 0; field < 3; ++field) {
+    at = loadavg.find(' ', at);
+    if (at == std::string::npos) return -1;
+    ++at;
+  }
+  const size_t slash = loadavg.find('/', at);
+  if (slash == std::string::npos || slash == at || slash - at > 18) return -1;
+  int64_t n = 0;
+  for (size_t i = at; i < slash; ++i) {
+    if (loadavg[i] < '0' || loadavg[i] > '9') return -1;
+    n = n * 10 + (loadavg[i] - '0');
+  }
+  return n;
 }
 
 }  // namespace sandrun::sys

@@ -136,4 +136,14 @@ int LastErrno();
 // setxid_mark_thread).
 bool SetIdsOfThisThread(uid_t uid, gid_t gid);
 
+// The CPUs this process may run on (sched_getaffinity(2): a cpuset or taskset counts), at
+// least 1.
+int64_t UsableCpus();
+// Tasks on the host's run queues now, the caller included (RunnableTasksOf /proc/loadavg), or
+// -1 when it cannot be read.
+int64_t RunnableTasks();
+// The fourth field of a /proc/loadavg text before its '/' ("0.15 0.03 0.01 2/123 4567" -> 2,
+// proc(5)), or -1 when the text is not of that form. Pure.
+int64_t RunnableTasksOf(const std::string& loadavg);
+
 }  // namespace sandrun::sys

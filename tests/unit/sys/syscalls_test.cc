@@ -171,4 +171,17 @@ BOOST_AUTO_TEST_CASE(a_signal_free_thread_blocks_every_signal_and_leaves_its_sta
   starter.join();
 }
 
+// The warm pool's refill gate counts the runs on a CPU from /proc/loadavg (proc(5)).
+BOOST_AUTO_TEST_CASE(runnable_tasks_are_read_from_loadavg) {
+  using sandrun::sys::RunnableTasksOf;
+  BOOST_TEST(RunnableTasksOf("0.15 0.03 0.01 2/123 4567\n") == 2);
+  BOOST_TEST(RunnableTasksOf("12.00 8.50 4.25 17/2048 99") == 17);
+  for (const char* bad : {"", "0.15 0.03 0.01", "0.15 0.03 0.01 /123 1", "0.1 0.2 0.3 x/12 1",
+                          "0.1 0.2 0.3 12 1", "0.1 0.2 0.3 99999999999999999999/1 1"}) {
+    BOOST_TEST(RunnableTasksOf(bad) == -1, bad);
+  }
+  BOOST_TEST(sandrun::sys::RunnableTasks() >= 1, "this test itself is running");
+  BOOST_TEST(sandrun::sys::UsableCpus() >= 1);
+}
+
 BOOST_AUTO_TEST_SUITE_END()
