@@ -85,16 +85,18 @@ Result<std::string> ReadFile(const std::string& path, size_t max_bytes) {
 }
 
 Status MakeDirs(const std::string& path, int mode) {
-  std::string partial;
-  size_t pos = 0;
-  while (pos <= path.size()) {
-    size_t next = path.find('/', pos);
-    if (next == std::string::npos) next = path.size();
-    partial = path.substr(0, next);
-    if (!partial.empty() && ::mkdir(partial.c_str(), mode) != 0 && errno != EEXIST) {
-      return ErrnoError("mkdir " + partial);
-    }
-    pos = next + 1;
+  // The directory itself first, its parents only when it cannot be made (ENOENT): most calls
+  // make one directory in a parent that exists, with one mkdir(2) instead of one per level.
+  if (path.empty() || ::mkdir(path.c_str(), static_cast<mode_t>(mode)) == 0 || errno == EEXIST) {
+    return OkStatus();
+  }
+  if (errno != ENOENT) return ErrnoError("mkdir " + path);
+  const size_t end = path.find_last_not_of('/');
+  const size_t slash = end == std::string::npos ? std::string::npos : path.rfind('/', end);
+  if (slash == std::string::npos || slash == 0) return ErrnoError("mkdir " + path);
+  if (Status s = MakeDirs(path.substr(0, slash), mode); !s.ok()) return s;
+  if (::mkdir(path.c_str(), static_cast<mode_t>(mode)) != 0 && errno != EEXIST) {
+    return ErrnoError("mkdir " + path);
   }
   return OkStatus();
 }

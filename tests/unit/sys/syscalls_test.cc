@@ -77,6 +77,32 @@ BOOST_AUTO_TEST_CASE(tree_removal_does_not_follow_symlinks) {
   std::system(("rm -rf " + base).c_str());
 }
 
+BOOST_AUTO_TEST_CASE(make_dirs_makes_every_missing_level_with_the_mode) {
+  char tmpl[] = "/tmp/sandrun-sys-XXXXXX";
+  const std::string base = ::mkdtemp(tmpl);
+  ::umask(022);
+  BOOST_TEST(sandrun::sys::MakeDirs(base + "/a/b/c", 0700).ok());
+  struct stat st {};
+  for (const char* level : {"/a", "/a/b", "/a/b/c"}) {
+    BOOST_TEST_REQUIRE(::stat((base + level).c_str(), &st) == 0, level);
+    BOOST_TEST(S_ISDIR(st.st_mode), level);
+    BOOST_TEST((st.st_mode & 0777) == 0700u, level);
+  }
+  // Already there, a trailing slash, a doubled one: fine. A relative path: from the cwd.
+  BOOST_TEST(sandrun::sys::MakeDirs(base + "/a/b/c").ok());
+  BOOST_TEST(sandrun::sys::MakeDirs(base + "/a/d/").ok());
+  BOOST_TEST(sandrun::sys::MakeDirs(base + "/a//e/f").ok());
+  BOOST_TEST(::access((base + "/a/e/f").c_str(), F_OK) == 0);
+  // A file in the way: the error names the path that could not be made.
+  BOOST_REQUIRE(sandrun::sys::WriteFile(base + "/a/file", "x").ok());
+  auto blocked = sandrun::sys::MakeDirs(base + "/a/file/g/h");
+  BOOST_TEST_REQUIRE(!blocked.ok());
+  BOOST_TEST(blocked.error().err == ENOTDIR);
+  BOOST_TEST(blocked.error().message.find("mkdir " + base + "/a/file/g") == 0u,
+             blocked.error().message);
+  std::system(("rm -rf " + base).c_str());
+}
+
 // Callers outside sys/ tell "already there" from a failure by the error's errno.
 BOOST_AUTO_TEST_CASE(mkdir_error_carries_errno) {
   char tmpl[] = "/tmp/sandrun-sys-XXXXXX";
