@@ -163,11 +163,14 @@ MountPlan BuildTemplatePlan(const std::string& root, const std::string& name) {
   b.Add(MountOp::kTmpfs, name, "", kSafe, "size=1m,mode=0755", "tmpfs on " + root);
   b.Add(MountOp::kMakePrivate, "", "", 0, "", "make " + root + " private");
   // Every mount point of a run's own mounts (BuildMountPlan): nothing can be made later.
-  for (const char* dir :
-       {"/etc", "/tmp", "/home", "/home/user", "/mnt", "/mnt/data", "/proc", "/dev", "/run",
-        "/run/sandrun", kOutputsInside, kEnvironmentInside, "/.oldroot"}) {
+  for (const char* dir : {"/etc", "/tmp", "/home", "/home/user", "/mnt", "/proc", "/dev", "/run",
+                          "/run/sandrun", kOutputsInside, kEnvironmentInside, "/.oldroot"}) {
     b.Mkdir(dir);
   }
+  // The workspace's second name (models trained on ChatGPT write there): a symlink, not a
+  // second bind of each run's workspace and of its read-only directories, which cost three
+  // mount(2) calls per run and their teardown (issue 11).
+  b.Symlink("/home/user", "/mnt/data");
   for (const auto& path : SystemBinds()) AddHostPath(b, path);
   for (const auto& path : EtcEntries()) AddHostPath(b, path);
   b.File("/etc/passwd", Passwd());
@@ -200,12 +203,11 @@ MountPlan BuildMountPlan(const SandboxSpec& spec, const RootTemplatePaths& root)
   } else {
     b.Bind(spec.tmp_dir, "/tmp", kSafe);
   }
-  // The workspace (a size-limited tmpfs the parent mounted on the host) at both names.
+  // The workspace (a size-limited tmpfs the parent mounted on the host); /mnt/data is the
+  // template's symlink to it.
   b.Bind(spec.workspace_dir, "/home/user", kSafe);
-  b.Bind(spec.workspace_dir, "/mnt/data", kSafe);
   for (const auto& dir : spec.readonly_workspace_dirs) {
     b.Bind(spec.workspace_dir + "/" + dir, "/home/user/" + dir, MS_RDONLY | kSafe);
-    b.Bind(spec.workspace_dir + "/" + dir, "/mnt/data/" + dir, MS_RDONLY | kSafe);
   }
   if (!spec.outputs_dir.empty()) b.Bind(spec.outputs_dir, kOutputsInside, kSafe | MS_NOEXEC);
   if (!spec.environment_dir.empty()) {

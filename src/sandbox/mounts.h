@@ -35,8 +35,9 @@ const std::vector<std::string>& EtcEntries();
 
 // The root template at `root` (an empty directory on the host): what every sandbox's root has,
 // made by the host's root: a tmpfs with the mount points of the run's own mounts (/tmp,
-// /home/user, /mnt/data, /proc, /dev/shm, the outputs and environment areas, an empty
-// /etc/resolv.conf, /.oldroot), the read-only, nosuid, nodev binds of SystemBinds() and
+// /home/user, /proc, /dev/shm, the outputs and environment areas, an empty
+// /etc/resolv.conf, /.oldroot), /mnt/data as a symlink to /home/user, the read-only, nosuid,
+// nodev binds of SystemBinds() and
 // EtcEntries(), /etc/passwd, /etc/group, /etc/hostname, and /dev with its devices; then
 // made private and read-only. The first step mounts the tmpfs named `name` on `root`.
 // Reads the host (lstat, readlink, statvfs) to choose between bind, symlink and skip, and to

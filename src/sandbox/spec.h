@@ -52,11 +52,10 @@ struct SandboxSpec {
   std::vector<std::string> argv;
   // Complete environment (nothing of the daemon's leaks in).
   std::vector<std::string> env;
-  // Host directory mounted at /home/user and /mnt/data (the workspace). Must exist and be
-  // writable by host_uid.
+  // Host directory mounted at /home/user (the workspace; /mnt/data is a symlink to it). Must
+  // exist and be writable by host_uid.
   std::string workspace_dir;
-  // Directories of the workspace (relative) bound read-only over themselves, at both of its
-  // names (/home/user and /mnt/data): the program
+  // Directories of the workspace (relative) bound read-only over themselves: the program
   // files the launcher wrote. Being mount points, they cannot be renamed or replaced either.
   std::vector<std::string> readonly_workspace_dirs;
   // Host directory mounted writable at kOutputsInside (/run/sandrun/outputs): the run's

@@ -54,6 +54,20 @@ BOOST_AUTO_TEST_CASE(program_dir_is_the_sandbox_users_and_read_only_at_both_name
   BOOST_TEST(out.find("second") != std::string::npos, out);
 }
 
+// Issue 11: /mnt/data is the read-only root's symlink to /home/user, not a second mount: the
+// same files at both names, and the program can neither remove nor re-point it.
+BOOST_AUTO_TEST_CASE(mnt_data_is_the_workspace_and_cannot_be_moved) {
+  auto doc = PostRun(
+      R"j({"language":"bash","code":"readlink /mnt/data; echo a > /mnt/data/a.txt; cat /home/user/a.txt; rm -f /mnt/data 2>/dev/null || echo kept; mv /mnt/data /mnt/x 2>/dev/null || echo stays; ln -sfn /tmp /mnt/data 2>/dev/null || echo not-re-pointed; readlink /mnt/data"})j");
+  BOOST_TEST(Str(doc, "status") == "ok");
+  BOOST_TEST(Str(doc, "stdout") == "/home/user\na\nkept\nstays\nnot-re-pointed\n/home/user\n");
+  // a.txt comes back once, by its one path in the workspace.
+  const auto& files = doc["files"];
+  BOOST_TEST_REQUIRE(files.IsArray());
+  BOOST_TEST_REQUIRE(files.Size() == 1u);
+  BOOST_TEST(std::string(files[0]["path"].GetString()) == "a.txt");
+}
+
 // Issue 15: the plan of a markdown run whose first block failed said the next block
 // "run": true although it never ran. Now it says it did not run, and why.
 BOOST_AUTO_TEST_CASE(plan_says_a_block_after_a_failed_one_did_not_run) {
