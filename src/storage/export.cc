@@ -24,6 +24,11 @@ namespace {
 // siblings), and which files a response lists is part of the API. The tree walker was modelled
 // on this one (fd-relative, names read no further than the budget left, sorted).
 
+// How far Walker::HoldsNothing looks into an ignored directory for something other than empty
+// directories before it lists the directory anyway: levels, and names read in all.
+constexpr int kEmptyTreeDepth = 8;
+constexpr size_t kEmptyTreeEntries = 64;
+
 std::string Join(const std::string& prefix, const std::string& name) {
   return prefix.empty() ? name : prefix + "/" + name;
 }
@@ -54,6 +59,7 @@ class Walker {
   void VisitFile(int dirfd, const std::string& name, const std::string& path,
                  const struct stat& st);
   bool IsIgnored(const std::string& path, const std::string& name) const;
+  bool HoldsNothing(int dirfd, const std::string& name, int depth, size_t* budget) const;
   bool IsUnchangedInput(int dirfd, const std::string& name, const std::string& path) const;
   void Skip(const std::string& path, const char* reason) {
     // Bounded: a tree of 100000 long paths must not cost the daemon gigabytes.
@@ -127,7 +133,11 @@ void Walker::VisitDir(int dirfd, const std::string& name, const std::string& pat
     if (dir == path) return;
   }
   if (IsIgnored(path, name)) {
-    Skip(path, "ignored");  // one entry for the whole directory; its contents are not counted
+    // One entry for the whole directory; its contents are not counted. A tree of empty
+    // directories has nothing to tell (the kernel makes an empty ~/.local/lib/.../site-packages
+    // for pip: it was listed in every answer of the session).
+    size_t budget = kEmptyTreeEntries;
+    if (!HoldsNothing(dirfd, name, kEmptyTreeDepth, &budget)) Skip(path, "ignored");
     return;
   }
   if (depth + 1 > limits_.max_depth) {
@@ -171,6 +181,21 @@ bool Walker::IsIgnored(const std::string& path, const std::string& name) const {
     if (dir == name && dir.find('/') == std::string::npos) return true;
   }
   return false;
+}
+
+bool Walker::HoldsNothing(int dirfd, const std::string& name, int depth, size_t* budget) const {
+  UniqueFd fd = OpenDirAt(dirfd, name);
+  if (!fd.valid() || depth == 0) return false;
+  bool truncated = false;
+  auto names = ListDir(fd.get(), *budget, &truncated);
+  if (!names.ok() || truncated) return false;
+  *budget -= names->size();
+  for (const std::string& entry : *names) {
+    struct stat st;
+    if (fstatat(fd.get(), entry.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0) continue;  // vanished
+    if (!S_ISDIR(st.st_mode) || !HoldsNothing(fd.get(), entry, depth - 1, budget)) return false;
+  }
+  return true;
 }
 
 bool Walker::IsUnchangedInput(int dirfd, const std::string& name, const std::string& path) const {

@@ -58,7 +58,8 @@ struct WalkResult {
 // Walks the directory `workspace` without following any symlink (openat + O_NOFOLLOW |
 // O_DIRECTORY at every level). Regular files are listed; symlinks, FIFOs, sockets and device
 // nodes are skipped with a reason; ignored dirs are skipped whole (one "ignored" entry, their
-// contents are not counted); a directory past WalkLimits::max_depth is skipped whole as
+// contents are not counted; none when they hold only empty directories, found within 8 levels
+// and 64 names); a directory past WalkLimits::max_depth is skipped whole as
 // "too_deep"; paths past the ExportOptions byte bounds as "too_long". Memory is bounded by
 // WalkLimits whatever the tree. Errors: cannot open `workspace`. Not safe after fork.
 Result<WalkResult> WalkWorkspace(const std::string& workspace, const ExportOptions& options);

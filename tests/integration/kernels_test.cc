@@ -84,6 +84,9 @@ BOOST_AUTO_TEST_CASE(variables_and_imports_survive_between_runs) {
   for (const auto* doc : {&first, &second}) {
     BOOST_TEST((doc->HasMember("session_restarted") && (*doc)["session_restarted"].IsBool() &&
                 !(*doc)["session_restarted"].GetBool()));
+    // The kernel's empty ~/.local/lib/.../site-packages is not news: nothing is skipped.
+    BOOST_TEST_REQUIRE((*doc)["files_skipped"].IsArray());
+    BOOST_TEST((*doc)["files_skipped"].Size() == 0u);
   }
   // A notebook's trailing expression is shown, and an exception is an error with its
   // traceback (no ANSI colour codes).

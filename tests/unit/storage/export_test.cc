@@ -155,6 +155,32 @@ BOOST_AUTO_TEST_CASE(ignored_dirs_are_one_entry_and_never_counted) {
   BOOST_TEST(!result.limit_hit);
 }
 
+BOOST_AUTO_TEST_CASE(an_ignored_dir_of_empty_dirs_is_not_listed) {
+  TempDir dir;
+  // What the stateful kernel makes for pip: listed in every answer of the session before.
+  std::filesystem::create_directories(dir / ".local/lib/python3.11/site-packages");
+  std::filesystem::create_directories(dir / ".cache");
+  // Something in it, at any depth: listed as before (a symlink counts as something).
+  WriteFile(dir / "pkg/__pycache__/a/b/c/mod.pyc", "x");
+  std::filesystem::create_directories(dir / ".config/x");
+  std::filesystem::create_symlink("/etc", dir / ".config/x/link");
+  // Deeper than the look goes, or more names than it reads: listed, to be safe.
+  std::filesystem::create_directories(dir / ".npm/1/2/3/4/5/6/7/8/9");
+  for (int i = 0; i < 70; ++i)
+    std::filesystem::create_directories(dir / ("site-packages/" + std::to_string(i)));
+  WriteFile(dir / "out.txt", "x");
+  const WalkResult result = Walk(dir);
+  BOOST_TEST(Paths(result.files) == std::vector<std::string>{"out.txt"},
+             boost::test_tools::per_element());
+  BOOST_TEST(ReasonFor(result, ".local") == "");
+  BOOST_TEST(ReasonFor(result, ".cache") == "");
+  BOOST_TEST(ReasonFor(result, "pkg/__pycache__") == "ignored");
+  BOOST_TEST(ReasonFor(result, ".config") == "ignored");
+  BOOST_TEST(ReasonFor(result, ".npm") == "ignored");
+  BOOST_TEST(ReasonFor(result, "site-packages") == "ignored");
+  BOOST_TEST(result.skipped.size() == 4u);
+}
+
 BOOST_AUTO_TEST_CASE(unlisted_dirs_are_neither_exported_counted_nor_listed) {
   TempDir dir;
   WriteFile(dir / ".sandrun/0/main.py", "print(1)");
