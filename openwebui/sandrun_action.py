@@ -275,6 +275,8 @@ def outcome_sentence(result: dict) -> str:
         return f"The code failed with exit code {result.get('exit_code')}."
     if status == "killed":
         sig = result.get("signal")
+        if sig is None:  # a kernel that died: no process of the run's own to name a signal of
+            return "The program was killed."
         return f"The program was killed by signal {sig} ({signal_name(sig)})."
     if status == "timeout":
         return (

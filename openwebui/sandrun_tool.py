@@ -274,6 +274,8 @@ def outcome_sentence(result: dict) -> str:
         return f"The code failed with exit code {result.get('exit_code')}."
     if status == "killed":
         sig = result.get("signal")
+        if sig is None:  # a kernel that died: no process of the run's own to name a signal of
+            return "The program was killed."
         return f"The program was killed by signal {sig} ({signal_name(sig)})."
     if status == "timeout":
         return (
@@ -454,7 +456,8 @@ def _model_text(result: dict, limit: int) -> str:
     status = result.get("status")
     kernel = result.get("kernel") or {}
     if kernel:
-        ended = f"kernel {kernel.get('status')}, cell {kernel.get('execution_count')}"
+        how = "ended by this cell" if kernel.get("ended") else kernel.get("status")
+        ended = f"kernel {how}, cell {kernel.get('execution_count')}"
     elif result.get("exit_code") is not None:
         ended = f"exit code {result['exit_code']}"
     elif result.get("signal"):
@@ -465,12 +468,18 @@ def _model_text(result: dict, limit: int) -> str:
     lines = [f"status: {status} ({ended}, {took})"]
     if status != "ok":
         lines.append(outcome_sentence(result))
+    if kernel.get("ended"):
+        lines.append(
+            "The kernel was ended: the variables of earlier calls are gone, and the next call "
+            "starts a new kernel (the chat's files are kept)."
+        )
     for name in ("stdout", "stderr"):
         text = result.get(name) or ""
         if not text:
             lines.append(f"{name}: (empty)")
             continue
-        cut = " (cut by sandrun: head and tail kept)" if result.get(name + "_truncated") else ""
+        kept = "the start kept" if kernel else "head and tail kept"
+        cut = f" (cut by sandrun: {kept})" if result.get(name + "_truncated") else ""
         lines.append(f"{name}{cut}:")
         lines.append(fenced(clip(text, limit)))
     displays = displays_markdown(result)

@@ -469,6 +469,18 @@ class ToolAgainstService(unittest.TestCase):
         self.assertIn("The code raised an error (the traceback is in stderr).", text)
         self.assertIn("ZeroDivisionError", text)
 
+    def test_a_cell_that_ends_its_kernel_says_the_variables_are_gone(self):
+        text, _ = self.call("run_python", code="x = 1")
+        self.assertTrue(text.startswith("status: ok (kernel started, cell 1"), text)
+        text, _ = self.call("run_python", code="import os\nos._exit(3)")
+        self.assertTrue(text.startswith("status: killed (kernel ended by this cell, "), text)
+        self.assertIn("The program was killed.", text)
+        self.assertNotIn("signal None", text)
+        self.assertIn("The kernel was ended: the variables of earlier calls are gone", text)
+        text, _ = self.call("run_python", code="print('x' in globals())")
+        self.assertTrue(text.startswith("status: ok (kernel restarted, cell 1"), text)
+        self.assertIn("stdout:\n```text\nFalse\n```", text)
+
     def test_long_output_is_cut_in_the_middle(self):
         owui.set_valves(self.tools, service_url=STACK.base_url, token=STACK.token,
                         max_output_chars=1000)
