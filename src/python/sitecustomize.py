@@ -366,9 +366,29 @@ class _PostImportFinder:
         return None
 
 
+def _lazy_importlib_submodules(importlib):
+    """`importlib.util` and `importlib.machinery` import on first use after a bare `import
+    importlib`. Debian's namespace-package .pth files imported both at every start, so such code
+    ran; the sandbox's copies of those files import nothing (sandbox/mounts.h LeanNamespacePth)
+    and this keeps it running."""
+    if "__getattr__" in vars(importlib):
+        return
+
+    def __getattr__(name):
+        if name in ("util", "machinery"):
+            return __import__("importlib." + name, fromlist=["_"])
+        raise AttributeError(f"module 'importlib' has no attribute {name!r}")
+
+    importlib.__getattr__ = __getattr__
+
+
 def _install():
     if not _OUTPUTS:
         return
+    if "importlib" in sys.modules:
+        _lazy_importlib_submodules(sys.modules["importlib"])
+    else:
+        _PostImportFinder.hooks["importlib"] = _lazy_importlib_submodules
     sys.meta_path.insert(0, _PostImportFinder())
     builtins.display = display
     # The program's sys.path is what `python3 main.py` gives: this directory was only needed

@@ -1,13 +1,17 @@
 #include "sandbox/mounts.h"
 
+#include <dirent.h>
 #include <sys/mount.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <cstdlib>
 #include <utility>
 
 #include "sandbox/init_plan.h"
+#include "sys/syscalls.h"
 
 namespace sandrun::sandbox {
 namespace {
@@ -134,7 +138,96 @@ void AddDev(PlanBuilder& b) {
   b.Mkdir("/dev/shm");
 }
 
+// Replaces every `from` in `text` by `to`; the number replaced.
+size_t ReplaceAll(std::string& text, const std::string& from, const std::string& to) {
+  size_t n = 0;
+  for (size_t at = text.find(from); at != std::string::npos; at = text.find(from, at + to.size())) {
+    text.replace(at, from.size(), to);
+    ++n;
+  }
+  return n;
+}
+
+// Names in directory `dir` (none when it cannot be read).
+std::vector<std::string> NamesIn(const std::string& dir) {
+  std::vector<std::string> names;
+  DIR* d = ::opendir(dir.c_str());
+  if (d == nullptr) return names;
+  while (const dirent* e = ::readdir(d)) names.emplace_back(e->d_name);
+  ::closedir(d);
+  return names;
+}
+
+// Copies of the system's *-nspkg.pth files that import nothing (LeanNamespacePth), each
+// bound read-only over its original, which stays on the host untouched.
+void AddLeanNamespacePths(PlanBuilder& b, const std::string& root) {
+  const std::string dir = "/run/sandrun/pth";
+  bool made = false;
+  int index = 0;
+  for (const std::string& path : SystemNamespacePths()) {
+    auto text = sys::ReadFile(path, 64 << 10);
+    if (!text.ok()) continue;
+    const std::string lean = LeanNamespacePth(*text);
+    if (lean.empty()) continue;
+    if (!made) b.Mkdir(dir);
+    made = true;
+    const std::string copy =
+        dir + "/" + std::to_string(index++) + "-" + path.substr(path.rfind('/') + 1);
+    b.File(copy, lean);
+    b.Bind(root + copy, path, MS_RDONLY | kSafe | LockedFlags(path));
+  }
+}
+
 }  // namespace
+
+std::string LeanNamespacePth(const std::string& text) {
+  std::string lean = text;
+  const size_t n =
+      ReplaceAll(lean, "__import__('importlib.util')", "__import__('_frozen_importlib')");
+  if (n == 0 ||
+      ReplaceAll(lean, "importlib.util.module_from_spec(", "importlib.module_from_spec(") != n ||
+      ReplaceAll(lean, "__import__('importlib.machinery')",
+                 "__import__('_frozen_importlib_external')") != n ||
+      ReplaceAll(lean, "importlib.machinery.PathFinder",
+                 "sys.modules['_frozen_importlib_external'].PathFinder") != n ||
+      lean.find("importlib.util") != std::string::npos ||
+      lean.find("importlib.machinery") != std::string::npos) {
+    return "";
+  }
+  return lean;
+}
+
+std::vector<std::string> SystemNamespacePths() {
+  std::vector<std::string> dirs = {"/usr/lib/python3/dist-packages"};
+  for (const char* lib : {"/usr/lib", "/usr/local/lib"}) {
+    for (const std::string& name : NamesIn(lib)) {
+      if (name.rfind("python3.", 0) != 0) continue;
+      for (const char* sub : {"/dist-packages", "/site-packages"}) {
+        dirs.push_back(std::string(lib) + "/" + name + sub);
+      }
+    }
+  }
+  constexpr std::string_view kSuffix = "-nspkg.pth";
+  std::vector<std::string> paths;
+  for (const std::string& dir : dirs) {
+    for (const std::string& name : NamesIn(dir)) {
+      if (name.size() <= kSuffix.size() ||
+          name.compare(name.size() - kSuffix.size(), kSuffix.size(), kSuffix) != 0) {
+        continue;
+      }
+      // A regular file reached through no symlink: the template mounts on this path under its
+      // root on the host, where a symlink would lead out of the template.
+      struct stat st;
+      const std::string path = dir + "/" + name;
+      char* real = ::realpath(path.c_str(), nullptr);
+      const bool direct = real != nullptr && path == real;
+      ::free(real);
+      if (direct && ::lstat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode)) paths.push_back(path);
+    }
+  }
+  std::sort(paths.begin(), paths.end());
+  return paths;
+}
 
 const std::vector<std::string>& SystemBinds() {
   static const std::vector<std::string> kBinds = {"/usr",   "/bin",   "/sbin",  "/lib",
@@ -172,6 +265,7 @@ MountPlan BuildTemplatePlan(const std::string& root, const std::string& name) {
   // mount(2) calls per run and their teardown (issue 11).
   b.Symlink("/home/user", "/mnt/data");
   for (const auto& path : SystemBinds()) AddHostPath(b, path);
+  AddLeanNamespacePths(b, root);
   for (const auto& path : EtcEntries()) AddHostPath(b, path);
   b.File("/etc/passwd", Passwd());
   b.File("/etc/group", Group());

@@ -33,11 +33,27 @@ const std::vector<std::string>& SystemBinds();
 // /etc entries interpreters need (DESIGN.md §3), bound read-only when present.
 const std::vector<std::string>& EtcEntries();
 
+// setuptools' namespace-package line (setuptools/namespaces.py `_nspkg_tmpl`), as Debian's
+// python3-matplotlib ships it in matplotlib-*-nspkg.pth: site.py runs it at every interpreter
+// start, and its __import__('importlib.util') and ('importlib.machinery') load about ten
+// modules (7 ms of a 28 ms `python3 -c pass` on the benchmark machine, issue 11). Returns
+// `text` with those two names replaced by the interpreter's own frozen modules that define
+// the same functions (importlib.util.module_from_spec is _frozen_importlib.module_from_spec,
+// importlib.machinery.PathFinder is _frozen_importlib_external.PathFinder): the line then
+// makes the same module, with the same __spec__ and __path__, importing nothing. Returns ""
+// when `text` is not that template (the file is then left as it is). Pure.
+std::string LeanNamespacePth(const std::string& text);
+
+// The *-nspkg.pth files of the system's Python site directories (/usr/lib/python3/dist-packages,
+// /usr/lib/python3.X/{dist,site}-packages and the same under /usr/local): host paths, sorted.
+std::vector<std::string> SystemNamespacePths();
+
 // The root template at `root` (an empty directory on the host): what every sandbox's root has,
 // made by the host's root: a tmpfs with the mount points of the run's own mounts (/tmp,
 // /home/user, /proc, /dev/shm, the outputs and environment areas, an empty
 // /etc/resolv.conf, /.oldroot), /mnt/data as a symlink to /home/user, the read-only, nosuid,
-// nodev binds of SystemBinds() and
+// nodev binds of SystemBinds() (with LeanNamespacePth copies of SystemNamespacePths() bound
+// over the originals, under /run/sandrun/pth) and
 // EtcEntries(), /etc/passwd, /etc/group, /etc/hostname, and /dev with its devices; then
 // made private and read-only. The first step mounts the tmpfs named `name` on `root`.
 // Reads the host (lstat, readlink, statvfs) to choose between bind, symlink and skip, and to

@@ -68,6 +68,53 @@ BOOST_AUTO_TEST_CASE(mnt_data_is_the_workspace_and_cannot_be_moved) {
   BOOST_TEST(std::string(files[0]["path"].GetString()) == "a.txt");
 }
 
+// True when a system site directory holds a setuptools namespace .pth that imports
+// importlib.util at every start (Debian's python3-matplotlib ships one).
+bool HostHasNamespacePth() {
+  for (const char* dir :
+       {"/usr/lib/python3/dist-packages", "/usr/local/lib/python3.11/dist-packages"}) {
+    std::error_code ec;
+    for (const auto& entry : std::filesystem::directory_iterator(dir, ec)) {
+      const std::string name = entry.path().filename().string();
+      if (name.size() > 10 && name.compare(name.size() - 10, 10, "-nspkg.pth") == 0 &&
+          ReadFile(entry.path().string()).find("__import__('importlib.util')") !=
+              std::string::npos) {
+        return true;
+      }
+    }
+  }
+  return false;
+}
+
+// Issue 11: the sandbox's copies of the system's namespace .pth files import nothing (7 ms of
+// a 28 ms Python start), and what they made stays the same: the namespace module, with its
+// spec and path, and importlib.util reached as an attribute of a bare `import importlib`.
+BOOST_AUTO_TEST_CASE(namespace_pth_files_import_nothing_and_make_the_same_module) {
+  const std::string code =
+      "import sys\n"
+      "print('util at start', 'importlib.util' in sys.modules)\n"
+      "import importlib\n"
+      "print(importlib.util.find_spec('json').name, importlib.machinery.PathFinder.__name__)\n"
+      "try:\n"
+      "    importlib.nothing\n"
+      "except AttributeError as e:\n"
+      "    print(e)\n"
+      "import mpl_toolkits.mplot3d\n"
+      "print(mpl_toolkits.__path__, mpl_toolkits.__spec__.name, 'pkg_resources' in sys.modules)\n";
+  auto doc = PostRun(RunRequest("python", code));
+  BOOST_TEST(Str(doc, "status") == "ok", Str(doc, "stderr"));
+  const std::string out = Str(doc, "stdout");
+  BOOST_TEST(out.find("json PathFinder\nmodule 'importlib' has no attribute 'nothing'\n"
+                      "['/usr/lib/python3/dist-packages/mpl_toolkits'] mpl_toolkits False\n") !=
+                 std::string::npos,
+             out);
+  if (HostHasNamespacePth()) {
+    BOOST_TEST(out.find("util at start False\n") == 0u, out);
+  } else {
+    BOOST_TEST_MESSAGE("no namespace .pth on this host: the start-up import is not checked");
+  }
+}
+
 // Issue 15: the plan of a markdown run whose first block failed said the next block
 // "run": true although it never ran. Now it says it did not run, and why.
 BOOST_AUTO_TEST_CASE(plan_says_a_block_after_a_failed_one_did_not_run) {
