@@ -473,8 +473,8 @@ def main():
     ap.add_argument("--url", required=True, help="sandrun base URL (nginx), e.g. http://127.0.0.1:8080")
     ap.add_argument("--runs", type=int, default=30, help="measured rounds (default 30)")
     ap.add_argument("--warmup", type=int, default=3, help="discarded rounds first (default 3)")
-    ap.add_argument("--heavy-runs", type=int, default=8,
-                    help="measured rounds of the plot and numpy programs (default 8)")
+    ap.add_argument("--heavy-runs", type=int, default=16,
+                    help="measured rounds of the plot and numpy programs (default 16)")
     ap.add_argument("--load-requests", type=int, default=48,
                     help="requests per client count and runner in each throughput round "
                          "(default 48)")
