@@ -171,7 +171,7 @@ sr_render_config() {
 # comments; nested objects such as "limits" and "ceilings" merge key by key).
 # Usage: sr_setup_state PORT
 sr_setup_state() {
-  local port="$1" base extra effective key value
+  local port="$1" base extra effective key value cgroup
   SR_STATE="${SANDRUN_SCRIPT_STATE_DIR:-$SR_REPO/.state}"
   mkdir -p "$SR_STATE"
   SR_STATE="$(cd "$SR_STATE" && pwd)"
@@ -180,8 +180,12 @@ sr_setup_state() {
   SR_CONFIG="$SR_STATE/sandrun.jsonc"
   SR_NGINX_DIR="$SR_STATE/nginx"
 
-  base="$(jq -n --arg state "$SR_STATE" --arg url "http://127.0.0.1:$port" '{
+  # Its own cgroup_name per state directory: a daemon's start-up kills the runs below its
+  # cgroup_name, and sandrund refuses to start beside another daemon with the same one.
+  cgroup="sandrun-$(printf '%s' "$SR_STATE" | sha256sum | cut -c1-8)"
+  base="$(jq -n --arg state "$SR_STATE" --arg url "http://127.0.0.1:$port" --arg cgroup "$cgroup" '{
     state_dir: $state,
+    cgroup_name: $cgroup,
     fcgi_socket: ($state + "/sandrun.sock"),
     artifacts_dir: ($state + "/artifacts"),
     link_secret_file: ($state + "/link_secret.conf"),

@@ -113,7 +113,7 @@ std::vector<Key> SandboxKeys() {
       {"require_cgroups", &Config::require_cgroups, "bool", 0,
        "refuse to start without cgroup memory/pids control"},
       {"cgroup_name", &Config::cgroup_name, "string", 0,
-       "directory created under the daemon's cgroup"},
+       "directory created under the daemon's cgroup; one daemon per name on a host"},
       {"timezone", &Config::timezone, "string", 0, "TZ inside the sandbox (default the host's)"},
   };
 }

@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
-# A clean stop (SIGTERM) of sandrund leaves nothing behind: no sandrun.sock, and no runs
-# directory in /run/sandrun/ (the fallback used when the state directory is not searchable by
-# others, as under /root). The state directory here is under a mode-0700 directory, so the
-# daemon uses that fallback. Then: sandrund started as scripts/serve starts it (setpriv
-# --pdeathsig TERM) stops when that parent is killed, its self-test done (the self-test's
-# euid switch once cleared the signal: integration.Cluster leaked daemons so).
+# A second sandrund with the same cgroup_name refuses to start. A clean stop (SIGTERM) of
+# sandrund leaves nothing behind: no sandrun.sock, and no runs directory in /run/sandrun/ (the
+# fallback used when the state directory is not searchable by others, as under /root). The state
+# directory here is under a mode-0700 directory, so the daemon uses that fallback. Then:
+# sandrund started as scripts/serve starts it (setpriv --pdeathsig TERM) stops when that parent
+# is killed, its self-test done (the self-test's euid switch once cleared the signal:
+# integration.Cluster leaked daemons so).
 # Usage: daemon_stop_test.sh SANDRUND
 set -uo pipefail
 daemon="$1"
@@ -45,6 +46,21 @@ wait_listening "$pid" sandrund
 runs="$(sed -n 's/.*; runs go to \(.*\) instead$/\1/p' "$top/log")"
 [[ $runs == /run/sandrun/* ]] || fail "no fallback runs directory in the log"
 [[ -d $runs && -S $state/sandrun.sock ]] || fail "no $runs or no socket while running"
+
+# A second daemon with the same cgroup_name (another state directory) refuses to start: its
+# start-up sweep would kill the first one's runs (found when a test's scripts/serve swept a
+# user's running stack).
+mkdir -p "$top/state2"
+cp "$state/link_secret.conf" "$top/state2/"
+printf '{"state_dir": "%s", "allow_anonymous": true, "cgroup_name": "sandrun-stop-test-%s"}\n' \
+  "$top/state2" "$$" >"$top/config2.json"
+rc=0
+timeout 60 "$daemon" --config "$top/config2.json" >"$top/log2" 2>&1 || rc=$?
+[[ $rc -eq 1 ]] || fail "a second sandrund with the same cgroup_name exited with $rc, not 1: $(cat "$top/log2")"
+grep -q "cgroup_name 'sandrun-stop-test-$$' is in use by another sandrund" "$top/log2" ||
+  fail "the second sandrund did not say why: $(cat "$top/log2")"
+if ! kill -0 "$pid" 2>/dev/null || [[ ! -S $state/sandrun.sock ]]; then fail "the first sandrund did not survive"; fi
+printf 'ok: a second sandrund with the same cgroup_name refused to start\n'
 
 kill -TERM "$pid"
 rc=0
