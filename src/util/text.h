@@ -1,6 +1,7 @@
 // Pure text helpers (no side effects, except RandomHex which reads the CSPRNG).
 #pragma once
 
+#include <algorithm>
 #include <cstddef>
 #include <string>
 #include <string_view>
@@ -25,7 +26,9 @@ class HeadTailBuffer {
   HeadTailBuffer(size_t head_cap, size_t tail_cap) : head_cap_(head_cap), tail_cap_(tail_cap) {}
   void Append(std::string_view data);
   size_t total_bytes() const { return total_; }
-  bool truncated() const { return total_ > head_.size() + tail_.size(); }
+  // True when Text() leaves bytes out. tail_ may hold up to twice tail_cap between trims: only
+  // tail_cap of it counts as kept (it once made a cut stream read as whole).
+  bool truncated() const { return total_ > head_.size() + std::min(tail_.size(), tail_cap_); }
   // Head, then (when bytes were dropped) a marker line naming how many, then the tail.
   std::string Text() const;
 

@@ -58,6 +58,18 @@ BOOST_AUTO_TEST_CASE(long_output_keeps_head_and_tail_with_marker) {
   BOOST_TEST(text.find("992 bytes of output omitted") != std::string::npos);
 }
 
+// The tail is trimmed only when it holds twice its cap: before that, a cut stream (the marker
+// in Text()) still said it was whole (stdout_truncated false beside a cut stdout).
+BOOST_AUTO_TEST_CASE(a_cut_is_reported_whenever_text_leaves_bytes_out) {
+  for (size_t total = 1; total <= 40; ++total) {
+    HeadTailBuffer b(4, 8);
+    for (size_t i = 0; i < total; ++i) b.Append(std::string(1, static_cast<char>('a' + i % 26)));
+    const bool cut = b.Text().find("bytes of output omitted") != std::string::npos;
+    BOOST_TEST(b.truncated() == cut, total);
+    BOOST_TEST(b.truncated() == (total > 12), total);
+  }
+}
+
 BOOST_AUTO_TEST_CASE(one_huge_chunk_is_bounded) {
   HeadTailBuffer b(100, 100);
   b.Append(std::string(50'000'000, 'h'));
