@@ -6,6 +6,7 @@
 #include "api/packages.h"
 #include "api/run_displays.h"
 #include "python/support_files.h"
+#include "sandbox/mounts.h"
 #include "sys/syscalls.h"
 #include "util/reserved_dirs.h"
 
@@ -35,9 +36,10 @@ std::vector<std::string> SandboxEnv(const config::Config& config) {
       "MPLCONFIGDIR=/tmp/matplotlib",
       "XDG_CACHE_HOME=/home/user/.cache",
       "TMPDIR=/tmp",
-      // pip as users type it: user-site installs, Debian's PEP 668 refusal lifted inside
-      // the sandbox only, and a fast failure without network (no retries, short timeout).
-      "PIP_USER=1",
+      // pip as users type it: user-site installs (sandbox/mounts.h kPipConfig), Debian's
+      // PEP 668 refusal lifted inside the sandbox only, and a fast failure without network
+      // (no retries, short timeout).
+      "PIP_CONFIG_FILE=" + std::string(sandbox::kPipConfigInside),
       "PIP_BREAK_SYSTEM_PACKAGES=1",
       "PIP_DISABLE_PIP_VERSION_CHECK=1",
       "PIP_NO_INPUT=1",

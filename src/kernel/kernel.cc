@@ -44,7 +44,7 @@ constexpr const char* kBoundSocketNames[] = {"k-1", "k-2", "k-3", "k-4", "k-5"};
 //     through ipykernel's fd capture) instead of system_piped, which needs a pseudo-terminal
 //     (pexpect) that the sandbox does not have ("out of pty devices"); ipykernel's own
 //     comment on system_piped names this switch;
-//   - the user site (~/.local/lib/pythonX.Y/site-packages, where pip installs with PIP_USER)
+//   - the user site (~/.local/lib/pythonX.Y/site-packages, where pip installs: kPipConfig)
 //     is made and put on sys.path before the system's, as site.py does when it exists at
 //     start-up, so a package installed by one cell imports in the next.
 constexpr char kKernelSetup[] =

@@ -266,6 +266,7 @@ MountPlan BuildTemplatePlan(const std::string& root, const std::string& name) {
   b.Symlink("/home/user", "/mnt/data");
   for (const auto& path : SystemBinds()) AddHostPath(b, path);
   AddLeanNamespacePths(b, root);
+  b.File(kPipConfigInside, kPipConfig);
   for (const auto& path : EtcEntries()) AddHostPath(b, path);
   b.File("/etc/passwd", Passwd());
   b.File("/etc/group", Group());

@@ -33,6 +33,13 @@ const std::vector<std::string>& SystemBinds();
 // /etc entries interpreters need (DESIGN.md §3), bound read-only when present.
 const std::vector<std::string>& EtcEntries();
 
+// pip's configuration for runs (PIP_CONFIG_FILE, api/run_steps.cc): `pip install` goes to the
+// user site (~/.local) as users type it, while `pip list` and `pip freeze` still see every
+// package (PIP_USER=1, used before, applied --user to them too: they listed nothing). In the
+// root template, read-only.
+constexpr char kPipConfigInside[] = "/run/sandrun/pip.conf";
+constexpr char kPipConfig[] = "[install]\nuser = true\n";
+
 // setuptools' namespace-package line (setuptools/namespaces.py `_nspkg_tmpl`), as Debian's
 // python3-matplotlib ships it in matplotlib-*-nspkg.pth: site.py runs it at every interpreter
 // start, and its __import__('importlib.util') and ('importlib.machinery') load about ten

@@ -115,6 +115,16 @@ BOOST_AUTO_TEST_CASE(namespace_pth_files_import_nothing_and_make_the_same_module
   }
 }
 
+// Walkthrough, 2026-12-03: `pip list` and `pip freeze` printed nothing: PIP_USER=1 applied
+// --user to them too. pip's config now sets user only for `pip install`.
+BOOST_AUTO_TEST_CASE(pip_list_shows_the_system_packages_and_install_still_goes_to_the_user_site) {
+  auto doc = PostRun(RunRequest(
+      "bash",
+      "pip list 2>/dev/null | grep -ci '^numpy '; pip freeze 2>/dev/null | grep -ci '^numpy=='; "
+      "pip config list 2>/dev/null | grep '^install'"));
+  BOOST_TEST(Str(doc, "stdout") == "1\n1\ninstall.user='true'\n", Str(doc, "stderr"));
+}
+
 // Issue 15: the plan of a markdown run whose first block failed said the next block
 // "run": true although it never ran. Now it says it did not run, and why.
 BOOST_AUTO_TEST_CASE(plan_says_a_block_after_a_failed_one_did_not_run) {
