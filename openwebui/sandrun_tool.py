@@ -270,6 +270,9 @@ def outcome_sentence(result: dict) -> str:
         return f"The code ran successfully in {took}."
     if status == "error" and result.get("exit_code") is None:  # a kernel's cell
         return "The code raised an error (the traceback is in stderr)."
+    if status == "error" and result.get("exit_code") == 0:
+        # e.g. a fork bomb: the program exited 0, a process it started hit a limit
+        return "The run failed although the program exited 0 (stderr says why)."
     if status == "error":
         return f"The code failed with exit code {result.get('exit_code')}."
     if status == "killed":

@@ -481,6 +481,14 @@ class ToolAgainstService(unittest.TestCase):
         self.assertTrue(text.startswith("status: ok (kernel restarted, cell 1"), text)
         self.assertIn("stdout:\n```text\nFalse\n```", text)
 
+    def test_a_fork_bomb_is_not_called_a_failure_with_exit_code_0(self):
+        owui.set_valves(self.tools, service_url=STACK.base_url, token=STACK.token,
+                        stateful=False)
+        text, _ = self.call("run_bash", command="f() { f | f & }; f; sleep 1; echo done")
+        self.assertTrue(text.startswith("status: error (exit code 0"), text)
+        self.assertIn("The run failed although the program exited 0 (stderr says why).", text)
+        self.assertNotIn("failed with exit code 0", text)
+
     def test_long_output_is_cut_in_the_middle(self):
         owui.set_valves(self.tools, service_url=STACK.base_url, token=STACK.token,
                         max_output_chars=1000)
