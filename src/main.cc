@@ -257,7 +257,7 @@ Result<sys::UniqueFd> LockCgroupName(const std::string& cgroup_name) {
     std::fprintf(stderr,
                  "sandrund: WARNING: cannot open %s (%s): another daemon with cgroup_name "
                  "'%s' would not be noticed\n",
-                 path.c_str(), std::strerror(errno), cgroup_name.c_str());
+                 path.c_str(), sys::ErrnoMessage(sys::LastErrno()).c_str(), cgroup_name.c_str());
     return sys::UniqueFd();
   }
   if (::flock(fd.get(), LOCK_EX | LOCK_NB) != 0) {
