@@ -53,7 +53,10 @@ std::string KernelNote(const kernel::ExecuteResult& r, const config::Limits& lim
       what = "memory limit of " + std::to_string(limits.memory_mb) + " MiB reached";
       break;
     case ExecuteStatus::kOutputLimit:
-      what = "output limit exceeded (" + std::to_string(limits.output_bytes) + " bytes)";
+      what = r.output_lost
+                 ? "output lost: the kernel sent one message over 16 MiB (a print or "
+                   "value that large, or output faster than that between its flushes)"
+                 : "output limit exceeded (" + std::to_string(limits.output_bytes) + " bytes)";
       break;
     case ExecuteStatus::kKilled:
       what = "the kernel died";
@@ -61,10 +64,11 @@ std::string KernelNote(const kernel::ExecuteResult& r, const config::Limits& lim
     default:
       return "";
   }
-  const std::string fate = r.kernel_lost
-                               ? "the kernel was ended: the next run starts a new one, without "
-                                 "the variables of earlier runs"
-                               : "the cell was interrupted; the kernel keeps its variables";
+  const std::string fate =
+      r.kernel_lost   ? "the kernel was ended: the next run starts a new one, without "
+                        "the variables of earlier runs"
+      : r.interrupted ? "the cell was interrupted; the kernel keeps its variables"
+                      : "the kernel keeps its variables";
   return "sandrun: stopped: " + what + "; " + fate;
 }
 

@@ -29,6 +29,9 @@ constexpr char kSocketDirName[] = ".sandrun-kernel";
 constexpr int kMaxFrames = 64;
 constexpr int64_t kMaxFrameBytes = 16 << 20;
 constexpr int kMaxQueuedMessages = 64;
+// How long a cell that replied may go without its idle status before its output counts as
+// lost (FollowCell).
+constexpr int kIdleGraceMs = 2000;
 // ipykernel's sockets: shell, iopub, stdin, control (the heartbeat is not used: the pidfd
 // says whether the kernel lives).
 constexpr const char* kSocketNames[] = {"k-1", "k-2", "k-3", "k-4"};
@@ -496,7 +499,8 @@ ExecuteResult Kernel::Execute(const std::string& code, const ExecuteLimits& limi
   const sandbox::CgroupStats after = sandbox_->Stats();
   r.wall_ms = MsSince(start);
   TakeUsage(r, before, after, net_before, sandbox_->NetworkUsage());
-  if (cell.died) {
+  // A lost iopub connection is not made again: no later cell's output would come back.
+  if (cell.died || r.output_lost) {
     Shutdown();
     r.kernel_lost = true;
   }
@@ -515,6 +519,7 @@ void Kernel::FollowCell(CellProgress& cell, const std::string& id, Clock::time_p
   };
   std::vector<std::string> frames;
   auto next_cpu_check = start;
+  std::optional<Clock::time_point> replied_at;
   while (!(cell.replied && cell.idle)) {
     zmq_pollitem_t items[] = {{sockets_->shell, 0, ZMQ_POLLIN, 0},
                               {sockets_->iopub, 0, ZMQ_POLLIN, 0},
@@ -536,6 +541,15 @@ void Kernel::FollowCell(CellProgress& cell, const std::string& id, Clock::time_p
       return;
     }
     const auto now = Clock::now();
+    if (cell.replied && !replied_at) replied_at = now;
+    // ipykernel publishes the idle status right after the reply: when it does not come, an
+    // iopub message over kMaxFrameBytes took the connection with it (and what followed it).
+    if (replied_at && !cell.idle && now - *replied_at >= std::chrono::milliseconds(kIdleGraceMs)) {
+      cell.idle = true;
+      cell.flooded = true;
+      cell.r.output_lost = true;
+      cell.r.truncated = true;
+    }
     if (!cell.flooded && cell.output >= cell.limits.output_bytes && cell.r.truncated) {
       cell.flooded = true;
       interrupt();

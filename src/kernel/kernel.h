@@ -85,6 +85,10 @@ struct ExecuteResult {
   int execution_count = 0;
   bool interrupted = false;  // an interrupt_request was sent
   bool kernel_lost = false;  // the kernel is gone (killed by us or died): start a new one
+  // A message over 16 MiB (ZMQ_MAXMSGSIZE) was dropped with its iopub connection: the cell
+  // replied but its idle status never came. Status kOutputLimit; the kernel is ended
+  // (kernel_lost), since no later output would come back.
+  bool output_lost = false;
   int64_t wall_ms = 0;
   int64_t cpu_ms = 0;
   int64_t max_rss_kb = 0;  // peak memory of the kernel's cgroup since it started

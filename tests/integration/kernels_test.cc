@@ -249,6 +249,24 @@ BOOST_AUTO_TEST_CASE(a_kernel_killed_by_its_memory_limit_restarts_and_says_so) {
   BOOST_TEST(Str(next, "stderr").find("memory_limit") != std::string::npos, Str(next, "stderr"));
 }
 
+// Walkthrough, 2026-12-03: one kernel message over 16 MiB (ZMQ_MAXMSGSIZE) dropped the iopub
+// connection; the daemon waited for an idle status that never came, and the cell ended as a
+// timeout with no word of why. Now: output_limit, a line saying so, the kernel ended (no later
+// output would come back) and a fresh one for the next run.
+BOOST_AUTO_TEST_CASE(one_message_over_16_mib_ends_the_cell_and_says_why) {
+  auto big = PostRun(
+      Stateful("alice", "huge", "x = 1\nprint('x' * 17_000_000)", {{"output_bytes", 64 << 20}}));
+  BOOST_TEST(Str(big, "status") == "output_limit", Str(big, "stderr"));
+  BOOST_TEST(Str(big, "stderr").find("output lost: the kernel sent one message over 16 MiB") !=
+                 std::string::npos,
+             Str(big, "stderr"));
+  BOOST_TEST(big["kernel"]["ended"].GetBool());
+  auto next = PostRun(Stateful("alice", "huge", "print('after')"));
+  BOOST_TEST(Str(next, "status") == "ok", Str(next, "stderr"));
+  BOOST_TEST(Str(next, "stdout") == "after\n");
+  BOOST_TEST(KernelStatus(next) == "restarted");
+}
+
 // A cell that fills the session's disk is told which limit it was, as a stateless run is
 // (StorageLimits); the kernel lives on, and a cell with room left gets no such line.
 BOOST_AUTO_TEST_CASE(a_cell_that_fills_the_disk_is_told_which_limit_it_was) {
