@@ -1,7 +1,5 @@
 // sandrund: flags -> config -> sandbox launcher -> service -> FastCGI server.
-#include <fcntl.h>
 #include <signal.h>
-#include <sys/file.h>
 #include <unistd.h>
 
 #include <cstdio>
@@ -26,7 +24,6 @@
 #include "storage/runs_dir.h"
 #include "storage/session_restore.h"
 #include "sys/syscalls.h"
-#include "sys/unique_fd.h"
 #include "util/memory.h"
 #include "version.h"
 
@@ -240,46 +237,13 @@ void CleanRunsDir(const std::string& runs_dir, bool fallback) {
 
 // The daemon: the host, the service, the janitor, the signal thread and the FastCGI server,
 // until a stop signal. `started`: the config as loaded (what a SIGHUP reload compares with).
-// One daemon per cgroup_name on a host: at start-up a daemon kills every run cgroup below its
-// cgroup_name, as an earlier daemon's leftovers (sandbox/cgroup.h SweepStale), so a second one
-// with the same name killed the first one's runs. An flock(2) on /run/sandrun-cgroup-<name>.lock
-// held for the daemon's life tells them apart (it goes with the process, however it ends).
-// Returns the held lock, an invalid fd when /run has no room for it (no guard then, as before),
-// or the error a second daemon gets.
-Result<sys::UniqueFd> LockCgroupName(const std::string& cgroup_name) {
-  std::string name = cgroup_name;
-  for (char& c : name) {
-    if (c == '/') c = '_';
-  }
-  const std::string path = "/run/sandrun-cgroup-" + name + ".lock";
-  sys::UniqueFd fd(::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600));
-  if (!fd.valid()) {
-    std::fprintf(stderr,
-                 "sandrund: WARNING: cannot open %s (%s): another daemon with cgroup_name "
-                 "'%s' would not be noticed\n",
-                 path.c_str(), sys::ErrnoMessage(sys::LastErrno()).c_str(), cgroup_name.c_str());
-    return sys::UniqueFd();
-  }
-  if (::flock(fd.get(), LOCK_EX | LOCK_NB) != 0) {
-    return MakeError(ErrorKind::kSystem,
-                     "cgroup_name '" + cgroup_name +
-                         "' is in use by another sandrund on this "
-                         "host (" +
-                         path +
-                         " is locked); its start-up would kill that daemon's runs. "
-                         "Give each daemon its own cgroup_name (scripts/serve derives one from its "
-                         "state directory)");
-  }
-  return fd;
-}
-
 int RunDaemon(const Flags& flags, const config::Config& started, const config::Config& config,
               bool runs_dir_fallback) {
   // First: every thread inherits the mask, one thread waits for the signals. A thread started
   // before it (the launcher's pool of network namespaces starts its own at the self-test) had
   // SIGTERM unblocked and took it, with libfcgi's handler: the stop was never seen.
   const sigset_t stop = api::BlockStopSignals();
-  auto cgroup_lock = LockCgroupName(config.cgroup_name);
+  auto cgroup_lock = sandbox::LockCgroupName(config.cgroup_name);
   if (!cgroup_lock.ok()) {
     std::fprintf(stderr, "sandrund: %s\n", cgroup_lock.error().message.c_str());
     return 1;

@@ -6,7 +6,8 @@
 #include <sys/statfs.h>
 #include <unistd.h>
 
-#include <cerrno>  // the errno values of sys:: errors (EBUSY, EEXIST)
+#include <cerrno>  // the errno values of sys:: errors (EBUSY, EEXIST, EWOULDBLOCK)
+#include <cstdio>
 #include <cstring>
 #include <fstream>
 #include <sstream>
@@ -114,6 +115,33 @@ int SweepDir(const std::string& base) {
   ::closedir(dir);
   return removed;
 }
+
+}  // namespace
+
+Result<sys::UniqueFd> LockCgroupName(const std::string& name) {
+  std::string file = name;
+  for (char& c : file) {
+    if (c == '/') c = '_';
+  }
+  const std::string path = "/run/sandrun-cgroup-" + file + ".lock";
+  auto lock = sys::TryLockFile(path);
+  if (lock.ok()) return lock;
+  if (lock.error().err != EWOULDBLOCK) {
+    std::fprintf(stderr,
+                 "sandrund: WARNING: %s: another daemon with cgroup_name '%s' would not be "
+                 "noticed\n",
+                 lock.error().message.c_str(), name.c_str());
+    return sys::UniqueFd();
+  }
+  return MakeError(ErrorKind::kSystem,
+                   "cgroup_name '" + name + "' is in use by another sandrund on this host (" +
+                       path +
+                       " is locked); its start-up would kill that daemon's runs. Give "
+                       "each daemon its own cgroup_name (scripts/serve derives one from its "
+                       "state directory)");
+}
+
+namespace {
 
 // ---- v1 --------------------------------------------------------------------------------
 class RunCgroupV1 : public RunCgroup {

@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "sys/unique_fd.h"
 #include "util/result.h"
 
 namespace sandrun::sandbox {
@@ -80,6 +81,14 @@ class CgroupManager {
   // before serving: every run cgroup of this name is then a leftover.
   virtual int SweepStale() = 0;
 };
+
+// One daemon per cgroup_name on a host: SweepStale kills every run cgroup below the name as
+// an earlier daemon's leftovers, so a second daemon with the same name killed the first one's
+// runs. Takes an flock(2) on /run/sandrun-cgroup-<name>.lock ('/' in the name as '_'), held by
+// the returned fd for the daemon's life (it goes with the process, however it ends). Returns
+// an invalid fd when /run has no room for the file (no guard then, with a warning on stderr).
+// Errors: kSystem when another process holds the lock, saying what to change.
+Result<sys::UniqueFd> LockCgroupName(const std::string& name);
 
 // Detects what the host offers: cgroup v2 with memory and pids controllers delegated to us,
 // else v1 memory + pids hierarchies. `name` is the directory created under the daemon's own

@@ -1,6 +1,6 @@
 #include "sandbox/mounts.h"
 
-#include <dirent.h>
+#include <fcntl.h>
 #include <sys/mount.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
@@ -12,6 +12,7 @@
 
 #include "sandbox/init_plan.h"
 #include "sys/syscalls.h"
+#include "sys/tree_walk.h"
 
 namespace sandrun::sandbox {
 namespace {
@@ -149,13 +150,13 @@ size_t ReplaceAll(std::string& text, const std::string& from, const std::string&
 }
 
 // Names in directory `dir` (none when it cannot be read).
+// Names in directory `dir`, at most 4096 (none when it cannot be read).
 std::vector<std::string> NamesIn(const std::string& dir) {
-  std::vector<std::string> names;
-  DIR* d = ::opendir(dir.c_str());
-  if (d == nullptr) return names;
-  while (const dirent* e = ::readdir(d)) names.emplace_back(e->d_name);
-  ::closedir(d);
-  return names;
+  sys::UniqueFd fd(::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+  bool truncated = false;
+  auto names = fd.valid() ? sys::ListDir(fd.get(), 4096, &truncated)
+                          : Result<std::vector<std::string>>(std::vector<std::string>{});
+  return names.ok() ? std::move(*names) : std::vector<std::string>{};
 }
 
 // Copies of the system's *-nspkg.pth files that import nothing (LeanNamespacePth), each

@@ -4,6 +4,7 @@
 #include <sched.h>
 #include <signal.h>
 #include <spawn.h>
+#include <sys/file.h>
 #include <sys/mman.h>
 #include <sys/mount.h>
 #include <sys/prctl.h>
@@ -180,6 +181,15 @@ Result<UniqueFd> MemfdWith(const std::string& name, const std::string& data) {
   if (!fd.valid()) return ErrnoError("memfd_create " + name);
   if (!WriteAll(fd.get(), data.data(), data.size())) return ErrnoError("write " + name);
   if (::lseek(fd.get(), 0, SEEK_SET) != 0) return ErrnoError("lseek " + name);
+  return fd;
+}
+
+Result<UniqueFd> TryLockFile(const std::string& path) {
+  UniqueFd fd(::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600));
+  if (!fd.valid()) return ErrnoError("open " + path);
+  while (::flock(fd.get(), LOCK_EX | LOCK_NB) != 0) {
+    if (errno != EINTR) return ErrnoError("flock " + path);
+  }
   return fd;
 }
 

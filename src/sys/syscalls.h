@@ -100,6 +100,11 @@ void KillPidfd(int pidfd);
 // A memfd (MFD_CLOEXEC) holding `data`, positioned at 0. Errors: kSystem.
 Result<UniqueFd> MemfdWith(const std::string& name, const std::string& data);
 
+// Opens (creating it, mode 0600, O_CLOEXEC, not through a symlink) and flock(2)s `path`
+// exclusively without waiting. The lock lives as long as the fd. Errors: kSystem naming the
+// call and path, with EWOULDBLOCK when another open file holds the lock. Not safe after fork.
+Result<UniqueFd> TryLockFile(const std::string& path);
+
 // Opens an executable for a later execveat(fd, "", ..., AT_EMPTY_PATH) (O_RDONLY|O_CLOEXEC).
 // Errors: kSystem naming the path.
 Result<UniqueFd> OpenExecutable(const std::string& path);

@@ -103,6 +103,25 @@ BOOST_AUTO_TEST_CASE(make_dirs_makes_every_missing_level_with_the_mode) {
   std::system(("rm -rf " + base).c_str());
 }
 
+BOOST_AUTO_TEST_CASE(a_file_lock_is_held_by_one_open_file_until_it_closes) {
+  char tmpl[] = "/tmp/sandrun-sys-XXXXXX";
+  const std::string base = ::mkdtemp(tmpl);
+  const std::string path = base + "/x.lock";
+  {
+    auto first = sandrun::sys::TryLockFile(path);
+    BOOST_TEST_REQUIRE(first.ok());
+    auto second = sandrun::sys::TryLockFile(path);  // another open file, same process
+    BOOST_TEST_REQUIRE(!second.ok());
+    BOOST_TEST(second.error().err == EWOULDBLOCK);
+    BOOST_TEST(second.error().message.find("flock " + path) == 0u, second.error().message);
+  }
+  BOOST_TEST(sandrun::sys::TryLockFile(path).ok());
+  // Not through a symlink.
+  BOOST_REQUIRE(::symlink(path.c_str(), (base + "/link").c_str()) == 0);
+  BOOST_TEST(!sandrun::sys::TryLockFile(base + "/link").ok());
+  std::system(("rm -rf " + base).c_str());
+}
+
 // Callers outside sys/ tell "already there" from a failure by the error's errno.
 BOOST_AUTO_TEST_CASE(mkdir_error_carries_errno) {
   char tmpl[] = "/tmp/sandrun-sys-XXXXXX";
