@@ -11,6 +11,7 @@
 #include "storage/file_copy.h"
 #include "storage/fs.h"
 #include "storage/walk_limits.h"
+#include "sys/tree_walk.h"
 
 namespace sandrun::storage {
 namespace {
@@ -19,15 +20,18 @@ namespace {
 // max_files: "too_deep" past max_depth, "too_many" past the number of entries, "too_long" past
 // the path byte bounds.
 //
-// Not a client of sys/tree_walk.h, whose policy is to stop at the first limit: the export
+// The walk is not a client of sys/tree_walk.h, whose policy is to stop at the first limit
+// (which suits HoldsOnlyEmptyDirs below, a yes/no on a small tree): the export
 // skips what is past a limit and goes on (a too-deep directory costs its own subtree, not its
 // siblings), and which files a response lists is part of the API. The tree walker was modelled
 // on this one (fd-relative, names read no further than the budget left, sorted).
 
-// How far Walker::HoldsNothing looks into an ignored directory for something other than empty
-// directories before it lists the directory anyway: levels, and names read in all.
-constexpr int kEmptyTreeDepth = 8;
-constexpr size_t kEmptyTreeEntries = 64;
+// True when the directory `name` in `dirfd` holds nothing but empty directories, found within
+// 8 levels (the directory's own entries and 7 below) and 64 entries; past either, false.
+bool HoldsOnlyEmptyDirs(int dirfd, const std::string& name) {
+  const sys::TreeReport tree = sys::MeasureTreeAt(dirfd, name, sys::TreeLimits{7, 64});
+  return tree.complete() && tree.unreadable == 0 && tree.entries == tree.dirs;
+}
 
 std::string Join(const std::string& prefix, const std::string& name) {
   return prefix.empty() ? name : prefix + "/" + name;
@@ -59,7 +63,6 @@ class Walker {
   void VisitFile(int dirfd, const std::string& name, const std::string& path,
                  const struct stat& st);
   bool IsIgnored(const std::string& path, const std::string& name) const;
-  bool HoldsNothing(int dirfd, const std::string& name, int depth, size_t* budget) const;
   bool IsUnchangedInput(int dirfd, const std::string& name, const std::string& path) const;
   void Skip(const std::string& path, const char* reason) {
     // Bounded: a tree of 100000 long paths must not cost the daemon gigabytes.
@@ -136,8 +139,7 @@ void Walker::VisitDir(int dirfd, const std::string& name, const std::string& pat
     // One entry for the whole directory; its contents are not counted. A tree of empty
     // directories has nothing to tell (the kernel makes an empty ~/.local/lib/.../site-packages
     // for pip: it was listed in every answer of the session).
-    size_t budget = kEmptyTreeEntries;
-    if (!HoldsNothing(dirfd, name, kEmptyTreeDepth, &budget)) Skip(path, "ignored");
+    if (!HoldsOnlyEmptyDirs(dirfd, name)) Skip(path, "ignored");
     return;
   }
   if (depth + 1 > limits_.max_depth) {
@@ -181,21 +183,6 @@ bool Walker::IsIgnored(const std::string& path, const std::string& name) const {
     if (dir == name && dir.find('/') == std::string::npos) return true;
   }
   return false;
-}
-
-bool Walker::HoldsNothing(int dirfd, const std::string& name, int depth, size_t* budget) const {
-  UniqueFd fd = OpenDirAt(dirfd, name);
-  if (!fd.valid() || depth == 0) return false;
-  bool truncated = false;
-  auto names = ListDir(fd.get(), *budget, &truncated);
-  if (!names.ok() || truncated) return false;
-  *budget -= names->size();
-  for (const std::string& entry : *names) {
-    struct stat st;
-    if (fstatat(fd.get(), entry.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0) continue;  // vanished
-    if (!S_ISDIR(st.st_mode) || !HoldsNothing(fd.get(), entry, depth - 1, budget)) return false;
-  }
-  return true;
 }
 
 bool Walker::IsUnchangedInput(int dirfd, const std::string& name, const std::string& path) const {
