@@ -1,5 +1,5 @@
 // The API: one handler per endpoint behind Handle(). The one place that sees config,
-// sandbox and storage together (STYLE.md layout rule). Thread-safe.
+// sandbox and storage together (docs/STYLE.md layout rule). Thread-safe.
 #pragma once
 
 #include <atomic>

@@ -1,5 +1,5 @@
 // The outcome of one sandboxed run: the program's fate is data (RunOutcome), a failure to
-// build the sandbox is an Error (STYLE.md: isolate's RE/SG/TO/XX kept apart).
+// build the sandbox is an Error (docs/STYLE.md: isolate's RE/SG/TO/XX kept apart).
 #pragma once
 
 #include <cstdint>

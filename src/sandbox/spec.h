@@ -1,5 +1,5 @@
 // SandboxSpec: everything one sandboxed program run needs, as plain values. Knows nothing of
-// JSON or HTTP (STYLE.md layout rule).
+// JSON or HTTP (docs/STYLE.md layout rule).
 #pragma once
 
 #include <sys/types.h>

@@ -1,7 +1,7 @@
 // File-system helpers for storage/: an owning fd, errno-carrying errors, fd-relative walks.
 //
 // The fd owner is sys::UniqueFd and the tree walker is sys/tree_walk.h; errno is read there
-// (STYLE.md), these are storage's names for them.
+// (docs/STYLE.md), these are storage's names for them.
 #pragma once
 
 #include <string>
@@ -13,7 +13,7 @@
 
 namespace sandrun::storage {
 
-// The fd owner of sys/ (STYLE.md: fd owners live there).
+// The fd owner of sys/ (docs/STYLE.md: fd owners live there).
 using UniqueFd = sys::UniqueFd;
 
 // An Error of kind kSystem whose message is "<call>(<arg>): <sys::ErrnoMessage(err)>".

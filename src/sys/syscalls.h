@@ -1,4 +1,4 @@
-// The one home of raw syscalls and errno reads (STYLE.md): thin wrappers that turn failures
+// The one home of raw syscalls and errno reads (docs/STYLE.md): thin wrappers that turn failures
 // into Result errors naming the call. Functions marked "child-safe" are async-signal-safe
 // and allocate nothing: they may run in a clone(2)d child of a multi-threaded process.
 #pragma once

@@ -1,4 +1,4 @@
-// Result<T>: the in-house expected type (STYLE.md "Errors"), and the error contract of the
+// Result<T>: the in-house expected type (docs/STYLE.md "Errors"), and the error contract of the
 // whole daemon. Boost 1.74 has no boost::system::result and we are not on C++23, so this is a
 // small std::variant wrapper.
 //

@@ -1,4 +1,4 @@
-// Named regression cases for security and limit bugs found by review (STYLE.md "Tests").
+// Named regression cases for security and limit bugs found by review (docs/STYLE.md "Tests").
 #include <rapidjson/stringbuffer.h>
 #include <rapidjson/writer.h>
 #include <sys/stat.h>

@@ -1,4 +1,4 @@
-// sandrun_probe: exercises the sandbox from inside (STYLE.md "Tests"). The integration tests
+// sandrun_probe: exercises the sandbox from inside (docs/STYLE.md "Tests"). The integration tests
 // upload it as an input file and run it through the real service.
 //   probe try-syscall NAME|all   call each refused syscall with harmless arguments and print
 //                                "NAME ERRNO_NAME" (the filter must answer EPERM)

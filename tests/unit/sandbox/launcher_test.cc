@@ -1,6 +1,6 @@
 // Real sandboxes, no mocks: needs root (user namespaces with arbitrary id maps, cgroups,
 // tmpfs mounts). Without root the suite fails loudly instead of skipping: CI runs as root
-// and a skipped sandbox test there would hide a broken sandbox (STYLE.md "Tests").
+// and a skipped sandbox test there would hide a broken sandbox (docs/STYLE.md "Tests").
 #define BOOST_TEST_MODULE launcher
 #include "sandbox/launcher.h"
 
