@@ -629,6 +629,57 @@ def html_table_markdown(text: str, max_rows: int = 60, max_cols: int = 30) -> st
         lines.append(f"({len(rows) - 1 - max_rows} more rows not shown)")
     return "\n".join(lines + ([""] + reader.notes if reader.notes else []))
 
+def _table_rows(markdown: str) -> list:
+    """The rows of a Markdown table (cells as text), its separator row left out."""
+    rows = []
+    for line in markdown.strip().splitlines():
+        s = line.strip()
+        if not (s.startswith("|") and s.endswith("|") and len(s) > 1):
+            break
+        cells = [c.strip().replace("\\|", "|") for c in re.split(r"(?<!\\)\|", s[1:-1])]
+        if all(re.fullmatch(r":?-+:?", c) for c in cells if c) and any(cells):
+            continue
+        rows.append(cells)
+    return rows
+
+
+def _same_value(a: str, b: str) -> bool:
+    if a == b:
+        return True
+    try:
+        return float(a) == float(b)
+    except ValueError:
+        return False
+
+
+def _line_is_row(line: str, cells: list) -> bool:
+    want, got = " ".join(cells).split(), line.split()
+    return len(want) == len(got) and all(map(_same_value, got, want))
+
+
+def without_shown_tables(text: str, result: dict, search_lines: int = 5000) -> str:
+    """`text` (printed output) without the text form of each table `displays` shows: a
+    notebook's trailing DataFrame is printed as text and shown as a table; it is shown once,
+    as the table. Only an exact match of every row (numbers compared as numbers, so 12.50 is
+    12.5) is taken out; a table printed differently (cut, wrapped) stays."""
+    tables = []
+    for d in result.get("displays") or []:
+        if isinstance(d, dict) and d.get("kind") == "table" and isinstance(d.get("text"), str):
+            markdown = d["text"]
+            if d.get("mime") == "text/html":
+                markdown = html_table_markdown(markdown)
+            tables.append(_table_rows(markdown))
+    lines = text.split("\n")
+    for rows in tables:
+        n = len(rows)
+        if n < 2 or n > len(lines):
+            continue
+        for start in range(len(lines) - n, max(-1, len(lines) - n - search_lines), -1):
+            if all(_line_is_row(lines[start + i], rows[i]) for i in range(n)):
+                del lines[start : start + n]
+                break
+    return "\n".join(lines)
+
 
 # --- sandrun client: end --------------------------------------------------------------------
 
@@ -952,7 +1003,7 @@ class Action:
         for k, step in enumerate(steps):
             ok = step.get("status") == "ok"
             stdout, stderr = step.get("stdout") or "", step.get("stderr") or ""
-            output = clip(stdout, limit)
+            output = clip(without_shown_tables(stdout, result), limit)
             if ok and stderr:
                 if output and not output.endswith("\n"):
                     output += "\n"
@@ -983,7 +1034,8 @@ class Action:
         if note:
             parts.append(note)
         steps = result.get("snippets") or []
-        stdout = people_numbered(result.get("stdout") or "", steps)
+        # A table `displays` shows is not repeated as text.
+        stdout = people_numbered(without_shown_tables(result.get("stdout") or "", result), steps)
         stderr = people_numbered(result.get("stderr") or "", steps)
         if stdout.strip():
             parts.append(fenced(clip(stdout, self.valves.max_output_chars)))

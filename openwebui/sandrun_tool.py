@@ -21,6 +21,7 @@ import hashlib
 import importlib
 import inspect
 import json
+import re
 import signal
 import socket
 import urllib.error
@@ -628,6 +629,57 @@ def html_table_markdown(text: str, max_rows: int = 60, max_cols: int = 30) -> st
         lines.append(f"({len(rows) - 1 - max_rows} more rows not shown)")
     return "\n".join(lines + ([""] + reader.notes if reader.notes else []))
 
+def _table_rows(markdown: str) -> list:
+    """The rows of a Markdown table (cells as text), its separator row left out."""
+    rows = []
+    for line in markdown.strip().splitlines():
+        s = line.strip()
+        if not (s.startswith("|") and s.endswith("|") and len(s) > 1):
+            break
+        cells = [c.strip().replace("\\|", "|") for c in re.split(r"(?<!\\)\|", s[1:-1])]
+        if all(re.fullmatch(r":?-+:?", c) for c in cells if c) and any(cells):
+            continue
+        rows.append(cells)
+    return rows
+
+
+def _same_value(a: str, b: str) -> bool:
+    if a == b:
+        return True
+    try:
+        return float(a) == float(b)
+    except ValueError:
+        return False
+
+
+def _line_is_row(line: str, cells: list) -> bool:
+    want, got = " ".join(cells).split(), line.split()
+    return len(want) == len(got) and all(map(_same_value, got, want))
+
+
+def without_shown_tables(text: str, result: dict, search_lines: int = 5000) -> str:
+    """`text` (printed output) without the text form of each table `displays` shows: a
+    notebook's trailing DataFrame is printed as text and shown as a table; it is shown once,
+    as the table. Only an exact match of every row (numbers compared as numbers, so 12.50 is
+    12.5) is taken out; a table printed differently (cut, wrapped) stays."""
+    tables = []
+    for d in result.get("displays") or []:
+        if isinstance(d, dict) and d.get("kind") == "table" and isinstance(d.get("text"), str):
+            markdown = d["text"]
+            if d.get("mime") == "text/html":
+                markdown = html_table_markdown(markdown)
+            tables.append(_table_rows(markdown))
+    lines = text.split("\n")
+    for rows in tables:
+        n = len(rows)
+        if n < 2 or n > len(lines):
+            continue
+        for start in range(len(lines) - n, max(-1, len(lines) - n - search_lines), -1):
+            if all(_line_is_row(lines[start + i], rows[i]) for i in range(n)):
+                del lines[start : start + n]
+                break
+    return "\n".join(lines)
+
 
 # --- sandrun client: end --------------------------------------------------------------------
 
@@ -681,6 +733,8 @@ def _model_text(result: dict, limit: int, images: Optional[dict] = None,
         )
     for name in ("stdout", "stderr"):
         text = result.get(name) or ""
+        if name == "stdout":  # a table `displays` shows is not repeated as text
+            text = without_shown_tables(text, result)
         if not text:
             lines.append(f"{name}: (empty)")
             continue
@@ -923,7 +977,8 @@ async def _run(valves: Any, language: str, code: str, identity: dict, emitter,
     ]
     limit = valves.max_output_chars
     ok = result.get("status") == "ok"
-    stdout, stderr = result.get("stdout") or "", result.get("stderr") or ""
+    stdout = without_shown_tables(result.get("stdout") or "", result)
+    stderr = result.get("stderr") or ""
     error = "" if ok else "\n".join(x for x in (clip(stderr, limit), outcome_sentence(result)) if x)
     shown = {
         "output": clip(stdout, limit) or ("(no output)" if ok else ""),

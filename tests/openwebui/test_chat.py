@@ -94,6 +94,7 @@ class WebUICase(unittest.TestCase):
         self.assertIn("**sandrun:** The code ran successfully in", text)   # the summary
         self.assertIn("mean 7.875", text)                                  # the output
         self.assertIn("| 0 | Paris | 12.5 |", text)                        # the table
+        self.assertNotIn("0  Paris  12.50", text)                          # ... once
         links = markdown_links(text)
         self.assertTrue(links["figure-1.png"][0], "the chart is an inline image")
         self.assertFalse(links["temps.csv"][0])
@@ -262,6 +263,8 @@ class ToolOnOpenWebUI010(unittest.TestCase):
         self.assertRegex(text, r"\| 0 \| Paris \| 12\.50? \|")
         for html in ("<table", "&lt;", "<div", "<style"):
             self.assertNotIn(html, text)
+        # The value once: as the table, not also as the kernel's text form.
+        self.assertNotIn("0  Paris  12.50", text)
 
     def test_stateful_figure_reaches_the_chat_without_the_model(self):
         text, events = self.call("run_python",
@@ -320,6 +323,23 @@ class PluginTexts(unittest.TestCase):
             self.assertEqual(len(parts), 1)
             self.assertNotIn("<", parts[0].replace("&lt;", ""))
             self.assertNotIn("style", parts[0])
+
+    def test_a_shown_table_is_not_repeated_as_text(self):
+        printed = "mean 7.875\n    city   temp\n0  Paris  12.50\n1   Oslo   3.25\n"
+        markdown = {"displays": [{"kind": "table", "mime": "text/markdown",
+                                  "text": "|  | city | temp |\n|---|---|---|\n"
+                                          "| 0 | Paris | 12.5 |\n| 1 | Oslo | 3.25 |"}]}
+        html = {"displays": [{"kind": "table", "mime": "text/html", "text":
+                              "<table><tr><th></th><th>city</th><th>temp</th></tr>"
+                              "<tr><th>0</th><td>Paris</td><td>12.50</td></tr>"
+                              "<tr><th>1</th><td>Oslo</td><td>3.25</td></tr></table>"}]}
+        for module in (self.action_module, self.tool_module):
+            self.assertEqual(module.without_shown_tables(printed, markdown), "mean 7.875\n")
+            self.assertEqual(module.without_shown_tables(printed, html), "mean 7.875\n")
+            # Printed differently (another value): kept.
+            other = printed.replace("3.25", "3.5")
+            self.assertEqual(module.without_shown_tables(other, markdown), other)
+            self.assertEqual(module.without_shown_tables(printed, {"displays": []}), printed)
 
     def test_stdin_readers_are_recognised(self):
         reads = self.action_module.reads_stdin
