@@ -765,26 +765,35 @@ _HEADER = re.compile(r"^--- block (\d+)\b[^\n]*---[ \t]*$", re.M)
 _INSTALL = re.compile(r"^\s*(?:[%!]\s*)?(?:sudo\s+)?(?:pip3?|python3?\s+-m\s+pip)\s+install\b", re.M)
 
 
-def people_numbered(text: str, steps: list) -> str:
+def people_numbered(text: str, steps: list, stream: str = "stdout") -> str:
     """The service's per-block header lines in joined output ("--- block 1 (bash, install)
     ---"), numbered from 1 as the summary and the entries are, and only for blocks that printed
-    something. The header's number is the API's 0-based index when every header names an index
-    of `steps` and not every one names index + 1: then each is renumbered."""
-    numbers = [int(n) for n in _HEADER.findall(text)]
-    indexes = {int(s.get("index", 0)) for s in steps if isinstance(s, dict)}
-    from_zero = bool(numbers) and (
-        0 in numbers
-        or (set(numbers) <= indexes and not set(numbers) <= {i + 1 for i in indexes})
-    )
+    something. Whether a header's number is the API's 0-based index or already counts from 1
+    is read from the text under it: it is the `stream` of the step with that index, or of the
+    one before. Undecided by that, the numbers are 0-based when each is an index of `steps` and
+    not each is an index + 1."""
+    pieces = re.split(r"(^--- block \d+\b[^\n]*---[ \t]*$\n?)", text, flags=re.M)
+    sections = [(int(_HEADER.match(h).group(1)), h, body)
+                for h, body in zip(pieces[1::2], pieces[2::2])]
+    by_index = {int(s.get("index", 0)): str(s.get(stream) or "").strip()
+                for s in steps if isinstance(s, dict)}
+
+    def printed_by(index: int, body: str) -> bool:
+        said, body = by_index.get(index, ""), body.strip()
+        return bool(said and body) and (body in said or said in body)
+
+    zero = sum(printed_by(n, body) for n, _, body in sections)
+    one = sum(printed_by(n - 1, body) for n, _, body in sections)
+    numbers, indexes = {n for n, _, _ in sections}, set(by_index)
+    from_zero = zero > one or (zero == one and bool(numbers) and (
+        0 in numbers or (numbers <= indexes and not numbers <= {i + 1 for i in indexes})))
 
     def header(m):
         n = int(m.group(1)) + (1 if from_zero else 0)
         return m.group(0).replace(f"block {m.group(1)}", f"block {n}", 1)
 
-    # Sections: [text before the first header, header, body, header, body, ...]
-    pieces = re.split(r"(^--- block \d+\b[^\n]*---[ \t]*$\n?)", text, flags=re.M)
     kept = [pieces[0]]
-    for h, body in zip(pieces[1::2], pieces[2::2]):
+    for _, h, body in sections:
         if body.strip():
             kept.append(_HEADER.sub(header, h) + body)
     return "".join(kept)
@@ -881,18 +890,7 @@ class Action:
 
         chat_id = str((body or {}).get("chat_id") or (__metadata__ or {}).get("chat_id") or "")
         message_id = str((message or {}).get("id") or (body or {}).get("id") or uuid.uuid4().hex)
-        payload: dict = {"markdown": text}
-        if (__user__ or {}).get("id"):
-            payload["user"] = str(__user__["id"])
-        if chat_id:
-            payload["session"] = chat_id
-        limits = limits_payload(valves.wall_time_s, valves.memory_mb)
-        if limits:
-            payload["limits"] = limits
-        if valves.network:
-            payload["network"] = True
-        if packages_list(valves.packages):
-            payload["packages"] = packages_list(valves.packages)
+        payload = self._payload(text, __user__, chat_id)
         if valves.ask_for_input and __event_call__ is not None and reads_stdin(text):
             answer = await _ask_for_input(__event_call__)
             if answer:
@@ -944,6 +942,23 @@ class Action:
         await self._deliver(__event_emitter__, chat_id, message_id, appendix, entries)
         await emit(__event_emitter__, status_event(headline, True))
         return None
+
+    def _payload(self, text: str, user: Optional[dict], chat_id: str) -> dict:
+        """The POST /run request for the answer `text`, from the valves."""
+        valves = self.valves
+        payload: dict = {"markdown": text}
+        if (user or {}).get("id"):
+            payload["user"] = str(user["id"])
+        if chat_id:
+            payload["session"] = chat_id
+        limits = limits_payload(valves.wall_time_s, valves.memory_mb)
+        if limits:
+            payload["limits"] = limits
+        if valves.network:
+            payload["network"] = True
+        if packages_list(valves.packages):
+            payload["packages"] = packages_list(valves.packages)
+        return payload
 
     async def _deliver(self, emitter, chat_id: str, message_id: str, appendix: str,
                        entries: list) -> None:
@@ -1036,7 +1051,7 @@ class Action:
         steps = result.get("snippets") or []
         # A table `displays` shows is not repeated as text.
         stdout = people_numbered(without_shown_tables(result.get("stdout") or "", result), steps)
-        stderr = people_numbered(result.get("stderr") or "", steps)
+        stderr = people_numbered(result.get("stderr") or "", steps, "stderr")
         if stdout.strip():
             parts.append(fenced(clip(stdout, self.valves.max_output_chars)))
         if stderr.strip():

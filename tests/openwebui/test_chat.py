@@ -365,6 +365,13 @@ class PluginTexts(unittest.TestCase):
         # Headers already counted from 1 (the index + 1 of each step) stay as they are.
         ones = "--- block 2 (python) ---\n1\n--- block 3 (python) ---\n2\n"
         self.assertEqual(numbered(ones, [{"index": 1}, {"index": 2}]), ones)
+        # Which step printed the text under a header decides: block 2's traceback under
+        # "block 1" is 0-based; under "block 2", it counts from 1 already.
+        steps = [{"index": 0, "stderr": ""}, {"index": 1, "stderr": "Traceback\nNameError\n"}]
+        self.assertEqual(numbered("--- block 1 (python) ---\nTraceback\nNameError\n", steps,
+                                  "stderr"), "--- block 2 (python) ---\nTraceback\nNameError\n")
+        self.assertEqual(numbered("--- block 2 (python) ---\nTraceback\nNameError\n", steps,
+                                  "stderr"), "--- block 2 (python) ---\nTraceback\nNameError\n")
 
     def test_token_valves_are_masked_and_tool_valves_name_the_kernel(self):
         for path, cls in ((ACTION_FILE, "Action"), (TOOL_FILE, "Tools")):
