@@ -462,7 +462,10 @@ async def resolved(value: Any) -> Any:
 
 def _fetch_image(url: str, sha256: str) -> Optional[tuple]:
     """(bytes, mime) of a raster image behind a sandrun link, or None: not a raster image,
-    over MAX_KEPT_IMAGE_BYTES, not the bytes sandrun announced, or not reachable."""
+    over MAX_KEPT_IMAGE_BYTES, not the bytes sandrun announced, or not reachable. Only an
+    http(s) link is fetched (never file: or ftp:), and no redirect is followed."""
+    if not url.lower().startswith(("http://", "https://")):
+        return None
     try:
         request = urllib.request.Request(url, headers={"User-Agent": "sandrun-openwebui/1.0"})
         opener = urllib.request.build_opener(_NoRedirect())

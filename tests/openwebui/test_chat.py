@@ -341,6 +341,24 @@ class PluginTexts(unittest.TestCase):
             self.assertEqual(module.without_shown_tables(other, markdown), other)
             self.assertEqual(module.without_shown_tables(printed, {"displays": []}), printed)
 
+    def test_only_http_image_links_are_fetched_into_open_webui(self):
+        # A response naming a file: URL must not make Open WebUI's server read its own files.
+        store = tempfile.mkdtemp(prefix="owui-files.")
+        self.addCleanup(shutil.rmtree, store, True)
+        local = os.path.join(store, "secret.png")
+        with open(local, "wb") as f:
+            f.write(PNG + b"not for the chat")
+        webui, person = OpenWebUI("0.10.2", store), owui.user()
+        webui.users[person["id"]] = person
+        for module in (self.action_module, self.tool_module):
+            for url in ("file://" + local, "ftp://127.0.0.1/x.png", "/etc/x.png"):
+                f = {"name": "x.png", "url": url, "mime": "image/png"}
+                with webui.installed():
+                    kept = owui.run(module.keep_image(f, owui_chat.REQUEST, person,
+                                                      {"chat_id": "c", "message_id": "m"}))
+                self.assertEqual(kept, url)
+        self.assertEqual(webui.files, {})
+
     def test_stdin_readers_are_recognised(self):
         reads = self.action_module.reads_stdin
         for code in ("```python\nx = input('n? ')\n```",
