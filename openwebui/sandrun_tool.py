@@ -932,6 +932,18 @@ async def _show_images(emitter, host: "_Host", images: list) -> bool:
     return True
 
 
+async def _save_entry(host: "_Host", entry: dict) -> None:
+    """The code execution entry in the saved answer too (Open WebUI's server keeps none of a
+    `source` event with a type; only the page's save would), so a closed tab loses nothing."""
+    saved = await saved_message(host.chat_id, host.message_id)
+    if saved is None:
+        return
+    entries = [e for e in saved.get("code_executions") or []
+               if isinstance(e, dict) and e.get("id") != entry.get("id")]
+    await save_message_fields(host.chat_id, host.message_id,
+                              {"code_executions": entries + [entry]})
+
+
 async def _run(valves: Any, language: str, code: str, identity: dict, emitter,
                host: Optional[_Host] = None) -> str:
     """One POST /run of `code`; returns the text the model reads, never raises."""
@@ -993,7 +1005,9 @@ async def _run(valves: Any, language: str, code: str, identity: dict, emitter,
             if f.get("mime") not in RASTER_IMAGE_TYPES
         ],
     }
-    await emit(emitter, code_execution_event(run_id, name, language, code, shown))
+    entry = code_execution_event(run_id, name, language, code, shown)
+    await emit(emitter, entry)
+    await _save_entry(host, entry["data"])
     shown_to_user = await _show_images(emitter, host, pictures)
     await emit(emitter, status_event(outcome_sentence(result), True))
     return _model_text(result, limit, images, shown_to_user)

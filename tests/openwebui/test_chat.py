@@ -284,6 +284,10 @@ class ToolOnOpenWebUI010(unittest.TestCase):
             self.assertIsNotNone(record)
             with open(record.path, "rb") as f:
                 self.assertTrue(f.read().startswith(PNG))
+        # The entry is in the saved answer even if no page saves it.
+        saved_entries = self.webui.saved_message(self.chat_id, self.answer_id)["code_executions"]
+        self.assertEqual([e["id"] for e in saved_entries], [entry["id"]])
+        self.assertEqual(saved_entries[0]["result"]["output"].strip(), "drawn")
         # A second call's image joins the first one's, in the page and in the saved chat.
         self.call("run_python", code="plt.plot([3, 2, 1])\nplt.show()")
         page = self.webui.rendered(self.tab.message(self.answer_id))["images_above"]
