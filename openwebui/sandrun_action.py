@@ -807,6 +807,22 @@ def _installs(text: str) -> bool:
     return _INSTALL.search(text) is not None
 
 
+def _output_text(output: Any) -> str:
+    """The text of an answer's `output` message items (Open WebUI 0.10), one per line, without
+    this Action's own item; "" when there are none."""
+    texts = []
+    for item in output if isinstance(output, list) else []:
+        if not isinstance(item, dict) or item.get("type") != "message":
+            continue
+        if str(item.get("id", "")).startswith(OUTPUT_ITEM_PREFIX):
+            continue
+        parts = item.get("content") if isinstance(item.get("content"), list) else []
+        text = "".join(str(p.get("text") or "") for p in parts if isinstance(p, dict))
+        if text.strip():
+            texts.append(text)
+    return "\n".join(texts)
+
+
 def _output_item(item_id: str, text: str) -> dict:
     """An Open WebUI 0.10 `output` item of type message: what its chat shows of an answer
     (the shape its own middleware gives the model's text)."""
@@ -884,15 +900,18 @@ class Action:
     ) -> Optional[dict]:
         valves = self.valves
         message = _target_message(body or {})
-        text = _message_text(message) if message else ""
+        chat_id = str((body or {}).get("chat_id") or (__metadata__ or {}).get("chat_id") or "")
+        message_id = str((message or {}).get("id") or (body or {}).get("id") or uuid.uuid4().hex)
+        # From 0.10 the page shows the answer's `output` items; the body's `content` is only
+        # their text as the page last had it (empty if the server alone saved the answer).
+        shown = _output_text((await saved_message(chat_id, message_id) or {}).get("output"))
+        text = _message_text({"content": shown} if shown else message or {})
         if not text.strip():
             await emit(
                 __event_emitter__, status_event("Nothing to run: the answer is empty.", True)
             )
             return None
 
-        chat_id = str((body or {}).get("chat_id") or (__metadata__ or {}).get("chat_id") or "")
-        message_id = str((message or {}).get("id") or (body or {}).get("id") or uuid.uuid4().hex)
         payload = self._payload(text, __user__, chat_id)
         if valves.ask_for_input and __event_call__ is not None and reads_stdin(text):
             answer = await _ask_for_input(__event_call__)

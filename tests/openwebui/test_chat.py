@@ -150,6 +150,13 @@ class ActionOnOpenWebUI010(WebUICase):
         self.assert_result_shown(self.webui.rendered(
             self.webui.saved_message(chat_id, answer_id)))
 
+    def test_the_code_run_is_the_output_items_even_if_content_is_empty(self):
+        # The server saves a 0.10 answer's `output`; its `content` may be empty in a page.
+        chat_id, answer_id = self.chat()
+        self.webui.chats[chat_id]["chat"]["history"]["messages"][answer_id]["content"] = ""
+        tab = self.click(chat_id)
+        self.assert_result_shown(self.webui.rendered(tab.message(answer_id)))
+
     def test_a_second_run_replaces_the_first_result(self):
         chat_id, answer_id = self.chat()
         self.click(chat_id)
