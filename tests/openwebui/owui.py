@@ -10,6 +10,9 @@ and runs here loads and runs there:
   `__model__`, `__request__`, `__id__`, those its signature names;
 - every callable attribute of a Tools instance whose name does not start with `__` (and that
   is not a class) becomes a tool; its reserved `__x__` parameters are filled in the same way.
+
+What Open WebUI then does with the plugins' events (the saved chat, the open page, what its
+renderer shows, on 0.10.2 and on 0.6-0.9) is reduced in owui_chat.py.
 """
 
 import asyncio

@@ -304,6 +304,34 @@ class ToolOnOpenWebUI010(unittest.TestCase):
         self.assertEqual(page, saved)
 
 
+class ToolOnOpenWebUI09(unittest.TestCase):
+    """The Tool on the 0.6-0.9 line: the images go to the answer's files all the same, with
+    sandrun's links (no image store to use)."""
+
+    def test_figure_reaches_the_chat_with_its_signed_link(self):
+        store = tempfile.mkdtemp(prefix="owui-files.")
+        self.addCleanup(shutil.rmtree, store, True)
+        webui, person = OpenWebUI("0.9", store), owui.user()
+        tools, _, _ = owui.load_plugin(TOOL_FILE, "Tools")
+        owui.set_valves(tools, service_url=STACK.base_url, token=STACK.token, wall_time_s=60,
+                        stateful=False)
+        chat_id, answer_id = webui.new_chat(person, "Let me plot it.", structured=False)
+        tab = webui.open_tab(chat_id)
+        tab.watch(answer_id)
+        emitter = webui.event_emitter(chat_id, answer_id, tab)
+        with webui.installed():
+            text = owui.run(owui.call_tool(
+                tools, "run_python", {"code": "import matplotlib.pyplot as plt\n"
+                                              "plt.plot([1, 2])\nplt.show()"},
+                person, chat_id, emitter, message_id=answer_id, request=owui_chat.REQUEST))
+        self.assertTrue(text.startswith("status: ok (exit code 0"), text)
+        for message in (tab.message(answer_id), webui.saved_message(chat_id, answer_id)):
+            (url,) = webui.rendered(message)["images_above"]
+            self.assertTrue(url.startswith(STACK.base_url + "/files/"), url)
+            self.assertTrue(fetch(url)[2].startswith(PNG))
+        self.assertEqual(webui.files, {})
+
+
 def valves_schema(instance) -> dict:
     valves = instance.Valves
     return valves.model_json_schema() if hasattr(valves, "model_json_schema") else valves.schema()
