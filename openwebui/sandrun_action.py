@@ -947,10 +947,11 @@ class Action:
                 del payload["stdin"]
                 reply = await call_sandrun(valves.service_url, valves.token, payload, timeout)
         except Unreachable as e:
-            return await self._fail(__event_emitter__, first_id, str(e))
+            return await self._fail(__event_emitter__, (chat_id, message_id), first_id, str(e))
         if reply.status != 200 or not isinstance(reply.body, dict) or "status" not in reply.body:
             return await self._fail(
-                __event_emitter__, first_id, failure_sentence(reply, valves.service_url)
+                __event_emitter__, (chat_id, message_id), first_id,
+                failure_sentence(reply, valves.service_url),
             )
 
         result = reply.body
@@ -1012,11 +1013,13 @@ class Action:
             fields["code_executions"] = list(by_id.values())
             await save_message_fields(chat_id, message_id, fields)
 
-    async def _fail(self, emitter, first_id: str, sentence: str) -> None:
+    async def _fail(self, emitter, where: tuple, first_id: str, sentence: str) -> None:
+        """The run did not happen: the sentence in the entry, under the answer and as status."""
         result = {"output": "", "error": sentence, "files": []}
-        await emit(emitter, code_execution_event(first_id, "sandrun", "", "", result))
-        appended = f"{APPENDIX_MARKER}{sentence}\n"
-        await emit(emitter, {"type": "message", "data": {"content": appended}})
+        entry = code_execution_event(first_id, "sandrun", "", "", result)
+        await emit(emitter, entry)
+        await self._deliver(emitter, where[0], where[1], f"{APPENDIX_MARKER}{sentence}\n",
+                            [entry["data"]])
         await emit(emitter, status_event(sentence, True))
         return None
 

@@ -150,6 +150,19 @@ class ActionOnOpenWebUI010(WebUICase):
         self.assert_result_shown(self.webui.rendered(
             self.webui.saved_message(chat_id, answer_id)))
 
+    def test_a_refused_run_says_why_where_the_page_looks(self):
+        owui.set_valves(self.action, service_url=STACK.base_url, token="not-the-token")
+        chat_id, answer_id = self.chat()
+        tab = self.click(chat_id)
+        sentence = ("sandrun refused the bearer token: put a valid token in the plugin's "
+                    "'token' valve.")
+        for message in (tab.message(answer_id), self.webui.saved_message(chat_id, answer_id)):
+            shown = self.webui.rendered(message)
+            self.assertIn("**sandrun:** " + sentence, shown["markdown"])
+            self.assertIn("df.to_csv", shown["markdown"])
+            self.assertEqual(shown["code_executions"][0]["result"]["error"], sentence)
+            self.assertEqual(shown["statuses"][-1], sentence)
+
     def test_the_code_run_is_the_output_items_even_if_content_is_empty(self):
         # The server saves a 0.10 answer's `output`; its `content` may be empty in a page.
         chat_id, answer_id = self.chat()
