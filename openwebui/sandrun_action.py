@@ -16,6 +16,10 @@ licence: MIT
 # blocks (DESIGN.md §5) and says in `plan` which ones it ran and why it skipped the others.
 
 import asyncio
+import base64
+import hashlib
+import importlib
+import inspect
 import json
 import re
 import signal
@@ -23,6 +27,7 @@ import socket
 import urllib.error
 import urllib.request
 import uuid
+from html.parser import HTMLParser
 from typing import Any, Awaitable, Callable, Optional
 
 from pydantic import BaseModel, Field
@@ -362,20 +367,24 @@ def _inert_markdown(text: str) -> str:
                    for c in text)
 
 
-def displays_markdown(result: dict) -> list:
+def displays_markdown(result: dict, images: Optional[dict] = None) -> list:
     """The run's `displays` (what the program showed: charts, tables) as Markdown, in order:
-    an image inline, a table as a Markdown table, text as text."""
+    an image inline (at the URL `images` maps its link to, if any), a table as a Markdown table
+    (an HTML table too: a kernel's DataFrame), text as text."""
     parts = []
     for d in result.get("displays") or []:
         if not isinstance(d, dict):
             continue
-        kind, text, f = d.get("kind"), d.get("text"), d.get("file")
+        kind, text, f, mime = d.get("kind"), d.get("text"), d.get("file"), d.get("mime")
         if kind == "image" and isinstance(f, dict) and f.get("mime") in RASTER_IMAGE_TYPES:
-            parts.append(file_markdown(f))
-        elif kind == "table" and isinstance(text, str) and text:
-            parts.append(_inert_markdown(text))
-        elif kind == "text" and isinstance(text, str) and text:
-            parts.append(_inert_markdown(text) if d.get("mime") == "text/markdown" else fenced(text))
+            parts.append(file_markdown(dict(f, url=(images or {}).get(f.get("url"), f.get("url")))))
+        elif kind in ("table", "text") and isinstance(text, str) and text.strip():
+            if mime == "text/html":
+                parts.append(_inert_markdown(html_table_markdown(text)))
+            elif kind == "table" or mime == "text/markdown":
+                parts.append(_inert_markdown(text))
+            else:
+                parts.append(fenced(text))
     return parts
 
 
@@ -431,6 +440,250 @@ def code_execution_event(
     return {"type": "source", "data": data}
 
 
+# --- inside Open WebUI: its own modules, when the plugin runs in its server -----------------
+
+# The largest image copied into Open WebUI's file store; a larger one keeps sandrun's link.
+MAX_KEPT_IMAGE_BYTES = 8 * 1024 * 1024
+IMAGE_FETCH_TIMEOUT_S = 15
+
+
+def open_webui_module(name: str) -> Any:
+    """One of Open WebUI's modules (e.g. "open_webui.models.chats"), or None outside it."""
+    try:
+        return importlib.import_module(name)
+    except Exception:
+        return None
+
+
+async def resolved(value: Any) -> Any:
+    """Open WebUI's model functions are coroutines since 0.10 and plain functions before."""
+    return await value if inspect.isawaitable(value) else value
+
+
+def _fetch_image(url: str, sha256: str) -> Optional[tuple]:
+    """(bytes, mime) of a raster image behind a sandrun link, or None: not a raster image,
+    over MAX_KEPT_IMAGE_BYTES, not the bytes sandrun announced, or not reachable. Only an
+    http(s) link is fetched (never file: or ftp:), and no redirect is followed."""
+    if not url.lower().startswith(("http://", "https://")):
+        return None
+    try:
+        request = urllib.request.Request(url, headers={"User-Agent": "sandrun-openwebui/1.0"})
+        opener = urllib.request.build_opener(_NoRedirect())
+        with opener.open(request, timeout=IMAGE_FETCH_TIMEOUT_S) as response:
+            mime = (response.headers.get("Content-Type") or "").split(";")[0].strip().lower()
+            data = response.read(MAX_KEPT_IMAGE_BYTES + 1)
+    except Exception:
+        return None
+    if mime not in RASTER_IMAGE_TYPES or len(data) > MAX_KEPT_IMAGE_BYTES:
+        return None
+    if sha256 and hashlib.sha256(data).hexdigest() != sha256.lower():
+        return None
+    return data, mime
+
+
+async def keep_image(file: dict, request: Any, user: Optional[dict], where: dict) -> str:
+    """The URL to show a raster image with. Inside Open WebUI (a request and a user), the image
+    is stored in Open WebUI's own file store under that user, linked to the chat message in
+    `where` ({chat_id, message_id}), by the function Open WebUI's code interpreter uses for its
+    images (utils/files.py get_image_url_from_base64): the chat keeps it after sandrun's
+    expiring link is gone. Anywhere else, or if storing fails, sandrun's signed link."""
+    url = file.get("url") or ""
+    if request is None or not (user or {}).get("id") or file.get("mime") not in RASTER_IMAGE_TYPES:
+        return url
+    files_module = open_webui_module("open_webui.utils.files")
+    users_module = open_webui_module("open_webui.models.users")
+    store = getattr(files_module, "get_image_url_from_base64", None)
+    users = getattr(users_module, "Users", None)
+    if store is None or users is None or not url:
+        return url
+    fetched = await asyncio.to_thread(_fetch_image, url, str(file.get("sha256") or ""))
+    if fetched is None:
+        return url
+    data, mime = fetched
+    try:
+        owner = await resolved(users.get_user_by_id(str(user["id"])))
+        if owner is None:
+            return url
+        uri = f"data:{mime};base64," + base64.b64encode(data).decode("ascii")
+        kept = await resolved(store(request, uri, dict(where), owner))
+    except Exception:
+        return url
+    return kept if isinstance(kept, str) and kept else url
+
+
+async def kept_images(result: dict, request: Any, user: Optional[dict], where: dict) -> dict:
+    """sandrun link -> URL to show, for every raster image of the run (files and displays)."""
+    images = {}
+    for f in list(result.get("files") or []) + [
+        d.get("file") for d in result.get("displays") or [] if isinstance(d, dict)
+    ]:
+        if isinstance(f, dict) and f.get("mime") in RASTER_IMAGE_TYPES and f.get("url"):
+            if f["url"] not in images:
+                images[f["url"]] = await keep_image(f, request, user, where)
+    return images
+
+
+def shown_images(result: dict) -> list:
+    """The raster images of a run, each once: what `displays` showed, then saved image files.
+    A stateful run's shown figures are only in `displays`; they count as the run's files."""
+    seen, images = set(), []
+    for f in [d.get("file") for d in result.get("displays") or [] if isinstance(d, dict)] + list(
+        result.get("files") or []
+    ):
+        if isinstance(f, dict) and f.get("mime") in RASTER_IMAGE_TYPES and f.get("url"):
+            if f["url"] not in seen:
+                seen.add(f["url"])
+                images.append(f)
+    return images
+
+
+async def saved_message(chat_id: str, message_id: str) -> Optional[dict]:
+    """The chat message as Open WebUI has saved it (models/chats.py), or None outside Open
+    WebUI. Open WebUI 0.10 keeps an answer's parts in its `output` items; earlier versions
+    only in `content`."""
+    chats = getattr(open_webui_module("open_webui.models.chats"), "Chats", None)
+    if chats is None or not chat_id or not message_id or chat_id.startswith("local:"):
+        return None
+    try:
+        message = await resolved(chats.get_message_by_id_and_message_id(chat_id, message_id))
+    except Exception:
+        return None
+    return message if isinstance(message, dict) else None
+
+
+async def save_message_fields(chat_id: str, message_id: str, fields: dict) -> bool:
+    """Merges `fields` into the saved message (Open WebUI's own upsert), so that a chat opened
+    later shows them even if no browser tab saved the chat."""
+    chats = getattr(open_webui_module("open_webui.models.chats"), "Chats", None)
+    if chats is None or not chat_id or not message_id or chat_id.startswith("local:"):
+        return False
+    try:
+        await resolved(
+            chats.upsert_message_to_chat_by_id_and_message_id(chat_id, message_id, fields)
+        )
+    except Exception:
+        return False
+    return True
+
+
+class _HtmlTable(HTMLParser):
+    """The cells of an HTML table (pandas' DataFrame._repr_html_ and the like), as text."""
+
+    def __init__(self):
+        super().__init__(convert_charrefs=True)
+        self.rows: list = []
+        self.notes: list = []
+        self._row: Optional[list] = None
+        self._cell: Optional[list] = None
+        self._hidden = 0
+        self._tables = 0
+
+    def handle_starttag(self, tag, attrs):
+        if tag in ("style", "script"):
+            self._hidden += 1
+        elif tag == "table":
+            self._tables += 1
+        elif tag == "tr" and self._tables:
+            self._row = []
+        elif tag in ("td", "th") and self._row is not None:
+            self._cell = []
+        elif tag == "br" and self._cell is not None:
+            self._cell.append(" ")
+
+    def handle_endtag(self, tag):
+        if tag in ("style", "script"):
+            self._hidden = max(0, self._hidden - 1)
+        elif tag == "table":
+            self._tables = max(0, self._tables - 1)
+        elif tag in ("td", "th") and self._cell is not None and self._row is not None:
+            self._row.append(" ".join("".join(self._cell).split()))
+            self._cell = None
+        elif tag == "tr" and self._row is not None:
+            if self._row:
+                self.rows.append(self._row)
+            self._row = None
+
+    def handle_data(self, data):
+        if self._hidden:
+            return
+        if self._cell is not None:
+            self._cell.append(data)
+        elif not self._tables and data.strip():
+            self.notes.append(" ".join(data.split()))
+
+
+def html_table_markdown(text: str, max_rows: int = 60, max_cols: int = 30) -> str:
+    """An HTML table as a Markdown table (first row as the header), with any text around it
+    (pandas' "N rows × M columns") after; HTML without a table as its text. Never HTML."""
+    reader = _HtmlTable()
+    try:
+        reader.feed(text)
+        reader.close()
+    except Exception:
+        return " ".join(text.split())
+    rows = [[c[:200].replace("|", "\\|") for c in r[:max_cols]] for r in reader.rows]
+    if not rows:
+        return " ".join(reader.notes)
+    width = max(len(r) for r in rows)
+    rows = [r + [""] * (width - len(r)) for r in rows]
+    lines = ["| " + " | ".join(rows[0]) + " |", "|" + "---|" * width]
+    lines += ["| " + " | ".join(r) + " |" for r in rows[1 : max_rows + 1]]
+    if len(rows) > max_rows + 1:
+        lines.append(f"({len(rows) - 1 - max_rows} more rows not shown)")
+    return "\n".join(lines + ([""] + reader.notes if reader.notes else []))
+
+def _table_rows(markdown: str) -> list:
+    """The rows of a Markdown table (cells as text), its separator row left out."""
+    rows = []
+    for line in markdown.strip().splitlines():
+        s = line.strip()
+        if not (s.startswith("|") and s.endswith("|") and len(s) > 1):
+            break
+        cells = [c.strip().replace("\\|", "|") for c in re.split(r"(?<!\\)\|", s[1:-1])]
+        if all(re.fullmatch(r":?-+:?", c) for c in cells if c) and any(cells):
+            continue
+        rows.append(cells)
+    return rows
+
+
+def _same_value(a: str, b: str) -> bool:
+    if a == b:
+        return True
+    try:
+        return float(a) == float(b)
+    except ValueError:
+        return False
+
+
+def _line_is_row(line: str, cells: list) -> bool:
+    want, got = " ".join(cells).split(), line.split()
+    return len(want) == len(got) and all(map(_same_value, got, want))
+
+
+def without_shown_tables(text: str, result: dict, search_lines: int = 5000) -> str:
+    """`text` (printed output) without the text form of each table `displays` shows: a
+    notebook's trailing DataFrame is printed as text and shown as a table; it is shown once,
+    as the table. Only an exact match of every row (numbers compared as numbers, so 12.50 is
+    12.5) is taken out; a table printed differently (cut, wrapped) stays."""
+    tables = []
+    for d in result.get("displays") or []:
+        if isinstance(d, dict) and d.get("kind") == "table" and isinstance(d.get("text"), str):
+            markdown = d["text"]
+            if d.get("mime") == "text/html":
+                markdown = html_table_markdown(markdown)
+            tables.append(_table_rows(markdown))
+    lines = text.split("\n")
+    for rows in tables:
+        n = len(rows)
+        if n < 2 or n > len(lines):
+            continue
+        for start in range(len(lines) - n, max(-1, len(lines) - n - search_lines), -1):
+            if all(_line_is_row(lines[start + i], rows[i]) for i in range(n)):
+                del lines[start : start + n]
+                break
+    return "\n".join(lines)
+
+
 # --- sandrun client: end --------------------------------------------------------------------
 
 
@@ -442,6 +695,18 @@ APPENDIX_MARKER = "\n\n---\n**sandrun:** "
 OPEN_WEBUI_DETAILS = re.compile(
     r'<details\s+type="(?:reasoning|code_interpreter|tool_calls)"[^>]*>.*?</details>\s*', re.S
 )
+# The `output` item this Action adds to an answer of Open WebUI 0.10 or later; its id starts
+# with this, so that a second click replaces the first one's.
+OUTPUT_ITEM_PREFIX = "sandrun-output-"
+
+# Code blocks that read standard input: Python's input(), sys.stdin, fileinput; a shell `read`
+# that no redirection on its line feeds.
+_FENCE = re.compile(r"^ {0,3}(`{3,}|~{3,})([^\n]*)\n(.*?)^ {0,3}\1[`~]*[ \t]*$", re.M | re.S)
+_PY_STDIN = re.compile(r"\binput\s*\(|\bsys\.stdin\b|\bfileinput\.input\s*\(|\bopen\(\s*0\s*[,)]")
+_SH_STDIN = re.compile(r"(?:^\s*|[;&|({]\s*|\bwhile\s+|\bif\s+)read\b(?![^\n]*<)", re.M)
+_PY_LANGS = ("python", "python3", "py", "py3", "")
+_SH_LANGS = ("bash", "sh", "shell", "zsh")
+_ONE_LINE_STRING = re.compile(r"'(?:[^'\\\n]|\\.)*'|\"(?:[^\"\\\n]|\\.)*\"")
 
 
 def _message_text(message: dict) -> str:
@@ -467,6 +732,23 @@ def _target_message(body: dict) -> Optional[dict]:
     return None
 
 
+def reads_stdin(markdown: str) -> bool:
+    """Whether a Python or shell code block of the answer reads standard input (a cheap look
+    at the text, strings and comments left out: the server's plan is known only after the
+    run)."""
+    for m in _FENCE.finditer(markdown):
+        info = (m.group(2).strip().split() or [""])[0].lower()
+        # Without one-line strings (print("input(")) and comments.
+        code = "\n".join(
+            _ONE_LINE_STRING.sub("''", line).split("#", 1)[0] for line in m.group(3).splitlines()
+        )
+        if info in _PY_LANGS and _PY_STDIN.search(code):
+            return True
+        if info in _SH_LANGS and _SH_STDIN.search(code):
+            return True
+    return False
+
+
 def _english_list(items: list) -> str:
     if len(items) <= 1:
         return "".join(items)
@@ -482,19 +764,75 @@ def _block(entry: dict) -> str:
     return f"block {int(entry.get('index', 0)) + 1} ({entry.get('language') or 'untagged'})"
 
 
-_HEADER = re.compile(r"^--- block (\d+) \(", re.M)
+_HEADER = re.compile(r"^--- block (\d+)\b[^\n]*---[ \t]*$", re.M)
 _INSTALL = re.compile(r"^\s*(?:[%!]\s*)?(?:sudo\s+)?(?:pip3?|python3?\s+-m\s+pip)\s+install\b", re.M)
 
 
-def _people_numbered(text: str) -> str:
-    """The service's header lines in joined output ("--- block 0 (bash, install) ---") count
-    from 0; the summary and the entries count from 1: the headers are renumbered to match."""
-    return _HEADER.sub(lambda m: f"--- block {int(m.group(1)) + 1} (", text)
+def people_numbered(text: str, steps: list, stream: str = "stdout") -> str:
+    """The service's per-block header lines in joined output ("--- block 1 (bash, install)
+    ---"), numbered from 1 as the summary and the entries are, and only for blocks that printed
+    something. Whether a header's number is the API's 0-based index or already counts from 1
+    is read from the text under it: it is the `stream` of the step with that index, or of the
+    one before. Undecided by that, the numbers are 0-based when each is an index of `steps` and
+    not each is an index + 1."""
+    pieces = re.split(r"(^--- block \d+\b[^\n]*---[ \t]*$\n?)", text, flags=re.M)
+    sections = [(int(_HEADER.match(h).group(1)), h, body)
+                for h, body in zip(pieces[1::2], pieces[2::2])]
+    by_index = {int(s.get("index", 0)): str(s.get(stream) or "").strip()
+                for s in steps if isinstance(s, dict)}
+
+    def printed_by(index: int, body: str) -> bool:
+        said, body = by_index.get(index, ""), body.strip()
+        return bool(said and body) and (body in said or said in body)
+
+    zero = sum(printed_by(n, body) for n, _, body in sections)
+    one = sum(printed_by(n - 1, body) for n, _, body in sections)
+    numbers, indexes = {n for n, _, _ in sections}, set(by_index)
+    from_zero = zero > one or (zero == one and bool(numbers) and (
+        0 in numbers or (numbers <= indexes and not numbers <= {i + 1 for i in indexes})))
+
+    def header(m):
+        n = int(m.group(1)) + (1 if from_zero else 0)
+        return m.group(0).replace(f"block {m.group(1)}", f"block {n}", 1)
+
+    kept = [pieces[0]]
+    for _, h, body in sections:
+        if body.strip():
+            kept.append(_HEADER.sub(header, h) + body)
+    return "".join(kept)
 
 
 def _installs(text: str) -> bool:
     """Whether the answer has a pip install line (a shell block, or %pip/!pip in Python)."""
     return _INSTALL.search(text) is not None
+
+
+def _output_text(output: Any) -> str:
+    """The text of an answer's `output` message items (Open WebUI 0.10), one per line, without
+    this Action's own item; "" when there are none."""
+    texts = []
+    for item in output if isinstance(output, list) else []:
+        if not isinstance(item, dict) or item.get("type") != "message":
+            continue
+        if str(item.get("id", "")).startswith(OUTPUT_ITEM_PREFIX):
+            continue
+        parts = item.get("content") if isinstance(item.get("content"), list) else []
+        text = "".join(str(p.get("text") or "") for p in parts if isinstance(p, dict))
+        if text.strip():
+            texts.append(text)
+    return "\n".join(texts)
+
+
+def _output_item(item_id: str, text: str) -> dict:
+    """An Open WebUI 0.10 `output` item of type message: what its chat shows of an answer
+    (the shape its own middleware gives the model's text)."""
+    return {
+        "type": "message",
+        "id": item_id,
+        "status": "completed",
+        "role": "assistant",
+        "content": [{"type": "output_text", "text": text}],
+    }
 
 
 class Action:
@@ -504,7 +842,11 @@ class Action:
             description="sandrun's address as Open WebUI's server reaches it (nginx in front of "
             "sandrund), e.g. http://sandrun:8080",
         )
-        token: str = Field(default="", description="Bearer token from sandrun's tokens_file")
+        token: str = Field(
+            default="",
+            description="Bearer token from sandrun's tokens_file",
+            json_schema_extra={"input": {"type": "password"}},
+        )
         wall_time_s: int = Field(
             default=30,
             description="Time limit of a run in seconds (wall-clock and CPU); 0 = the server's "
@@ -521,6 +863,17 @@ class Action:
             description="Python packages every run can import, comma-separated (e.g. "
             "\"yfinance, pandas>=2\"): the server installs them once into a prepared "
             "environment and reuses it",
+        )
+        ask_for_input: bool = Field(
+            default=True,
+            description="When the answer's code reads input (input(), sys.stdin, read), ask "
+            "the user for it before the run; off = run it with no input",
+        )
+        keep_images: bool = Field(
+            default=True,
+            description="Store the charts shown in the chat in Open WebUI's own file store (as "
+            "its code interpreter does), so they outlive sandrun's expiring links; other files "
+            "stay sandrun download links",
         )
         show_plan: bool = Field(
             default=False, description="Also list every code block found and why it ran or not"
@@ -542,31 +895,28 @@ class Action:
         __user__: Optional[dict] = None,
         __event_emitter__: Optional[Callable[[dict], Awaitable[Any]]] = None,
         __event_call__: Optional[Callable[[dict], Awaitable[Any]]] = None,
+        __request__: Any = None,
         __metadata__: Optional[dict] = None,
     ) -> Optional[dict]:
         valves = self.valves
         message = _target_message(body or {})
-        text = _message_text(message) if message else ""
+        chat_id = str((body or {}).get("chat_id") or (__metadata__ or {}).get("chat_id") or "")
+        message_id = str((message or {}).get("id") or (body or {}).get("id") or uuid.uuid4().hex)
+        # From 0.10 the page shows the answer's `output` items; the body's `content` is only
+        # their text as the page last had it (empty if the server alone saved the answer).
+        shown = _output_text((await saved_message(chat_id, message_id) or {}).get("output"))
+        text = _message_text({"content": shown} if shown else message or {})
         if not text.strip():
             await emit(
                 __event_emitter__, status_event("Nothing to run: the answer is empty.", True)
             )
             return None
 
-        chat_id = (body or {}).get("chat_id") or (__metadata__ or {}).get("chat_id") or ""
-        message_id = (message or {}).get("id") or (body or {}).get("id") or uuid.uuid4().hex
-        payload: dict = {"markdown": text}
-        if (__user__ or {}).get("id"):
-            payload["user"] = str(__user__["id"])
-        if chat_id:
-            payload["session"] = str(chat_id)
-        limits = limits_payload(valves.wall_time_s, valves.memory_mb)
-        if limits:
-            payload["limits"] = limits
-        if valves.network:
-            payload["network"] = True
-        if packages_list(valves.packages):
-            payload["packages"] = packages_list(valves.packages)
+        payload = self._payload(text, __user__, chat_id)
+        if valves.ask_for_input and __event_call__ is not None and reads_stdin(text):
+            answer = await _ask_for_input(__event_call__)
+            if answer:
+                payload["stdin"] = answer
 
         # One code_execution entry per executed block. Which blocks run is known only from the
         # answer, so a first entry shows the run going on and becomes the first block's entry.
@@ -584,36 +934,97 @@ class Action:
             code_execution_event(first_id, "Running the code blocks…", "", "", None),
         )
 
+        timeout = http_timeout(valves.wall_time_s)
+        note = ""
         try:
-            reply = await call_sandrun(
-                valves.service_url, valves.token, payload, http_timeout(valves.wall_time_s)
-            )
+            reply = await call_sandrun(valves.service_url, valves.token, payload, timeout)
+            if "stdin" in payload and _refuses_field(reply, "stdin"):
+                # A server that cannot give this run input: run it without, and say so.
+                note = (
+                    "The input you typed was not used: "
+                    f"{reply.body['error'].get('message', 'the server refused it')}."
+                )
+                del payload["stdin"]
+                reply = await call_sandrun(valves.service_url, valves.token, payload, timeout)
         except Unreachable as e:
-            return await self._fail(__event_emitter__, first_id, str(e))
+            return await self._fail(__event_emitter__, (chat_id, message_id), first_id, str(e))
         if reply.status != 200 or not isinstance(reply.body, dict) or "status" not in reply.body:
             return await self._fail(
-                __event_emitter__, first_id, failure_sentence(reply, valves.service_url)
+                __event_emitter__, (chat_id, message_id), first_id,
+                failure_sentence(reply, valves.service_url),
             )
 
         result = reply.body
         headline = _headline(result)
-        await self._emit_blocks(__event_emitter__, message_id, result)
-        await emit(
-            __event_emitter__,
-            {"type": "message", "data": {"content": self._appendix(result, headline)}},
+        where = {"chat_id": chat_id, "message_id": message_id}
+        images = (
+            await kept_images(result, __request__, __user__, where) if valves.keep_images else {}
         )
+        entries = await self._emit_blocks(__event_emitter__, message_id, result, images)
+        appendix = self._appendix(result, headline, images, note)
+        await self._deliver(__event_emitter__, chat_id, message_id, appendix, entries)
         await emit(__event_emitter__, status_event(headline, True))
         return None
 
-    async def _fail(self, emitter, first_id: str, sentence: str) -> None:
+    def _payload(self, text: str, user: Optional[dict], chat_id: str) -> dict:
+        """The POST /run request for the answer `text`, from the valves."""
+        valves = self.valves
+        payload: dict = {"markdown": text}
+        if (user or {}).get("id"):
+            payload["user"] = str(user["id"])
+        if chat_id:
+            payload["session"] = chat_id
+        limits = limits_payload(valves.wall_time_s, valves.memory_mb)
+        if limits:
+            payload["limits"] = limits
+        if valves.network:
+            payload["network"] = True
+        if packages_list(valves.packages):
+            payload["packages"] = packages_list(valves.packages)
+        return payload
+
+    async def _deliver(self, emitter, chat_id: str, message_id: str, appendix: str,
+                       entries: list) -> None:
+        """The appendix where the chat shows it, for the browser now and in the saved chat.
+
+        Open WebUI before 0.10 shows an answer's `content`: a `message` event appends to it
+        (the server saves it, the page shows it). From 0.10 an answer made there has `output`
+        items, and the page shows those instead of `content`: the appendix becomes an output
+        item of its own, shown at once by a `chat:completion` event with the new `output` (as
+        Open WebUI's code interpreter does) and saved with the message. The code execution
+        entries are saved too (the server keeps only what the page saves otherwise)."""
+        saved = await saved_message(chat_id, message_id)
+        await emit(emitter, {"type": "message", "data": {"content": appendix}})
+        fields: dict = {}
+        output = (saved or {}).get("output")
+        if isinstance(output, list) and output:
+            kept = [
+                item
+                for item in output
+                if not (isinstance(item, dict) and str(item.get("id", "")).startswith(
+                    OUTPUT_ITEM_PREFIX))
+            ]
+            fields["output"] = kept + [_output_item(OUTPUT_ITEM_PREFIX + message_id, appendix)]
+            await emit(emitter, {"type": "chat:completion", "data": {"output": fields["output"]}})
+        if saved is not None:
+            by_id = {e.get("id"): e for e in saved.get("code_executions") or []
+                     if isinstance(e, dict)}
+            by_id.update({e["id"]: e for e in entries})
+            fields["code_executions"] = list(by_id.values())
+            await save_message_fields(chat_id, message_id, fields)
+
+    async def _fail(self, emitter, where: tuple, first_id: str, sentence: str) -> None:
+        """The run did not happen: the sentence in the entry, under the answer and as status."""
         result = {"output": "", "error": sentence, "files": []}
-        await emit(emitter, code_execution_event(first_id, "sandrun", "", "", result))
-        appended = f"{APPENDIX_MARKER}{sentence}\n"
-        await emit(emitter, {"type": "message", "data": {"content": appended}})
+        entry = code_execution_event(first_id, "sandrun", "", "", result)
+        await emit(emitter, entry)
+        await self._deliver(emitter, where[0], where[1], f"{APPENDIX_MARKER}{sentence}\n",
+                            [entry["data"]])
         await emit(emitter, status_event(sentence, True))
         return None
 
-    async def _emit_blocks(self, emitter, message_id: str, result: dict) -> None:
+    async def _emit_blocks(self, emitter, message_id: str, result: dict, images: dict) -> list:
+        """One code execution entry per block run; returns the entries as emitted."""
         steps = result.get("snippets")
         if not isinstance(steps, list) or not steps:
             # No per-block results (a single program ran): one entry for the whole run, named
@@ -622,14 +1033,17 @@ class Action:
             single = ran[0] if len(ran) == 1 else {"index": 0, "language": ""}
             steps = [dict(result, index=single.get("index", 0), language=single.get("language"))]
         files = [
-            {"name": f.get("name") or f.get("path"), "url": f.get("url")}
-            for f in result.get("files") or []
+            {"name": f.get("name") or f.get("path"), "url": images.get(f.get("url"), f.get("url"))}
+            for f in shown_images(result) + [
+                f for f in result.get("files") or [] if f.get("mime") not in RASTER_IMAGE_TYPES
+            ]
         ]
         limit = self.valves.max_output_chars
+        entries = []
         for k, step in enumerate(steps):
             ok = step.get("status") == "ok"
             stdout, stderr = step.get("stdout") or "", step.get("stderr") or ""
-            output = clip(stdout, limit)
+            output = clip(without_shown_tables(stdout, result), limit)
             if ok and stderr:
                 if output and not output.endswith("\n"):
                     output += "\n"
@@ -638,41 +1052,49 @@ class Action:
             if not ok:
                 error = "\n".join(x for x in (clip(stderr, limit), _step_sentence(step)) if x)
             last = k == len(steps) - 1
-            await emit(
-                emitter,
-                code_execution_event(
-                    f"sandrun-{message_id}-{k}",
-                    _capital(_block(step)) if step.get("language") else "Code",
-                    step.get("language") or "",
-                    step.get("code") or "",
-                    {
-                        "output": output or ("(no output)" if ok else ""),
-                        "error": error,
-                        # Files belong to the whole run; they are listed with its last block.
-                        "files": files if last else [],
-                    },
-                ),
+            event = code_execution_event(
+                f"sandrun-{message_id}-{k}",
+                _capital(_block(step)) if step.get("language") else "Code",
+                step.get("language") or "",
+                step.get("code") or "",
+                {
+                    "output": output or ("(no output)" if ok else ""),
+                    "error": error,
+                    # Files belong to the whole run; they are listed with its last block.
+                    "files": files if last else [],
+                },
             )
+            entries.append(event["data"])
+            await emit(emitter, event)
+        return entries
 
-    def _appendix(self, result: dict, headline: str) -> str:
+    def _appendix(self, result: dict, headline: str, images: dict, note: str = "") -> str:
         """The text appended to the answer."""
         parts = [APPENDIX_MARKER + headline]
-        stdout = _people_numbered(result.get("stdout") or "")
-        stderr = _people_numbered(result.get("stderr") or "")
-        if stdout:
+        if note:
+            parts.append(note)
+        steps = result.get("snippets") or []
+        # A table `displays` shows is not repeated as text.
+        stdout = people_numbered(without_shown_tables(result.get("stdout") or "", result), steps)
+        stderr = people_numbered(result.get("stderr") or "", steps, "stderr")
+        if stdout.strip():
             parts.append(fenced(clip(stdout, self.valves.max_output_chars)))
-        if stderr:
+        if stderr.strip():
             parts.append("stderr:\n" + fenced(clip(stderr, self.valves.max_output_chars)))
-        if not stdout and not stderr:
+        displays = displays_markdown(result, images)
+        if not stdout.strip() and not stderr.strip() and not displays:
             parts.append("_(no output)_")
         # What the program showed (plt.show(), a trailing DataFrame), in order; then the files
         # it saved that were not among them.
-        parts.extend(displays_markdown(result))
+        parts.extend(displays)
         shown = displayed_urls(result)
         files = [f for f in result.get("files") or [] if f.get("url") not in shown]
-        images = [file_markdown(f) for f in files if f.get("mime") in RASTER_IMAGE_TYPES]
+        parts.extend(
+            file_markdown(dict(f, url=images.get(f.get("url"), f.get("url"))))
+            for f in files
+            if f.get("mime") in RASTER_IMAGE_TYPES
+        )
         others = [file_markdown(f) for f in files if f.get("mime") not in RASTER_IMAGE_TYPES]
-        parts.extend(images)
         if others:
             parts.append("\n".join("- " + o for o in others))
         skipped = skipped_files_line(result)
@@ -686,9 +1108,39 @@ class Action:
         return "\n\n".join(parts) + "\n"
 
 
+async def _ask_for_input(event_call) -> str:
+    """What the user types for the program's standard input ("" if nothing, cancelled, or no
+    browser tab answered): Open WebUI's input dialog (an `input` event call)."""
+    try:
+        answer = await event_call(
+            {
+                "type": "input",
+                "data": {
+                    "title": "This code reads input",
+                    "message": "Type what the program should read from its standard input, one "
+                    "line per answer it asks for. Leave it empty or cancel to run it without "
+                    "input.",
+                    "placeholder": "e.g. 42",
+                },
+            }
+        )
+    except Exception:
+        return ""
+    if not isinstance(answer, str) or not answer.strip():
+        return ""
+    return answer if answer.endswith("\n") else answer + "\n"
+
+
+def _refuses_field(reply: Reply, field: str) -> bool:
+    error = reply.body.get("error") if isinstance(reply.body, dict) else None
+    return reply.status == 400 and isinstance(error, dict) and error.get("field") == field
+
+
 def _step_sentence(step: dict) -> str:
     status = step.get("status")
     if status == "error":
+        if step.get("exit_code") is None:
+            return "It raised an error (the traceback is above)."
         return f"Exit code {step.get('exit_code')}."
     if status == "killed":
         return f"Killed by signal {step.get('signal')} ({signal_name(step.get('signal'))})."
@@ -708,7 +1160,10 @@ def _headline(result: dict) -> str:
     failed = [s for s in steps if s.get("status") not in (None, "ok")]
     if result.get("status") == "error" and failed and result.get("plan") is not None:
         step = failed[0]
-        sentence = f"{_capital(_block(step))} failed with exit code {step.get('exit_code')}."
+        if step.get("exit_code") is None:  # a block run in an interpreter: a traceback
+            sentence = f"{_capital(_block(step))} raised an error."
+        else:
+            sentence = f"{_capital(_block(step))} failed with exit code {step.get('exit_code')}."
     return sentence
 
 

@@ -16,12 +16,18 @@ licence: MIT
 # description: helpers therefore live at module level.
 
 import asyncio
+import base64
+import hashlib
+import importlib
+import inspect
 import json
+import re
 import signal
 import socket
 import urllib.error
 import urllib.request
 import uuid
+from html.parser import HTMLParser
 from typing import Any, Awaitable, Callable, Optional
 
 from pydantic import BaseModel, Field
@@ -361,20 +367,24 @@ def _inert_markdown(text: str) -> str:
                    for c in text)
 
 
-def displays_markdown(result: dict) -> list:
+def displays_markdown(result: dict, images: Optional[dict] = None) -> list:
     """The run's `displays` (what the program showed: charts, tables) as Markdown, in order:
-    an image inline, a table as a Markdown table, text as text."""
+    an image inline (at the URL `images` maps its link to, if any), a table as a Markdown table
+    (an HTML table too: a kernel's DataFrame), text as text."""
     parts = []
     for d in result.get("displays") or []:
         if not isinstance(d, dict):
             continue
-        kind, text, f = d.get("kind"), d.get("text"), d.get("file")
+        kind, text, f, mime = d.get("kind"), d.get("text"), d.get("file"), d.get("mime")
         if kind == "image" and isinstance(f, dict) and f.get("mime") in RASTER_IMAGE_TYPES:
-            parts.append(file_markdown(f))
-        elif kind == "table" and isinstance(text, str) and text:
-            parts.append(_inert_markdown(text))
-        elif kind == "text" and isinstance(text, str) and text:
-            parts.append(_inert_markdown(text) if d.get("mime") == "text/markdown" else fenced(text))
+            parts.append(file_markdown(dict(f, url=(images or {}).get(f.get("url"), f.get("url")))))
+        elif kind in ("table", "text") and isinstance(text, str) and text.strip():
+            if mime == "text/html":
+                parts.append(_inert_markdown(html_table_markdown(text)))
+            elif kind == "table" or mime == "text/markdown":
+                parts.append(_inert_markdown(text))
+            else:
+                parts.append(fenced(text))
     return parts
 
 
@@ -430,6 +440,250 @@ def code_execution_event(
     return {"type": "source", "data": data}
 
 
+# --- inside Open WebUI: its own modules, when the plugin runs in its server -----------------
+
+# The largest image copied into Open WebUI's file store; a larger one keeps sandrun's link.
+MAX_KEPT_IMAGE_BYTES = 8 * 1024 * 1024
+IMAGE_FETCH_TIMEOUT_S = 15
+
+
+def open_webui_module(name: str) -> Any:
+    """One of Open WebUI's modules (e.g. "open_webui.models.chats"), or None outside it."""
+    try:
+        return importlib.import_module(name)
+    except Exception:
+        return None
+
+
+async def resolved(value: Any) -> Any:
+    """Open WebUI's model functions are coroutines since 0.10 and plain functions before."""
+    return await value if inspect.isawaitable(value) else value
+
+
+def _fetch_image(url: str, sha256: str) -> Optional[tuple]:
+    """(bytes, mime) of a raster image behind a sandrun link, or None: not a raster image,
+    over MAX_KEPT_IMAGE_BYTES, not the bytes sandrun announced, or not reachable. Only an
+    http(s) link is fetched (never file: or ftp:), and no redirect is followed."""
+    if not url.lower().startswith(("http://", "https://")):
+        return None
+    try:
+        request = urllib.request.Request(url, headers={"User-Agent": "sandrun-openwebui/1.0"})
+        opener = urllib.request.build_opener(_NoRedirect())
+        with opener.open(request, timeout=IMAGE_FETCH_TIMEOUT_S) as response:
+            mime = (response.headers.get("Content-Type") or "").split(";")[0].strip().lower()
+            data = response.read(MAX_KEPT_IMAGE_BYTES + 1)
+    except Exception:
+        return None
+    if mime not in RASTER_IMAGE_TYPES or len(data) > MAX_KEPT_IMAGE_BYTES:
+        return None
+    if sha256 and hashlib.sha256(data).hexdigest() != sha256.lower():
+        return None
+    return data, mime
+
+
+async def keep_image(file: dict, request: Any, user: Optional[dict], where: dict) -> str:
+    """The URL to show a raster image with. Inside Open WebUI (a request and a user), the image
+    is stored in Open WebUI's own file store under that user, linked to the chat message in
+    `where` ({chat_id, message_id}), by the function Open WebUI's code interpreter uses for its
+    images (utils/files.py get_image_url_from_base64): the chat keeps it after sandrun's
+    expiring link is gone. Anywhere else, or if storing fails, sandrun's signed link."""
+    url = file.get("url") or ""
+    if request is None or not (user or {}).get("id") or file.get("mime") not in RASTER_IMAGE_TYPES:
+        return url
+    files_module = open_webui_module("open_webui.utils.files")
+    users_module = open_webui_module("open_webui.models.users")
+    store = getattr(files_module, "get_image_url_from_base64", None)
+    users = getattr(users_module, "Users", None)
+    if store is None or users is None or not url:
+        return url
+    fetched = await asyncio.to_thread(_fetch_image, url, str(file.get("sha256") or ""))
+    if fetched is None:
+        return url
+    data, mime = fetched
+    try:
+        owner = await resolved(users.get_user_by_id(str(user["id"])))
+        if owner is None:
+            return url
+        uri = f"data:{mime};base64," + base64.b64encode(data).decode("ascii")
+        kept = await resolved(store(request, uri, dict(where), owner))
+    except Exception:
+        return url
+    return kept if isinstance(kept, str) and kept else url
+
+
+async def kept_images(result: dict, request: Any, user: Optional[dict], where: dict) -> dict:
+    """sandrun link -> URL to show, for every raster image of the run (files and displays)."""
+    images = {}
+    for f in list(result.get("files") or []) + [
+        d.get("file") for d in result.get("displays") or [] if isinstance(d, dict)
+    ]:
+        if isinstance(f, dict) and f.get("mime") in RASTER_IMAGE_TYPES and f.get("url"):
+            if f["url"] not in images:
+                images[f["url"]] = await keep_image(f, request, user, where)
+    return images
+
+
+def shown_images(result: dict) -> list:
+    """The raster images of a run, each once: what `displays` showed, then saved image files.
+    A stateful run's shown figures are only in `displays`; they count as the run's files."""
+    seen, images = set(), []
+    for f in [d.get("file") for d in result.get("displays") or [] if isinstance(d, dict)] + list(
+        result.get("files") or []
+    ):
+        if isinstance(f, dict) and f.get("mime") in RASTER_IMAGE_TYPES and f.get("url"):
+            if f["url"] not in seen:
+                seen.add(f["url"])
+                images.append(f)
+    return images
+
+
+async def saved_message(chat_id: str, message_id: str) -> Optional[dict]:
+    """The chat message as Open WebUI has saved it (models/chats.py), or None outside Open
+    WebUI. Open WebUI 0.10 keeps an answer's parts in its `output` items; earlier versions
+    only in `content`."""
+    chats = getattr(open_webui_module("open_webui.models.chats"), "Chats", None)
+    if chats is None or not chat_id or not message_id or chat_id.startswith("local:"):
+        return None
+    try:
+        message = await resolved(chats.get_message_by_id_and_message_id(chat_id, message_id))
+    except Exception:
+        return None
+    return message if isinstance(message, dict) else None
+
+
+async def save_message_fields(chat_id: str, message_id: str, fields: dict) -> bool:
+    """Merges `fields` into the saved message (Open WebUI's own upsert), so that a chat opened
+    later shows them even if no browser tab saved the chat."""
+    chats = getattr(open_webui_module("open_webui.models.chats"), "Chats", None)
+    if chats is None or not chat_id or not message_id or chat_id.startswith("local:"):
+        return False
+    try:
+        await resolved(
+            chats.upsert_message_to_chat_by_id_and_message_id(chat_id, message_id, fields)
+        )
+    except Exception:
+        return False
+    return True
+
+
+class _HtmlTable(HTMLParser):
+    """The cells of an HTML table (pandas' DataFrame._repr_html_ and the like), as text."""
+
+    def __init__(self):
+        super().__init__(convert_charrefs=True)
+        self.rows: list = []
+        self.notes: list = []
+        self._row: Optional[list] = None
+        self._cell: Optional[list] = None
+        self._hidden = 0
+        self._tables = 0
+
+    def handle_starttag(self, tag, attrs):
+        if tag in ("style", "script"):
+            self._hidden += 1
+        elif tag == "table":
+            self._tables += 1
+        elif tag == "tr" and self._tables:
+            self._row = []
+        elif tag in ("td", "th") and self._row is not None:
+            self._cell = []
+        elif tag == "br" and self._cell is not None:
+            self._cell.append(" ")
+
+    def handle_endtag(self, tag):
+        if tag in ("style", "script"):
+            self._hidden = max(0, self._hidden - 1)
+        elif tag == "table":
+            self._tables = max(0, self._tables - 1)
+        elif tag in ("td", "th") and self._cell is not None and self._row is not None:
+            self._row.append(" ".join("".join(self._cell).split()))
+            self._cell = None
+        elif tag == "tr" and self._row is not None:
+            if self._row:
+                self.rows.append(self._row)
+            self._row = None
+
+    def handle_data(self, data):
+        if self._hidden:
+            return
+        if self._cell is not None:
+            self._cell.append(data)
+        elif not self._tables and data.strip():
+            self.notes.append(" ".join(data.split()))
+
+
+def html_table_markdown(text: str, max_rows: int = 60, max_cols: int = 30) -> str:
+    """An HTML table as a Markdown table (first row as the header), with any text around it
+    (pandas' "N rows × M columns") after; HTML without a table as its text. Never HTML."""
+    reader = _HtmlTable()
+    try:
+        reader.feed(text)
+        reader.close()
+    except Exception:
+        return " ".join(text.split())
+    rows = [[c[:200].replace("|", "\\|") for c in r[:max_cols]] for r in reader.rows]
+    if not rows:
+        return " ".join(reader.notes)
+    width = max(len(r) for r in rows)
+    rows = [r + [""] * (width - len(r)) for r in rows]
+    lines = ["| " + " | ".join(rows[0]) + " |", "|" + "---|" * width]
+    lines += ["| " + " | ".join(r) + " |" for r in rows[1 : max_rows + 1]]
+    if len(rows) > max_rows + 1:
+        lines.append(f"({len(rows) - 1 - max_rows} more rows not shown)")
+    return "\n".join(lines + ([""] + reader.notes if reader.notes else []))
+
+def _table_rows(markdown: str) -> list:
+    """The rows of a Markdown table (cells as text), its separator row left out."""
+    rows = []
+    for line in markdown.strip().splitlines():
+        s = line.strip()
+        if not (s.startswith("|") and s.endswith("|") and len(s) > 1):
+            break
+        cells = [c.strip().replace("\\|", "|") for c in re.split(r"(?<!\\)\|", s[1:-1])]
+        if all(re.fullmatch(r":?-+:?", c) for c in cells if c) and any(cells):
+            continue
+        rows.append(cells)
+    return rows
+
+
+def _same_value(a: str, b: str) -> bool:
+    if a == b:
+        return True
+    try:
+        return float(a) == float(b)
+    except ValueError:
+        return False
+
+
+def _line_is_row(line: str, cells: list) -> bool:
+    want, got = " ".join(cells).split(), line.split()
+    return len(want) == len(got) and all(map(_same_value, got, want))
+
+
+def without_shown_tables(text: str, result: dict, search_lines: int = 5000) -> str:
+    """`text` (printed output) without the text form of each table `displays` shows: a
+    notebook's trailing DataFrame is printed as text and shown as a table; it is shown once,
+    as the table. Only an exact match of every row (numbers compared as numbers, so 12.50 is
+    12.5) is taken out; a table printed differently (cut, wrapped) stays."""
+    tables = []
+    for d in result.get("displays") or []:
+        if isinstance(d, dict) and d.get("kind") == "table" and isinstance(d.get("text"), str):
+            markdown = d["text"]
+            if d.get("mime") == "text/html":
+                markdown = html_table_markdown(markdown)
+            tables.append(_table_rows(markdown))
+    lines = text.split("\n")
+    for rows in tables:
+        n = len(rows)
+        if n < 2 or n > len(lines):
+            continue
+        for start in range(len(lines) - n, max(-1, len(lines) - n - search_lines), -1):
+            if all(_line_is_row(lines[start + i], rows[i]) for i in range(n)):
+                del lines[start : start + n]
+                break
+    return "\n".join(lines)
+
+
 # --- sandrun client: end --------------------------------------------------------------------
 
 
@@ -454,8 +708,12 @@ def _identity(user: Optional[dict], chat_id: Optional[str], metadata: Optional[d
     return fields
 
 
-def _model_text(result: dict, limit: int) -> str:
-    """The run, compact, for the model to read: status, streams, files as markdown."""
+def _model_text(result: dict, limit: int, images: Optional[dict] = None,
+                shown_to_user: bool = False) -> str:
+    """The run, compact, for the model to read: status, streams, what the program showed
+    (tables as Markdown, never HTML), files as markdown. `images` maps sandrun links to the
+    URLs the chat shows; `shown_to_user`: the images are under the answer already."""
+    images = images or {}
     status = result.get("status")
     kernel = result.get("kernel") or {}
     if kernel:
@@ -478,6 +736,8 @@ def _model_text(result: dict, limit: int) -> str:
         )
     for name in ("stdout", "stderr"):
         text = result.get(name) or ""
+        if name == "stdout":  # a table `displays` shows is not repeated as text
+            text = without_shown_tables(text, result)
         if not text:
             lines.append(f"{name}: (empty)")
             continue
@@ -485,18 +745,37 @@ def _model_text(result: dict, limit: int) -> str:
         cut = f" (cut by sandrun: {kept})" if result.get(name + "_truncated") else ""
         lines.append(f"{name}{cut}:")
         lines.append(fenced(clip(text, limit)))
-    displays = displays_markdown(result)
+    displays = displays_markdown(result, images)
     if displays:
         lines.append(
-            "shown by the program, in order (show these charts and tables to the user by "
-            "copying these lines exactly):"
+            "shown by the program, in order ("
+            + (
+                "the charts are already shown to the user under your answer: do not repeat "
+                "them; show the tables as given"
+                if shown_to_user
+                else "show these charts and tables to the user by copying these lines exactly"
+            )
+            + "):"
         )
         lines.extend(displays)
     shown = displayed_urls(result)
     files = [f for f in result.get("files") or [] if f.get("url") not in shown]
-    if files:
-        lines.append("files (show them to the user by copying these lines exactly):")
-        lines.extend(file_markdown(f) for f in files)
+    pictures = [f for f in files if f.get("mime") in RASTER_IMAGE_TYPES]
+    others = [f for f in files if f.get("mime") not in RASTER_IMAGE_TYPES]
+    if pictures:
+        lines.append(
+            "images saved ("
+            + (
+                "already shown to the user under your answer: do not repeat them"
+                if shown_to_user
+                else "show them to the user by copying these lines exactly"
+            )
+            + "):"
+        )
+        lines.extend(file_markdown(dict(f, url=images.get(f["url"], f["url"]))) for f in pictures)
+    if others:
+        lines.append("files (give them to the user by copying these lines exactly):")
+        lines.extend(file_markdown(f) for f in others)
     skipped = skipped_files_line(result)
     if skipped:
         lines.append(skipped)
@@ -510,14 +789,20 @@ class Tools:
             description="sandrun's address as Open WebUI's server reaches it (nginx in front of "
             "sandrund), e.g. http://sandrun:8080",
         )
-        token: str = Field(default="", description="Bearer token from sandrun's tokens_file")
+        token: str = Field(
+            default="",
+            description="Bearer token from sandrun's tokens_file",
+            json_schema_extra={"input": {"type": "password"}},
+        )
         wall_time_s: int = Field(
             default=30,
             description="Time limit of a run in seconds (wall-clock and CPU); 0 = the server's "
-            "default",
+            "default. Changing it keeps the chat's kernel (each call has its own limit)",
         )
         memory_mb: int = Field(
-            default=0, description="Memory limit of a run in MiB; 0 = the server's default"
+            default=0,
+            description="Memory limit of a run in MiB; 0 = the server's default. Changing it "
+            "starts a new kernel in a stateful chat (the variables are lost, files kept)",
         )
         network: bool = Field(
             default=False,
@@ -528,13 +813,15 @@ class Tools:
             default="",
             description="Python packages every run can import, comma-separated (e.g. "
             "\"yfinance, pandas>=2\"): the server installs them once into a prepared "
-            "environment and reuses it",
+            "environment and reuses it. Calls with packages run as fresh programs (not in a "
+            "kernel): setting it ends the chat's kernel (the variables are lost, files kept)",
         )
         stateful: bool = Field(
             default=True,
             description="Run the chat's code in one live Python interpreter (a Jupyter kernel) "
             "so that variables, imports and loaded data carry over between calls; off = every "
-            "call is a fresh program (files still carry over)",
+            "call is a fresh program (files still carry over), and the chat's kernel ends at "
+            "the next call",
         )
         max_output_chars: int = Field(
             default=4000,
@@ -552,6 +839,7 @@ class Tools:
         __chat_id__: Optional[str] = None,
         __metadata__: Optional[dict] = None,
         __event_emitter__: Optional[Callable[[dict], Awaitable[Any]]] = None,
+        __request__: Any = None,
     ) -> str:
         """
         Run a Python 3 program in an isolated sandbox and return its status, printed output
@@ -564,13 +852,14 @@ class Tools:
         usually still defined, as in a notebook (the answer says "kernel restarted" when they
         are not). A chart shown with plt.show() (or a figure left open) comes back as an image,
         and the value of the last line, if it is an expression (a DataFrame, a path), is shown
-        as in a notebook. Show each returned image to the user as ![name](url), each table as
-        given, and each other file as [name](url), copying the url exactly.
+        as in a notebook. Tables come back as Markdown: show them as given. Charts and images
+        are shown to the user under your answer (the result says so); give each other file as
+        [name](url), copying the url exactly.
         :param code: The complete Python program to run.
         """
         return await _run(
             self.valves, "python", code, _identity(__user__, __chat_id__, __metadata__),
-            __event_emitter__,
+            __event_emitter__, _Host(__request__, __user__, __metadata__),
         )
 
     async def run_bash(
@@ -580,6 +869,7 @@ class Tools:
         __chat_id__: Optional[str] = None,
         __metadata__: Optional[dict] = None,
         __event_emitter__: Optional[Callable[[dict], Awaitable[Any]]] = None,
+        __request__: Any = None,
     ) -> str:
         """
         Run a Bash script in the same sandbox workspace as run_python and return its status,
@@ -589,7 +879,7 @@ class Tools:
         """
         return await _run(
             self.valves, "bash", command, _identity(__user__, __chat_id__, __metadata__),
-            __event_emitter__,
+            __event_emitter__, _Host(__request__, __user__, __metadata__),
         )
 
     async def list_files(
@@ -598,6 +888,7 @@ class Tools:
         __chat_id__: Optional[str] = None,
         __metadata__: Optional[dict] = None,
         __event_emitter__: Optional[Callable[[dict], Awaitable[Any]]] = None,
+        __request__: Any = None,
     ) -> str:
         """
         List the files in this chat's sandbox workspace (size in bytes and path), for example
@@ -606,10 +897,55 @@ class Tools:
         identity = _identity(__user__, __chat_id__, __metadata__)
         if "session" not in identity:
             return "There is no chat workspace here: files are kept only within a chat."
-        return await _run(self.valves, "bash", LIST_FILES_COMMAND, identity, __event_emitter__)
+        return await _run(
+            self.valves, "bash", LIST_FILES_COMMAND, identity, __event_emitter__,
+            _Host(__request__, __user__, __metadata__),
+        )
 
 
-async def _run(valves: Any, language: str, code: str, identity: dict, emitter) -> str:
+class _Host:
+    """What Open WebUI gives a tool call about where it runs: the request, the user and the
+    chat message the call belongs to (for storing images in Open WebUI and saving the message)."""
+
+    def __init__(self, request: Any, user: Optional[dict], metadata: Optional[dict]):
+        self.request = request
+        self.user = user
+        self.chat_id = str((metadata or {}).get("chat_id") or "")
+        self.message_id = str((metadata or {}).get("message_id") or "")
+
+
+async def _show_images(emitter, host: "_Host", images: list) -> bool:
+    """The run's images under the answer, whatever the model writes: Open WebUI's `files`
+    event, which its server adds to the saved message's `files` and its page shows (images
+    inline) above the answer. The page replaces the message's files with the event's list, so
+    the event carries the files of earlier calls too, and the saved list is set to the same."""
+    if emitter is None or not images:
+        return False
+    new = [{"type": "image", "url": f["url"], "name": f["name"]} for f in images]
+    saved = await saved_message(host.chat_id, host.message_id)
+    earlier = [f for f in (saved or {}).get("files") or [] if isinstance(f, dict)]
+    urls = {f["url"] for f in new}
+    files = [f for f in earlier if f.get("url") not in urls] + new
+    await emitter({"type": "files", "data": {"files": files}})
+    if saved is not None:
+        await save_message_fields(host.chat_id, host.message_id, {"files": files})
+    return True
+
+
+async def _save_entry(host: "_Host", entry: dict) -> None:
+    """The code execution entry in the saved answer too (Open WebUI's server keeps none of a
+    `source` event with a type; only the page's save would), so a closed tab loses nothing."""
+    saved = await saved_message(host.chat_id, host.message_id)
+    if saved is None:
+        return
+    entries = [e for e in saved.get("code_executions") or []
+               if isinstance(e, dict) and e.get("id") != entry.get("id")]
+    await save_message_fields(host.chat_id, host.message_id,
+                              {"code_executions": entries + [entry]})
+
+
+async def _run(valves: Any, language: str, code: str, identity: dict, emitter,
+               host: Optional[_Host] = None) -> str:
     """One POST /run of `code`; returns the text the model reads, never raises."""
     payload = {"language": language, "code": code, **identity}
     limits = limits_payload(valves.wall_time_s, valves.memory_mb)
@@ -647,18 +983,31 @@ async def _run(valves: Any, language: str, code: str, identity: dict, emitter) -
         return "sandrun could not run the code: " + sentence
 
     result = reply.body
+    host = host or _Host(None, None, None)
+    where = {"chat_id": host.chat_id, "message_id": host.message_id}
+    images = await kept_images(result, host.request, host.user, where)
+    pictures = [
+        {"name": f.get("name") or f.get("path"), "url": images.get(f["url"], f["url"])}
+        for f in shown_images(result)
+    ]
     limit = valves.max_output_chars
     ok = result.get("status") == "ok"
-    stdout, stderr = result.get("stdout") or "", result.get("stderr") or ""
+    stdout = without_shown_tables(result.get("stdout") or "", result)
+    stderr = result.get("stderr") or ""
     error = "" if ok else "\n".join(x for x in (clip(stderr, limit), outcome_sentence(result)) if x)
     shown = {
         "output": clip(stdout, limit) or ("(no output)" if ok else ""),
         "error": error,
-        "files": [
+        # Shown figures (a kernel's are only in `displays`) with the saved files.
+        "files": pictures + [
             {"name": f.get("name") or f.get("path"), "url": f.get("url")}
             for f in result.get("files") or []
+            if f.get("mime") not in RASTER_IMAGE_TYPES
         ],
     }
-    await emit(emitter, code_execution_event(run_id, name, language, code, shown))
+    entry = code_execution_event(run_id, name, language, code, shown)
+    await emit(emitter, entry)
+    await _save_entry(host, entry["data"])
+    shown_to_user = await _show_images(emitter, host, pictures)
     await emit(emitter, status_event(outcome_sentence(result), True))
-    return _model_text(result, limit)
+    return _model_text(result, limit, images, shown_to_user)

@@ -10,6 +10,9 @@ and runs here loads and runs there:
   `__model__`, `__request__`, `__id__`, those its signature names;
 - every callable attribute of a Tools instance whose name does not start with `__` (and that
   is not a class) becomes a tool; its reserved `__x__` parameters are filled in the same way.
+
+What Open WebUI then does with the plugins' events (the saved chat, the open page, what its
+renderer shows, on 0.10.2 and on 0.6-0.9) is reduced in owui_chat.py.
 """
 
 import asyncio
@@ -154,15 +157,16 @@ def user(user_id: str = None) -> dict:
     return {"id": uid, "email": "ada@example.org", "name": "Ada", "role": "user"}
 
 
-async def call_action(action, body: dict, user_dict: dict, emitter) -> object:
+async def call_action(action, body: dict, user_dict: dict, emitter, event_call=None,
+                      request=None) -> object:
     """Calls action.action as Open WebUI's chat_action does."""
     sig = inspect.signature(action.action)
     extra = {
         "__model__": body.get("model_item"),
         "__id__": "sandrun_action",
         "__event_emitter__": emitter,
-        "__event_call__": _never_called,
-        "__request__": None,
+        "__event_call__": event_call or _never_called,
+        "__request__": request,
     }
     params = {"body": body, **{k: v for k, v in extra.items() if k in sig.parameters}}
     if "__user__" in sig.parameters:
@@ -170,12 +174,14 @@ async def call_action(action, body: dict, user_dict: dict, emitter) -> object:
     return await action.action(**params)
 
 
-async def call_tool(tools, name: str, args: dict, user_dict: dict, chat_id: str, emitter) -> object:
+async def call_tool(tools, name: str, args: dict, user_dict: dict, chat_id: str, emitter,
+                    message_id: str = None, request=None) -> object:
     """Calls one tool as Open WebUI's get_tools/middleware do: the model's arguments plus the
     reserved parameters its signature names."""
     function = tool_functions(tools)[name]
-    message_id = str(uuid.uuid4())
+    message_id = message_id or str(uuid.uuid4())
     extra = {
+        "__request__": request,
         "__event_emitter__": emitter,
         "__event_call__": _never_called,
         "__user__": user_dict,
