@@ -109,8 +109,12 @@ expect_perms /etc/sandrun/sandrun.jsonc "640 root root"
 grep -q '"public_url": "",' /etc/sandrun/sandrun.jsonc || fail "public_url is not empty in the config"
 expect_perms /etc/sandrun/tokens "600 root root"
 mapfile -t tokens < <(grep -v '^#' /etc/sandrun/tokens)
-[[ ${#tokens[@]} -eq 1 && ${tokens[0]} =~ ^[0-9a-f]{64}$ ]] || fail "tokens file: expected one fresh token"
-! grep -q "${tokens[0]}" "$tmp/dpkg-i.log" || fail "postinst printed the token (apt's log would keep it)"
+[[ ${#tokens[@]} -eq 2 && ${tokens[0]} =~ ^[0-9a-f]{64}$ && ${tokens[1]} =~ ^[0-9a-f]{64}\ front_end$ ]] ||
+  fail "tokens file: expected a fresh plain token, then one marked front_end (Open WebUI's)"
+! grep -q "${tokens[0]}\|${tokens[1]%% *}" "$tmp/dpkg-i.log" ||
+  fail "postinst printed a token (apt's log would keep it)"
+grep -q "for Open WebUI the line marked front_end" "$tmp/dpkg-i.log" ||
+  fail "postinst did not say which token is Open WebUI's"
 expect_perms /var/lib/sandrun "755 root root"
 expect_perms /var/lib/sandrun/artifacts "755 root root"
 expect_perms /var/lib/sandrun/link_secret.conf "640 root root"
@@ -196,6 +200,10 @@ url="$(jq -r '.files[0].url' <<<"$answer")"
 [[ $(curl -s "$url") == hello ]] || fail "the download link $url did not serve the file"
 code="$(curl -s -o /dev/null -w '%{http_code}' localhost:8080/run --json '{"language":"python","code":"print(1)"}')"
 [[ $code == 401 ]] || fail "no token: HTTP $code, expected 401"
+answer="$(curl -s -H "Authorization: Bearer ${tokens[1]%% *}" -H 'X-Sandrun-User: webui-user-1' \
+  localhost:8080/run --json '{"language":"python","code":"print(2)"}')"
+jq -e '.status == "ok" and .stdout == "2\n"' <<<"$answer" >/dev/null ||
+  fail "Open WebUI's token (front_end) naming a user: $answer"
 grep -q "listening on /run/sandrun/sandrun.sock, the socket of sandrund.socket" "$tmp/sandrund.log" || {
   cat "$tmp/sandrund.log"
   fail "sandrund did not take the socket it was passed"
@@ -211,7 +219,8 @@ dpkg -i "$deb" >"$tmp/dpkg-i2.log" 2>&1 </dev/null || {
   fail "the second dpkg -i failed"
 }
 [[ $(secret_line) == "$secret_before" ]] || fail "the reinstall changed the link secret"
-[[ $(grep -v '^#' /etc/sandrun/tokens) == "${tokens[0]}" ]] || fail "the reinstall changed the tokens"
+[[ $(grep -v '^#' /etc/sandrun/tokens) == "$(printf '%s\n' "${tokens[@]}")" ]] ||
+  fail "the reinstall changed the tokens"
 grep -q '"link_ttl_s": 600,' /etc/sandrun/sandrun.jsonc || fail "the reinstall lost the config edit"
 printf 'ok: link secret, tokens and the edited config kept\n'
 
