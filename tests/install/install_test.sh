@@ -192,6 +192,17 @@ pid="$(cat /run/sandrun/sandrund.pid)"
 [[ $(readlink "/proc/$pid/exe") == /usr/local/bin/sandrund ]] || fail "pid $pid is not /usr/local/bin/sandrund"
 [[ $(tr '\0' ' ' <"/proc/$pid/cmdline") == "/usr/local/bin/sandrund --config /etc/sandrun/sandrun.jsonc " ]] ||
   fail "sandrund does not run as the unit's ExecStart"
+# The daemon's mounts (root template, pool, runs) are in runs_dir, /run/sandrun/runs, none
+# below the state directory: removing that never walks into them.
+for _ in $(seq 100); do
+  awk '$5 == "/run/sandrun/runs/.root-template/root" { found = 1 } END { exit !found }' \
+    /proc/self/mountinfo && break
+  sleep 0.1
+done
+awk '$5 == "/run/sandrun/runs/.root-template/root" { found = 1 } END { exit !found }' \
+  /proc/self/mountinfo || fail "no root template mounted in /run/sandrun/runs"
+! awk '{ print $5 }' /proc/self/mountinfo | grep -q '^/var/lib/sandrun/' ||
+  fail "mounts below the state directory: $(awk '{ print $5 }' /proc/self/mountinfo | grep '^/var/lib/sandrun/' | head -3)"
 printf 'ok: files, owners and modes; daemon pid %s\n' "$pid"
 
 step "requests through the system nginx's site"
