@@ -46,7 +46,8 @@ sr_front_tokens() {
 # token, `"Bearer TOKEN" $http_x_sandrun_user;` for a front end's. Mode 0600: it holds the
 # secrets (nginx's master reads it as root). nginx matches map strings ignoring case and
 # takes no quotes or `$` in them: a token or user name with other characters than
-# A-Z a-z 0-9 . _ ~ + / = : @ - , or a token equal to an earlier one but for case, is left
+# A-Z a-z 0-9 . _ ~ + / = : @ - (or a token over 400 bytes: nginx/front.conf.in's
+# map_hash_bucket_size), or a token equal to an earlier one but for case, is left
 # out with a warning (its requests hash on token and header, as with no map).
 # Usage: sr_render_front_tokens DIR < TOKENS
 sr_render_front_tokens() {
@@ -64,9 +65,9 @@ sr_render_front_tokens() {
       continue
     fi
     seen[$lower]="$token"
-    if [[ ! $token =~ ^[A-Za-z0-9._~+/=:@-]+$ ]]; then
-      sr_warn "front: a token with characters other than A-Z a-z 0-9 . _ ~ + / = : @ - is left" \
-        "out of the affinity map (its requests hash on token and X-Sandrun-User)"
+    if [[ ! $token =~ ^[A-Za-z0-9._~+/=:@-]{1,400}$ ]]; then
+      sr_warn "front: a token over 400 bytes or with characters other than A-Z a-z 0-9 . _ ~ +" \
+        "/ = : @ - is left out of the affinity map (its requests hash on token and X-Sandrun-User)"
       continue
     fi
     if [[ $kind == front_end ]]; then
