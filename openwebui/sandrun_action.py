@@ -838,7 +838,7 @@ def _output_item(item_id: str, text: str) -> dict:
 class Action:
     class Valves(BaseModel):
         service_url: str = Field(
-            default="http://sandrun:8080",
+            default="http://127.0.0.1:8080",
             description="sandrun's address as Open WebUI's server reaches it (nginx in front of "
             "sandrund), e.g. http://sandrun:8080",
         )

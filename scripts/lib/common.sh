@@ -73,6 +73,55 @@ sr_missing_packages() {
   done < <(sr_read_package_lists "$@")
 }
 
+# The lock files apt and dpkg hold while they work (fcntl locks, seen in /proc/locks).
+SR_APT_LOCKS=(/var/lib/dpkg/lock-frontend /var/lib/dpkg/lock /var/lib/apt/lists/lock
+  /var/cache/apt/archives/lock)
+
+# Prints the first of SR_APT_LOCKS another process holds, with that process; nothing (and
+# status 1) when none is held. Reads /proc/locks: it takes no lock itself, so it never makes
+# another apt-get fail.
+sr_apt_lock_holder() {
+  local f dev hex ino pid
+  for f in "${SR_APT_LOCKS[@]}"; do
+    read -r hex ino < <(stat -c '%D %i' "$f" 2>/dev/null) || continue
+    # /proc/locks names the file as major:minor:inode (hex, hex, decimal).
+    dev="$(printf '%02x:%02x:%s' "$(((16#$hex >> 8) & 0xfff))" \
+      "$(((16#$hex & 0xff) | ((16#$hex >> 12) & 0xfff00)))" "$ino")"
+    pid="$(awk -v dev="$dev" '$6 == dev { print $5; exit } $7 == dev { print $6; exit }' \
+      /proc/locks 2>/dev/null)"
+    if [[ -n $pid ]]; then
+      printf '%s (held by pid %s: %s)\n' "$f" "$pid" \
+        "$(tr '\0' ' ' </proc/"$pid"/cmdline 2>/dev/null | cut -c1-80 || echo '?')"
+      return 0
+    fi
+  done
+  return 1
+}
+
+# apt-get with its arguments, once no other apt or dpkg holds their locks: waits (bounded by
+# SANDRUN_SCRIPT_APT_LOCK_TIMEOUT_S, default 600) with a line saying so, as when scripts/test
+# starts in a second terminal while scripts/serve is still installing; apt-get itself waits
+# the rest of that time for dpkg's lock (DPkg::Lock::Timeout) should another one take it
+# between the check and its start.
+sr_apt_get() {
+  local timeout="${SANDRUN_SCRIPT_APT_LOCK_TIMEOUT_S:-600}" deadline holder said=0
+  [[ $timeout =~ ^[0-9]+$ ]] || sr_die "SANDRUN_SCRIPT_APT_LOCK_TIMEOUT_S=$timeout is not a number of seconds"
+  deadline=$((SECONDS + timeout))
+  while holder="$(sr_apt_lock_holder)"; do
+    if ((SECONDS >= deadline)); then
+      sr_die "another apt or dpkg still holds $holder after ${timeout}s; let it finish" \
+        "(or end it), then run this again (SANDRUN_SCRIPT_APT_LOCK_TIMEOUT_S sets the wait)"
+    fi
+    if [[ $said == 0 ]]; then
+      sr_log "waiting up to ${timeout}s for another apt or dpkg to finish: $holder"
+      said=1
+    fi
+    sleep 1
+  done
+  [[ $said == 0 ]] || sr_log "apt and dpkg are free; going on"
+  apt-get -o DPkg::Lock::Timeout="$((deadline > SECONDS ? deadline - SECONDS : 1))" "$@"
+}
+
 # Installs the packages named in the given list files that are not installed yet.
 # Runs `apt-get update` at most once per process, and only when something is missing.
 sr_install_packages() {
@@ -84,10 +133,10 @@ sr_install_packages() {
   sr_log "installing Debian packages: ${missing[*]}"
   export DEBIAN_FRONTEND=noninteractive
   if [[ $SR_APT_UPDATED -eq 0 ]]; then
-    apt-get update -q
+    sr_apt_get update -q
     SR_APT_UPDATED=1
   fi
-  apt-get install -y -q --no-install-recommends "${missing[@]}"
+  sr_apt_get install -y -q --no-install-recommends "${missing[@]}"
 }
 
 # Makes node (>= 18) and npm available for the browser test: the machine's own when it has
@@ -98,10 +147,10 @@ sr_ensure_node() {
     sr_log "installing Debian's nodejs and npm (for the browser test)"
     export DEBIAN_FRONTEND=noninteractive
     if [[ $SR_APT_UPDATED -eq 0 ]]; then
-      apt-get update -q
+      sr_apt_get update -q
       SR_APT_UPDATED=1
     fi
-    apt-get install -y -q --no-install-recommends nodejs npm
+    sr_apt_get install -y -q --no-install-recommends nodejs npm
   fi
   major="$(node -p 'process.versions.node.split(".")[0]')"
   [[ $major -ge 18 ]] || sr_die "node $(node --version) is too old for the browser test (need >= 18)"

@@ -1,8 +1,13 @@
 #include "api/access.h"
 
+#include <arpa/inet.h>
+#include <ifaddrs.h>
+#include <netinet/in.h>
 #include <openssl/crypto.h>
 #include <openssl/sha.h>
 #include <strings.h>
+
+#include <cstring>
 
 #include "util/text.h"
 
@@ -21,7 +26,96 @@ std::string Lower(std::string text) {
   return text;
 }
 
+// `text` as 16 bytes (IPv4 as ::ffff:a.b.c.d) in *out, and its prefix length offset (96 for
+// IPv4, so that an IPv4 range's bits are counted after it); false if not an address.
+bool ParseAddress(const std::string& text, unsigned char out[16], int* offset) {
+  in_addr v4{};
+  if (inet_pton(AF_INET, text.c_str(), &v4) == 1) {
+    std::memset(out, 0, 10);
+    out[10] = out[11] = 0xff;
+    std::memcpy(out + 12, &v4, 4);
+    *offset = 96;
+    return true;
+  }
+  in6_addr v6{};
+  if (inet_pton(AF_INET6, text.c_str(), &v6) != 1) return false;
+  std::memcpy(out, &v6, 16);
+  *offset = 0;
+  return true;
+}
+
+// True if `address` is assigned to an interface of this host (its network namespace).
+bool IsHostAddress(const std::string& address) {
+  ifaddrs* list = nullptr;
+  if (getifaddrs(&list) != 0) return false;
+  bool found = false;
+  for (ifaddrs* i = list; i != nullptr && !found; i = i->ifa_next) {
+    if (i->ifa_addr == nullptr) continue;
+    char text[INET6_ADDRSTRLEN] = {};
+    if (i->ifa_addr->sa_family == AF_INET) {
+      inet_ntop(AF_INET, &reinterpret_cast<sockaddr_in*>(i->ifa_addr)->sin_addr, text, sizeof text);
+    } else if (i->ifa_addr->sa_family == AF_INET6) {
+      inet_ntop(AF_INET6, &reinterpret_cast<sockaddr_in6*>(i->ifa_addr)->sin6_addr, text,
+                sizeof text);
+    } else {
+      continue;
+    }
+    found = AddressInRange(address, text);
+  }
+  freeifaddrs(list);
+  return found;
+}
+
 }  // namespace
+
+bool AddressInRange(const std::string& address, const std::string& range) {
+  const size_t slash = range.find('/');
+  unsigned char a[16], r[16];
+  int a_offset = 0, r_offset = 0;
+  if (!ParseAddress(address, a, &a_offset) || !ParseAddress(range.substr(0, slash), r, &r_offset)) {
+    return false;
+  }
+  int bits = 128;
+  if (slash != std::string::npos) {
+    const std::string length = range.substr(slash + 1);
+    if (length.empty() || length.size() > 3 ||
+        length.find_first_not_of("0123456789") != std::string::npos) {
+      return false;
+    }
+    bits = r_offset + std::stoi(length);
+    if (bits > 128) return false;
+  }
+  // An IPv6 range holds an IPv4 address only within ::ffff:0:0/96 (as nginx's allow: ::/0
+  // is not every IPv4 address).
+  if (a_offset == 96 && r_offset == 0 && bits < 96) return false;
+  for (int i = 0; i < bits; ++i) {
+    const unsigned char mask = static_cast<unsigned char>(0x80 >> (i % 8));
+    if ((a[i / 8] & mask) != (r[i / 8] & mask)) return false;
+  }
+  return true;
+}
+
+std::optional<ApiError> CheckHealthAccess(const std::string& remote_addr,
+                                          const std::string& authorization,
+                                          const config::Config& config) {
+  if (AddressInRange(remote_addr, "127.0.0.0/8") || AddressInRange(remote_addr, "::1")) {
+    return std::nullopt;
+  }
+  for (const std::string& range : config.health_allow_ranges) {
+    if (AddressInRange(remote_addr, range)) return std::nullopt;
+  }
+  if (IsHostAddress(remote_addr)) return std::nullopt;
+  if (!authorization.empty() && Authenticate(authorization, config).token != nullptr) {
+    return std::nullopt;
+  }
+  return ApiError{403, "forbidden",
+                  "health and metrics answer only this host, the addresses of the config key "
+                  "health_allow, and requests with a bearer token (Authorization: Bearer "
+                  "<token>); this request came from " +
+                      (remote_addr.empty() ? std::string("an unknown address")
+                                           : util::SanitizeUtf8(remote_addr)),
+                  "health_allow"};
+}
 
 Caller Authenticate(const std::string& authorization, const config::Config& config) {
   const std::string prefix = "Bearer ";

@@ -30,6 +30,20 @@ Caller Authenticate(const std::string& authorization, const config::Config& conf
 // may name no other. Errors: 403 user_forbidden naming the field `user`.
 std::optional<ApiError> ApplyTokenBinding(const Caller& caller, RunRequest* run);
 
+// Whether a client may read /healthz, /readyz and /metrics (run counts and durations, free
+// disk, pool state): `remote_addr` (nginx's REMOTE_ADDR: the peer, or the client a proxy of
+// trusted_proxies names in X-Forwarded-For, which no one else can set) is loopback, an
+// address of this host, or in `config.health_allow`; or `authorization` carries a bearer
+// token of the config (of any kind; allow_anonymous opens nothing here). Errors: 403
+// forbidden naming the field health_allow.
+std::optional<ApiError> CheckHealthAccess(const std::string& remote_addr,
+                                          const std::string& authorization,
+                                          const config::Config& config);
+
+// True if `address` (IPv4 or IPv6 text) lies in `range` (an address or CIDR range, as
+// config::IsAddressOrCidr accepts). An IPv4-mapped IPv6 address counts as its IPv4 address.
+bool AddressInRange(const std::string& address, const std::string& range);
+
 // POST /run takes only `application/json` (parameters allowed; a charset must be UTF-8), so
 // that a web page cannot send it as a "simple" cross-site request (text/plain, form types)
 // without a CORS preflight. Errors: 415 unsupported_media_type.

@@ -7,6 +7,8 @@
 #include <algorithm>
 #include <sstream>
 
+#include "api/access.h"
+#include "api/errors.h"
 #include "api/openapi.h"
 #include "api/run_codec.h"
 #include "storage/artifact_store.h"
@@ -109,6 +111,12 @@ HttpResponse Service::Route(const HttpRequest& request) {
         return r;
       }
       return HandleRun(request);
+    }
+    if (request.path == "/healthz" || request.path == "/readyz" || request.path == "/metrics") {
+      if (auto refused = CheckHealthAccess(request.remote_addr, request.Header("authorization"),
+                                           *LiveConfig())) {
+        return ErrorResponse(*refused);
+      }
     }
     if (request.path == "/healthz") return HandleHealth();
     if (request.path == "/readyz") return HandleReady();

@@ -96,6 +96,10 @@ std::vector<Key> AdmissionKeys() {
       {"trusted_proxies", &Config::trusted_proxies, "string", 0,
        "addresses or CIDR ranges of reverse proxies whose X-Forwarded-* headers nginx believes "
        "(space/comma-separated; rendered into nginx by scripts/serve)"},
+      {"health_allow", &Config::health_allow, "string", 0,
+       "addresses or CIDR ranges (space/comma-separated) that may read /healthz, /readyz and "
+       "/metrics besides this host (loopback and its own addresses) and requests with a bearer "
+       "token; nginx's client address, so trusted_proxies' X-Forwarded-For counts"},
       {"max_concurrent_runs", &Config::max_concurrent_runs, "int", 0,
        "sandboxes running at once (0 = number of CPUs)"},
       {"max_queue", &Config::max_queue, "int", 0, "requests waiting for a sandbox before 503"},
@@ -599,6 +603,16 @@ Status Finish(Config& c, bool read_secrets) {
           WithFix(KeyError("trusted_proxies", "'" + item + "' is not an IP address or CIDR range"),
                   "list addresses or ranges such as 127.0.0.1, 10.0.0.0/8, ::1"));
     }
+  }
+  c.health_allow_ranges.clear();
+  for (const std::string& item : SplitList(c.health_allow)) {
+    if (!IsAddressOrCidr(item)) {
+      problems.push_back(
+          WithFix(KeyError("health_allow", "'" + item + "' is not an IP address or CIDR range"),
+                  "list addresses or ranges such as 192.0.2.10, 10.0.0.0/8, 2001:db8::/32"));
+      continue;
+    }
+    c.health_allow_ranges.push_back(item);
   }
   if (Status s = read_secrets ? ReadTokens(c) : OkStatus(); !s.ok()) {
     problems.push_back(s.error());

@@ -116,7 +116,11 @@ struct Config {
   // Peers (addresses or CIDR ranges, space/comma-separated) whose X-Forwarded-* headers nginx
   // believes (realip); scripts/serve renders them into nginx. Empty = no proxy is trusted.
   std::string trusted_proxies;
-  int64_t max_concurrent_runs = 0;  // 0 = number of CPUs
+  // Clients (addresses or CIDR ranges) that may read /healthz, /readyz and /metrics besides
+  // this host's own addresses and requests with a bearer token. Empty = no others.
+  std::string health_allow;
+  std::vector<std::string> health_allow_ranges;  // health_allow split
+  int64_t max_concurrent_runs = 0;               // 0 = number of CPUs
   int64_t max_queue = 16;
   int64_t queue_wait_s = 10;
   int64_t max_body_bytes = 16 << 20;

@@ -7,7 +7,7 @@ namespace sandrun::config {
 bool IsLiveKey(const std::string& key) {
   static const char* const kLive[] = {"user_quota_files", "user_quota_mb", "tokens",
                                       "tokens_file",      "bearer_tokens", "allow_anonymous",
-                                      "allowed_origins",  "link_ttl_s"};
+                                      "allowed_origins",  "link_ttl_s",    "health_allow"};
   if (key.rfind("limits.", 0) == 0 || key.rfind("ceilings.", 0) == 0) return true;
   return std::find(std::begin(kLive), std::end(kLive), key) != std::end(kLive);
 }
@@ -27,6 +27,8 @@ ReloadPlan PlanReload(const Config& running, const Config& started, const Config
   next.allowed_origins = loaded.allowed_origins;
   next.origins = loaded.origins;
   next.link_ttl_s = loaded.link_ttl_s;
+  next.health_allow = loaded.health_allow;
+  next.health_allow_ranges = loaded.health_allow_ranges;
   for (auto& key : ChangedKeys(running, loaded)) {
     if (IsLiveKey(key)) plan.applied.push_back(std::move(key));
   }

@@ -176,13 +176,33 @@ nginx -t -q || fail "nginx -t fails with the site"
 # shellcheck disable=SC2016 # nginx variable
 grep -Eqx 'set \$sandrun_link_secret "[0-9a-f]{64}";' /var/lib/sandrun/link_secret.conf || fail "bad link secret"
 mapfile -t tokens < <(grep -v '^#' /etc/sandrun/tokens)
-[[ ${#tokens[@]} -eq 1 && ${tokens[0]} =~ ^[0-9a-f]{64}$ ]] || fail "tokens file: expected one token"
+[[ ${#tokens[@]} -eq 2 && ${tokens[0]} =~ ^[0-9a-f]{64}$ && ${tokens[1]} =~ ^[0-9a-f]{64}\ front_end$ ]] ||
+  fail "tokens file: expected a plain token, then one marked front_end: $(grep -v '^#' /etc/sandrun/tokens | sed 's/[0-9a-f]\{64\}/<token>/')"
+fe_token="${tokens[1]%% *}"
 [[ $(grep -c "^    ${tokens[0]}\$" "$tmp/run1.log") == 1 ]] || fail "the first token was not printed once"
+[[ $(grep -c "^    $fe_token\$" "$tmp/run1.log") == 1 ]] || fail "Open WebUI's token was not printed once"
+grep -q "^  for Open WebUI (the line marked front_end" "$tmp/run1.log" ||
+  fail "the output does not say which token is Open WebUI's"
+if [[ -e /etc/nginx/sites-enabled/default ]]; then
+  grep -q "^note: the system nginx also serves Debian's default site (/etc/nginx/sites-enabled/default" \
+    "$tmp/run1.log" || fail "Debian's default site is enabled, and the output does not say so"
+fi
 grep -q '"public_url": "",' /etc/sandrun/sandrun.jsonc || fail "public_url is not empty in the config"
 pid="$(cat /run/sandrun/sandrund.pid)"
 [[ $(readlink "/proc/$pid/exe") == /usr/local/bin/sandrund ]] || fail "pid $pid is not /usr/local/bin/sandrund"
 [[ $(tr '\0' ' ' <"/proc/$pid/cmdline") == "/usr/local/bin/sandrund --config /etc/sandrun/sandrun.jsonc " ]] ||
   fail "sandrund does not run as the unit's ExecStart"
+# The daemon's mounts (root template, pool, runs) are in runs_dir, /run/sandrun/runs, none
+# below the state directory: removing that never walks into them.
+for _ in $(seq 100); do
+  awk '$5 == "/run/sandrun/runs/.root-template/root" { found = 1 } END { exit !found }' \
+    /proc/self/mountinfo && break
+  sleep 0.1
+done
+awk '$5 == "/run/sandrun/runs/.root-template/root" { found = 1 } END { exit !found }' \
+  /proc/self/mountinfo || fail "no root template mounted in /run/sandrun/runs"
+! awk '{ print $5 }' /proc/self/mountinfo | grep -q '^/var/lib/sandrun/' ||
+  fail "mounts below the state directory: $(awk '{ print $5 }' /proc/self/mountinfo | grep '^/var/lib/sandrun/' | head -3)"
 printf 'ok: files, owners and modes; daemon pid %s\n' "$pid"
 
 step "requests through the system nginx's site"
@@ -197,7 +217,15 @@ url="$(jq -r '.files[0].url' <<<"$answer")"
 [[ $url == http://localhost:8080/files/* ]] || fail "no download link: $answer"
 [[ $(curl -s "$url") == hello ]] || fail "the download link $url did not serve the file"
 grep -q '"POST /run HTTP/1.1" 200' /var/log/nginx/sandrun.access.log || fail "no POST /run in the site's access log"
-printf 'ok: print(1) with the token, 401 without, a download link served by the site\n'
+# Open WebUI's token names its users (X-Sandrun-User); the plain one may not (403).
+answer="$(curl -s -H "Authorization: Bearer $fe_token" -H 'X-Sandrun-User: webui-user-1' \
+  localhost:8080/run --json '{"language":"python","code":"print(2)"}')"
+jq -e '.status == "ok" and .stdout == "2\n"' <<<"$answer" >/dev/null ||
+  fail "Open WebUI's token naming a user did not run: $answer"
+code="$(curl -s -o /dev/null -w '%{http_code}' -H "Authorization: Bearer ${tokens[0]}" \
+  -H 'X-Sandrun-User: webui-user-1' localhost:8080/run --json '{"language":"python","code":"print(2)"}')"
+[[ $code == 403 ]] || fail "the plain token naming another user answered $code, expected 403"
+printf 'ok: print(1) with the token, 401 without, a download link served by the site, Open WebUI'"'"'s token names users\n'
 
 step "2. scripts/install again"
 before="$(snapshot)"

@@ -4,7 +4,8 @@
 # conffiles, the secrets made at install, the units (systemd-analyze verify), `sandrund check`,
 # the daemon socket-activated as its units start it, behind the system nginx with the
 # installed site (print(1) and a download link), a reinstall that keeps secrets and edits,
-# and a purge.
+# then as on a host without systemd: a daemon started by hand, which dpkg -r stops, and a
+# purge that detaches a mount left below the state directory instead of deleting through it.
 #
 # The throwaway root is this machine's own Debian seen through overlays: private mount,
 # network and pid namespaces (unshare) with overlays over /etc, /usr (and so /lib, a link to
@@ -109,8 +110,12 @@ expect_perms /etc/sandrun/sandrun.jsonc "640 root root"
 grep -q '"public_url": "",' /etc/sandrun/sandrun.jsonc || fail "public_url is not empty in the config"
 expect_perms /etc/sandrun/tokens "600 root root"
 mapfile -t tokens < <(grep -v '^#' /etc/sandrun/tokens)
-[[ ${#tokens[@]} -eq 1 && ${tokens[0]} =~ ^[0-9a-f]{64}$ ]] || fail "tokens file: expected one fresh token"
-! grep -q "${tokens[0]}" "$tmp/dpkg-i.log" || fail "postinst printed the token (apt's log would keep it)"
+[[ ${#tokens[@]} -eq 2 && ${tokens[0]} =~ ^[0-9a-f]{64}$ && ${tokens[1]} =~ ^[0-9a-f]{64}\ front_end$ ]] ||
+  fail "tokens file: expected a fresh plain token, then one marked front_end (Open WebUI's)"
+! grep -q "${tokens[0]}\|${tokens[1]%% *}" "$tmp/dpkg-i.log" ||
+  fail "postinst printed a token (apt's log would keep it)"
+grep -q "for Open WebUI the line marked front_end" "$tmp/dpkg-i.log" ||
+  fail "postinst did not say which token is Open WebUI's"
 expect_perms /var/lib/sandrun "755 root root"
 expect_perms /var/lib/sandrun/artifacts "755 root root"
 expect_perms /var/lib/sandrun/link_secret.conf "640 root root"
@@ -196,6 +201,10 @@ url="$(jq -r '.files[0].url' <<<"$answer")"
 [[ $(curl -s "$url") == hello ]] || fail "the download link $url did not serve the file"
 code="$(curl -s -o /dev/null -w '%{http_code}' localhost:8080/run --json '{"language":"python","code":"print(1)"}')"
 [[ $code == 401 ]] || fail "no token: HTTP $code, expected 401"
+answer="$(curl -s -H "Authorization: Bearer ${tokens[1]%% *}" -H 'X-Sandrun-User: webui-user-1' \
+  localhost:8080/run --json '{"language":"python","code":"print(2)"}')"
+jq -e '.status == "ok" and .stdout == "2\n"' <<<"$answer" >/dev/null ||
+  fail "Open WebUI's token (front_end) naming a user: $answer"
 grep -q "listening on /run/sandrun/sandrun.sock, the socket of sandrund.socket" "$tmp/sandrund.log" || {
   cat "$tmp/sandrund.log"
   fail "sandrund did not take the socket it was passed"
@@ -211,7 +220,8 @@ dpkg -i "$deb" >"$tmp/dpkg-i2.log" 2>&1 </dev/null || {
   fail "the second dpkg -i failed"
 }
 [[ $(secret_line) == "$secret_before" ]] || fail "the reinstall changed the link secret"
-[[ $(grep -v '^#' /etc/sandrun/tokens) == "${tokens[0]}" ]] || fail "the reinstall changed the tokens"
+[[ $(grep -v '^#' /etc/sandrun/tokens) == "$(printf '%s\n' "${tokens[@]}")" ]] ||
+  fail "the reinstall changed the tokens"
 grep -q '"link_ttl_s": 600,' /etc/sandrun/sandrun.jsonc || fail "the reinstall lost the config edit"
 printf 'ok: link secret, tokens and the edited config kept\n'
 
@@ -240,12 +250,61 @@ cat "$tmp/other.log"
 grep -q "must name the same path" "$tmp/other.log" || fail "it did not say why it refused the socket"
 printf 'ok: a socket at another path is refused with the reason\n'
 
+step "without systemd: a daemon started by hand (as postinst says), then dpkg -r and --purge"
+# Its mounts go to runs_dir (/run/sandrun/runs), none below the state directory. A mount left
+# below the state directory (as a killed daemon with an older config's runs_dir there left
+# them) stands in read-only, as the root template's binds of the host are.
+rm -f /run/sandrun/sandrun.sock  # the socket-activated daemon's, above
+(
+  cd /
+  exec env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin LANG=C.UTF-8 SANDRUN_CGROUP_NAME="sandrun-pkgtest-hand-$$" \
+    /usr/sbin/sandrund --config /etc/sandrun/sandrun.jsonc </dev/null >"$tmp/hand.log" 2>&1
+) &
+daemon=$!
+for _ in $(seq 300); do
+  [[ -S /run/sandrun/sandrun.sock ]] && break
+  kill -0 "$daemon" 2>/dev/null || {
+    cat "$tmp/hand.log"
+    fail "the daemon started by hand exited"
+  }
+  sleep 0.1
+done
+[[ -S /run/sandrun/sandrun.sock ]] || fail "the daemon started by hand made no socket"
+awk '$5 == "/run/sandrun/runs/.root-template/root" { found = 1 } END { exit !found }' \
+  /proc/self/mountinfo || fail "no root template mounted in /run/sandrun/runs"
+! awk '{ print $5 }' /proc/self/mountinfo | grep -q '^/var/lib/sandrun/' ||
+  fail "the daemon mounts below the state directory"
+mkdir -p "$tmp/host-files" /var/lib/sandrun/runs/left-behind
+printf 'a host file\n' >"$tmp/host-files/keep.txt"
+mount --bind -o ro "$tmp/host-files" /var/lib/sandrun/runs/left-behind
+mount -o remount,bind,ro /var/lib/sandrun/runs/left-behind
+dpkg -r sandrun >"$tmp/dpkg-r.log" 2>&1 </dev/null || {
+  cat "$tmp/dpkg-r.log"
+  fail "dpkg -r failed"
+}
+cat "$tmp/dpkg-r.log"
+grep -q "stopped sandrund (pid $daemon)" "$tmp/dpkg-r.log" || fail "prerm did not say it stopped the daemon"
+for _ in $(seq 50); do
+  kill -0 "$daemon" 2>/dev/null || break
+  [[ $(awk '{ print $3 }' "/proc/$daemon/stat" 2>/dev/null) == Z ]] && break
+  sleep 0.1
+done
+wait "$daemon" || true
+kill -0 "$daemon" 2>/dev/null && fail "sandrund (pid $daemon) still runs after dpkg -r"
+daemon=""
+[[ -d /var/lib/sandrun && -e /etc/sandrun/tokens ]] || fail "dpkg -r removed the state or the tokens"
+printf 'ok: dpkg -r stopped the daemon started by hand\n'
+
 step "dpkg --purge"
 dpkg --purge sandrun >"$tmp/dpkg-purge.log" 2>&1 || {
   cat "$tmp/dpkg-purge.log"
   fail "dpkg --purge failed"
 }
 cat "$tmp/dpkg-purge.log"
+! grep -qi "read-only file system" "$tmp/dpkg-purge.log" || fail "the purge removed files through a mount"
+[[ $(cat "$tmp/host-files/keep.txt") == "a host file" ]] || fail "the purge touched files of the mount"
+! awk '{ print $5 }' /proc/self/mountinfo | grep -q '^/var/lib/sandrun' || fail "a mount is left below /var/lib/sandrun"
+[[ ! -e /run/sandrun/runs ]] || fail "/run/sandrun/runs is left after the purge"
 for f in /usr/lib/sandrun /usr/sbin/sandrund /lib/systemd/system/sandrund.service \
   /lib/systemd/system/sandrund.socket /lib/systemd/system/sandrun.slice /etc/sandrun /var/lib/sandrun /etc/nginx/sites-available/sandrun \
   /etc/nginx/sites-enabled/sandrun /etc/nginx/sandrun /usr/share/sandrun \

@@ -11,7 +11,11 @@
 //   - every link issued by a live node downloads during the traffic and after it;
 //   - the dead node's links answer the JSON 502 while it is down, and serve again (the same
 //     bytes) once scripts/cluster has started it again (SIGUSR1);
-//   - after SIGTERM to scripts/cluster nothing it started is left: no scripts/serve, and no
+//   - a user reaches one node however its requests name it: bound token with and without
+//     X-Sandrun-User, a front end's token or no token with X-Sandrun-User (the front's
+//     affinity map of the nodes' tokens); each node's cgroup_name carries the state dir;
+//   - after Ctrl-C (SIGINT to its process group) scripts/cluster exits 0 with no error line,
+//     and nothing it started is left: no scripts/serve, and no
 //     node's sandrund or nginx (a restarted node's included), no front nginx.
 // Traffic goes only to 127.0.0.1 (the front); the front reaches the nodes in the namespaces
 // scripts/cluster made (it checks their routes before any traffic).
@@ -61,6 +65,14 @@ using sandrun::integration::Survivors;
 constexpr int kNodes = 3;
 constexpr int kClients = 8;
 constexpr int kUsers = 20;
+// Users of bound tokens (tokens_file `TOKEN user=NAME`), and a front end's token.
+constexpr int kBoundUsers = 5;
+constexpr const char* kFrontEndToken = "cluster-test-front-end-token-0123456789abcdef";
+
+std::string BoundUser(int i) { return "bound-" + std::to_string(i); }
+std::string BoundToken(int i) {
+  return "cluster-test-bound-token-" + std::to_string(i) + "-fedcba9876543210";
+}
 
 std::string ReadText(const std::string& path) {
   std::ifstream in(path);
@@ -145,10 +157,20 @@ class ClusterRun {
     state_ = dir;
     port_ = FreeLoopbackPort();
     const int uid = 90000 + 6 * (port_ % 1000);
+    // Tokens beside anonymous use (scripts/serve allows it): bound ones and a front end's.
+    {
+      std::ofstream tokens(state_ + "/tokens");
+      tokens << "# the cluster test's tokens\n";
+      for (int i = 0; i < kBoundUsers; ++i) {
+        tokens << BoundToken(i) << " user=" << BoundUser(i) << "\n";
+      }
+      tokens << kFrontEndToken << " front_end\n";
+    }
+    // No cgroup_name: scripts/cluster derives the nodes' from the state directory.
     std::ofstream(state_ + "/extra.json")
-        << "{\"sandbox_uid\": " << uid << ", \"sandbox_gid\": " << uid
-        << ", \"cgroup_name\": \"sandrun-cl-" << port_
-        << "\", \"max_concurrent_runs\": 2, \"queue_wait_s\": 30, \"link_ttl_s\": 900, "
+        << "{\"sandbox_uid\": " << uid << ", \"sandbox_gid\": " << uid << ", \"tokens_file\": \""
+        << state_ << "/tokens\""
+        << ", \"max_concurrent_runs\": 2, \"queue_wait_s\": 30, \"link_ttl_s\": 900, "
            "\"session_wait_s\": 20}\n";
     Start();
   }
@@ -277,11 +299,12 @@ class ClusterRun {
     std::vector<pid_t> started = ProcessTree(pid_);
     for (pid_t p : StateDirProcesses()) started.push_back(p);
     std::set<ProcessId> seen = Identify(started);
-    kill(pid_, SIGTERM);
+    // As Ctrl-C in a terminal: SIGINT to scripts/cluster's process group.
+    kill(-pid_, SIGINT);
     bool stopped = false;
+    int status = 0;
     const auto deadline = Clock::now() + std::chrono::seconds(90);
     while (Clock::now() < deadline) {
-      int status = 0;
       if (waitpid(pid_, &status, WNOHANG) == pid_) {
         stopped = true;
         break;
@@ -292,7 +315,15 @@ class ClusterRun {
       kill(-pid_, SIGKILL);
       waitpid(pid_, nullptr, 0);
     }
-    BOOST_CHECK_MESSAGE(stopped, "scripts/cluster stopped within 90 s of SIGTERM");
+    BOOST_CHECK_MESSAGE(stopped, "scripts/cluster stopped within 90 s of Ctrl-C (SIGINT)");
+    // A clean stop: status 0, and no error line (it once said "ERROR: the front nginx exited
+    // (status 0)").
+    const std::string log = ReadText(state_ + "/cluster.log");
+    BOOST_CHECK_MESSAGE(!stopped || (WIFEXITED(status) && WEXITSTATUS(status) == 0),
+                        "scripts/cluster after Ctrl-C: wait status " << status);
+    BOOST_CHECK_MESSAGE(log.find("ERROR") == std::string::npos,
+                        "scripts/cluster's output has an error after Ctrl-C:\n"
+                            << log.substr(log.size() > 3000 ? log.size() - 3000 : 0));
     // Nothing it started outlives it: neither what ran before the stop nor a stack started
     // meanwhile (a node restarted by SIGUSR1 as the stop began). A leaked sandrund keeps the
     // fds it inherited (the integration lock, scripts/test's isolation lock) and so hangs
@@ -354,6 +385,90 @@ int64_t EnvSeconds() {
   const char* text = std::getenv("SANDRUN_CLUSTER_TEST_S");
   const int64_t s = text != nullptr ? std::atoll(text) : 45;
   return std::clamp<int64_t>(s, 9, 120);
+}
+
+// The node that served a run writing out.txt (the node its link names), or "" with the answer
+// in *error.
+std::string NodeOfRun(httplib::Client& c, const httplib::Headers& h, std::string* error) {
+  const std::string body =
+      R"j({"language":"python","code":"open('out.txt', 'w').write('x')\nprint(1)"})j";
+  Answer a = FromResult(c.Post("/run", h, body, "application/json"));
+  rapidjson::Document doc;
+  doc.Parse(a.body.c_str());
+  if (a.status == 200 && !doc.HasParseError() && doc.IsObject() && doc.HasMember("files") &&
+      doc["files"].IsArray()) {
+    for (const auto& f : doc["files"].GetArray()) {
+      if (std::string(f["name"].GetString()) == "out.txt") return LinkNode(f["url"].GetString());
+    }
+  }
+  *error = std::to_string(a.status) + " " + a.body.substr(0, 300);
+  return "";
+}
+
+// The front hashes on the user the node acts for: a bound token with X-Sandrun-User naming
+// its own user and without the header, the front end's token naming that user, and an
+// anonymous request naming it all reach one node. Before the front knew the tokens, the
+// first two hashed differently: a bound user had two nodes' quotas, rate limits and
+// sessions. With 5 users on 3 nodes, chance alone puts all four on one node for every user
+// with probability (1/27)^5.
+void CheckAffinityByIdentity(int port) {
+  httplib::Client c("127.0.0.1", port);
+  c.set_read_timeout(60, 0);
+  for (int i = 0; i < kBoundUsers; ++i) {
+    const std::string bearer = "Bearer " + BoundToken(i);
+    const std::vector<std::pair<std::string, httplib::Headers>> ways = {
+        {"bound token, X-Sandrun-User: itself",
+         {{"Authorization", bearer}, {"X-Sandrun-User", BoundUser(i)}}},
+        {"bound token, no X-Sandrun-User", {{"Authorization", bearer}}},
+        {"front end's token, X-Sandrun-User",
+         {{"Authorization", std::string("Bearer ") + kFrontEndToken},
+          {"X-Sandrun-User", BoundUser(i)}}},
+        {"no token, X-Sandrun-User", {{"X-Sandrun-User", BoundUser(i)}}},
+    };
+    std::string first;
+    bool one_node = true;
+    for (const auto& [way, headers] : ways) {
+      std::string error;
+      const std::string node = NodeOfRun(c, headers, &error);
+      BOOST_REQUIRE_MESSAGE(!node.empty(), BoundUser(i) << ", " << way << ": " << error);
+      if (first.empty()) first = node;
+      one_node = one_node && node == first;
+      BOOST_CHECK_MESSAGE(node == first, BoundUser(i)
+                                             << ", " << way << ": node " << node << ", not "
+                                             << first << " as with its bound token and header");
+    }
+    if (one_node) {
+      BOOST_TEST_MESSAGE("cluster: " << BoundUser(i) << ": one node (" << first << ") for "
+                                     << ways.size() << " ways of naming it");
+    }
+  }
+  // A bound token may not name another user through the front either (the node refuses).
+  Answer other = FromResult(c.Post(
+      "/run", {{"Authorization", "Bearer " + BoundToken(0)}, {"X-Sandrun-User", BoundUser(1)}},
+      R"j({"language":"python","code":"print(1)"})j", "application/json"));
+  BOOST_CHECK_MESSAGE(other.status == 403 && other.body.find("user_forbidden") != std::string::npos,
+                      "a bound token naming another user: " << other.status << " " << other.body);
+}
+
+// Each node's cgroup_name, derived by scripts/cluster from its state directory:
+// sandrun-<8 hex digits>-n<n>, one per node, none the fixed sandrun-n<n> of before.
+void CheckCgroupNames(const std::string& state) {
+  std::set<std::string> names;
+  for (int n = 1; n <= kNodes; ++n) {
+    rapidjson::Document doc;
+    const std::string text = ReadText(state + "/nodes/" + std::to_string(n) + "/node-config.json");
+    doc.Parse(text.c_str());
+    BOOST_REQUIRE(!doc.HasParseError() && doc.HasMember("cgroup_name"));
+    const std::string name = doc["cgroup_name"].GetString();
+    const std::string suffix = "-n" + std::to_string(n);
+    BOOST_CHECK_MESSAGE(name.size() == 8 + 8 + suffix.size() && name.rfind("sandrun-", 0) == 0 &&
+                            name.find_first_not_of("0123456789abcdef", 8) == 16 &&
+                            name.substr(16) == suffix,
+                        "node n" << n << "'s cgroup_name " << name
+                                 << " is not sandrun-<8 hex of the state directory>" << suffix);
+    names.insert(name.substr(0, 16));
+  }
+  BOOST_CHECK_EQUAL(names.size(), 1u);
 }
 
 }  // namespace
@@ -423,6 +538,8 @@ BOOST_AUTO_TEST_CASE(NodeLossKeepsLiveUsersAndLinks) {
   BOOST_TEST_MESSAGE("cluster: affinity " << spread.str() << "killing " << victim << " at "
                                           << duration_s / 3 << " s of " << duration_s << " s");
   BOOST_REQUIRE_MESSAGE(per_node.size() >= 2, "all users hash to one node: " << spread.str());
+  CheckAffinityByIdentity(cluster.port());
+  CheckCgroupNames(cluster.state());
 
   const auto start = Clock::now();
   const auto stop_at = start + std::chrono::seconds(duration_s);

@@ -3,7 +3,8 @@
 // the shipped example nginx/examples/path-prefix.conf serves sandrun under /sandbox/.
 //
 // Its ctest entry runs the stack with public_url "" and trusted_proxies "127.0.0.1"; requests
-// sent from 127.0.0.2 stand for any other client.
+// sent from 127.0.0.2 stand for any other client. Also: who may read /healthz, /readyz and
+// /metrics (health_allow "198.51.100.0/24", one bearer token).
 #include <netinet/in.h>
 #include <signal.h>
 #include <sys/prctl.h>
@@ -185,6 +186,46 @@ BOOST_AUTO_TEST_CASE(shipped_path_prefix_example_serves_sandrun_under_sandbox) {
       GetWith("/sandbox" + path.substr(0, path.find('?')), {}, "", front.port());
   BOOST_TEST(unsigned_get.status == 403);
   BOOST_TEST(ParseServiceError(unsigned_get.body).code == "forbidden");
+}
+
+// /healthz, /readyz and /metrics answer this host, health_allow (198.51.100.0/24 in this
+// suite's config) and bearer tokens only. The client's address is nginx's: the peer, or the
+// client a trusted proxy (127.0.0.1 here) names last in X-Forwarded-For, which an attacker
+// behind it cannot choose (entries it wrote itself come before the proxy's).
+BOOST_AUTO_TEST_CASE(health_and_metrics_answer_only_this_host_the_allow_list_and_tokens) {
+  for (const char* path : {"/healthz", "/readyz", "/metrics"}) {
+    // This host: the stack's own health waits (scripts/serve) poll from 127.0.0.1.
+    BOOST_TEST(GetWith(path, {}).status == 200, path);
+    BOOST_TEST(GetWith(path, {}, kUntrusted).status == 200, path);
+    // An untrusted client's X-Forwarded-For changes nothing: still its own (loopback) address.
+    BOOST_TEST(GetWith(path, {{"X-Forwarded-For", "203.0.113.7"}}, kUntrusted).status == 200);
+    // A client elsewhere, through the trusted proxy: refused, with the key to change.
+    const HttpResponse far = GetWith(path, {{"X-Forwarded-For", "203.0.113.7"}});
+    BOOST_TEST(far.status == 403, path << ": " << far.status << " " << far.body);
+    const ServiceError error = ParseServiceError(far.body);
+    BOOST_TEST(error.code == "forbidden");
+    BOOST_TEST(error.field == "health_allow");
+    BOOST_TEST(error.message.find("203.0.113.7") != std::string::npos, error.message);
+    BOOST_TEST(far.body.find("sandrun_runs_total") == std::string::npos);
+    // It cannot name an allowed address before the proxy's entry.
+    BOOST_TEST(GetWith(path, {{"X-Forwarded-For", "198.51.100.9, 203.0.113.7"}}).status == 403,
+               path);
+    // An allowed client, and any client with a bearer token; an unknown token is none.
+    BOOST_TEST(GetWith(path, {{"X-Forwarded-For", "203.0.113.7, 198.51.100.9"}}).status == 200,
+               path);
+    BOOST_TEST(GetWith(path, {{"X-Forwarded-For", "203.0.113.7"},
+                              {"Authorization", "Bearer tok-health-0123456789abcdef"}})
+                       .status == 200,
+               path);
+    BOOST_TEST(GetWith(path, {{"X-Forwarded-For", "203.0.113.7"},
+                              {"Authorization", "Bearer tok-health-wrong"}})
+                       .status == 403,
+               path);
+  }
+  // Runs are not health: the far client may still run code (anonymous use is allowed here).
+  BOOST_TEST(
+      PostWith("/run", PythonRequest("print(1)\n"), {{"X-Forwarded-For", "203.0.113.7"}}).status ==
+      200);
 }
 
 BOOST_AUTO_TEST_SUITE_END()

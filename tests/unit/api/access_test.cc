@@ -128,4 +128,46 @@ BOOST_AUTO_TEST_CASE(origins_must_be_listed) {
   BOOST_TEST(api::CheckOrigin("http://localhost:8080", {}).has_value());
 }
 
+BOOST_AUTO_TEST_CASE(address_ranges_match_by_prefix) {
+  BOOST_TEST(api::AddressInRange("10.1.2.3", "10.0.0.0/8"));
+  BOOST_TEST(!api::AddressInRange("11.1.2.3", "10.0.0.0/8"));
+  BOOST_TEST(api::AddressInRange("192.0.2.10", "192.0.2.10"));
+  BOOST_TEST(!api::AddressInRange("192.0.2.11", "192.0.2.10"));
+  BOOST_TEST(api::AddressInRange("192.0.2.11", "192.0.2.10/31"));
+  BOOST_TEST(!api::AddressInRange("192.0.2.12", "192.0.2.10/31"));
+  BOOST_TEST(api::AddressInRange("203.0.113.7", "0.0.0.0/0"));
+  BOOST_TEST(!api::AddressInRange("2001:db8::1", "0.0.0.0/0"));
+  BOOST_TEST(api::AddressInRange("::ffff:10.0.0.1", "10.0.0.0/8"));
+  BOOST_TEST(api::AddressInRange("2001:db8::1", "2001:db8::/32"));
+  BOOST_TEST(!api::AddressInRange("2001:db9::1", "2001:db8::/32"));
+  BOOST_TEST(api::AddressInRange("::1", "::1"));
+  BOOST_TEST(!api::AddressInRange("10.0.0.1", "::/0"));
+  for (const char* bad : {"", "example.org", "10.0.0.1;", "10.0.0.1/8"}) {
+    BOOST_TEST(!api::AddressInRange(bad, "0.0.0.0/0"), bad);
+  }
+  for (const char* bad : {"10.0.0.0/33", "10.0.0.0/", "10.0.0.0/x", "x/8"}) {
+    BOOST_TEST(!api::AddressInRange("10.0.0.1", bad), bad);
+  }
+}
+
+BOOST_AUTO_TEST_CASE(health_answers_this_host_the_allow_list_and_tokens) {
+  config::Config c = WithTokens(true);
+  c.health_allow_ranges = {"198.51.100.0/24"};
+  for (const char* local : {"127.0.0.1", "127.0.0.2", "::1"}) {
+    BOOST_TEST(!api::CheckHealthAccess(local, "", c).has_value(), local);
+  }
+  BOOST_TEST(!api::CheckHealthAccess("198.51.100.9", "", c).has_value());
+  BOOST_TEST(!api::CheckHealthAccess("203.0.113.7", "Bearer tok-plain", c).has_value());
+  // allow_anonymous opens runs, not health; an unknown token is no token.
+  for (const char* authorization : {"", "Bearer nope", "tok-plain"}) {
+    auto refused = api::CheckHealthAccess("203.0.113.7", authorization, c);
+    BOOST_TEST_REQUIRE(refused.has_value(), authorization);
+    BOOST_TEST(refused->status == 403);
+    BOOST_TEST(refused->code == "forbidden");
+    BOOST_TEST(refused->field == "health_allow");
+    BOOST_TEST(refused->message.find("203.0.113.7") != std::string::npos);
+  }
+  BOOST_TEST(api::CheckHealthAccess("", "", c).has_value());
+}
+
 BOOST_AUTO_TEST_SUITE_END()

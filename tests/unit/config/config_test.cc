@@ -319,6 +319,22 @@ BOOST_AUTO_TEST_CASE(trusted_proxies_are_addresses_or_cidr_ranges) {
   }
 }
 
+BOOST_AUTO_TEST_CASE(health_allow_is_addresses_or_cidr_ranges) {
+  StateDir dir;
+  auto ok = Load(dir.Write("{\"state_dir\": \"" + dir.path +
+                           "\", \"allow_anonymous\": true, "
+                           "\"health_allow\": \"192.0.2.10, 10.0.0.0/8 2001:db8::/32\"}"));
+  BOOST_TEST_REQUIRE(ok.ok(), (ok.ok() ? "" : ok.error().message));
+  BOOST_TEST(ok->health_allow_ranges.size() == 3u);
+  for (const char* bad : {"monitor.example.org", "10.0.0.0/33", "1.2.3.4;"}) {
+    auto c = Load(dir.Write("{\"state_dir\": \"" + dir.path +
+                            "\", \"allow_anonymous\": true, \"health_allow\": \"" +
+                            std::string(bad) + "\"}"));
+    BOOST_TEST_REQUIRE(!c.ok(), bad);
+    BOOST_TEST(c.error().message.find("health_allow") != std::string::npos);
+  }
+}
+
 BOOST_AUTO_TEST_CASE(quota_and_age_must_be_positive) {
   StateDir dir;
   for (const char* key :

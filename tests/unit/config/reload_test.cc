@@ -42,9 +42,9 @@ BOOST_AUTO_TEST_CASE(changed_keys_names_each_difference_as_in_the_file) {
 }
 
 BOOST_AUTO_TEST_CASE(live_keys_are_limits_ceilings_quotas_access_and_link_ttl) {
-  for (const char* key :
-       {"limits.wall_time_s", "ceilings.memory_mb", "user_quota_mb", "user_quota_files", "tokens",
-        "tokens_file", "bearer_tokens", "allow_anonymous", "allowed_origins", "link_ttl_s"}) {
+  for (const char* key : {"limits.wall_time_s", "ceilings.memory_mb", "user_quota_mb",
+                          "user_quota_files", "tokens", "tokens_file", "bearer_tokens",
+                          "allow_anonymous", "allowed_origins", "link_ttl_s", "health_allow"}) {
     BOOST_TEST(IsLiveKey(key), key);
   }
   for (const char* key :
