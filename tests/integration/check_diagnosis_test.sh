@@ -8,7 +8,9 @@
 #   3. in a chroot (a private mount namespace with / bound on a directory, chroot(8) into it):
 #      the kernel refuses user namespaces there; check names the chroot and the fix;
 #   4. as root without CAP_SYS_ADMIN (as in Docker without --privileged): named with the fix;
-#   5. print-config's runs_dir is where runs go: /run/sandrun/<n> when the state directory is
+#   5. user.max_user_namespaces = 0, set in a user namespace the test makes (the host's own
+#      value is not touched): named with the sysctl that fixes it;
+#   6. print-config's runs_dir is where runs go: /run/sandrun/<n> when the state directory is
 #      not searchable by others (the daemon's own fallback), and exit 2 for an explicit
 #      runs_dir the daemon would refuse.
 # Mounts are made only in private mount namespaces that end with the test; the host's own
@@ -77,7 +79,18 @@ run setpriv --bounding-set -sys_admin --inh-caps -sys_admin "$sandrund" check --
 expect_line "sandrund runs as root without CAP_SYS_ADMIN"
 expect_line "  fix: run sandrun on the host or in a VM, or give its container every capability (docker run --privileged)"
 
-echo "5. print-config's runs_dir"
+echo "5. user namespaces disabled: max_user_namespaces = 0 in a user namespace of this test's own"
+# The sysctl is per user namespace: set in the child, the host's value stays as it is.
+host_max="$(cat /proc/sys/user/max_user_namespaces)"
+# shellcheck disable=SC2016 # expanded by the inner shell
+run unshare --user --map-root-user bash -c \
+  'echo 0 >/proc/sys/user/max_user_namespaces && exec "$0" check --config "$1"' "$sandrund" "$cfg"
+[[ $rc == 1 ]] || fail "exit $rc, not 1"
+expect_line "user namespaces are disabled (user.max_user_namespaces = 0)"
+expect_line "  fix: sysctl -w user.max_user_namespaces=15000"
+[[ $(cat /proc/sys/user/max_user_namespaces) == "$host_max" ]] || fail "the host's max_user_namespaces changed"
+
+echo "6. print-config's runs_dir"
 mkdir -m 0700 "$d/private"
 make_config "$d/private"
 run "$sandrund" print-config --config "$d/private/.state/sandrun.jsonc"
@@ -90,4 +103,4 @@ jq --arg r "$d/private/runs" '. + {runs_dir: $r}' "$d/private/.state/sandrun.jso
 run "$sandrund" print-config --config "$d/explicit.json"
 [[ $rc == 2 ]] || fail "explicit runs_dir: exit $rc, not 2"
 expect_line "key 'runs_dir'"
-echo "ok: sandrund check and print-config name the config, the chroot, the capability and the runs_dir"
+echo "ok: sandrund check and print-config name the config, the chroot, the capability, disabled user namespaces and the runs_dir"
