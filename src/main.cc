@@ -4,6 +4,7 @@
 
 #include <cstdio>
 #include <cstring>
+#include <filesystem>
 #include <memory>
 #include <optional>
 #include <sstream>
@@ -13,6 +14,7 @@
 #include "api/service.h"
 #include "api/stop_signals.h"
 #include "config/config.h"
+#include "config/config_path.h"
 #include "config/runs_dir.h"
 #include "sandbox/cgroup.h"
 #include "sandbox/host_check.h"
@@ -23,6 +25,7 @@
 #include "storage/janitor.h"
 #include "storage/runs_dir.h"
 #include "storage/session_restore.h"
+#include "sys/namespace_probe.h"
 #include "sys/syscalls.h"
 #include "util/memory.h"
 #include "version.h"
@@ -35,7 +38,9 @@ void Usage() {
   std::fprintf(stdout,
                "usage: sandrund [--config FILE]        run the daemon (foreground)\n"
                "       sandrund check [--config FILE]  check that this host can sandbox\n"
-               "                                       (FILE: %s by default)\n"
+               "                                       (FILE: %s by default, or\n"
+               "                                       scripts/serve's .state/sandrun.jsonc\n"
+               "                                       when that is missing)\n"
                "       sandrund print-config [--config FILE]\n"
                "                                       the effective config as JSON (defaults,\n"
                "                                       FILE and SANDRUN_* merged; no secrets)\n"
@@ -84,6 +89,16 @@ Host PrepareHost(const config::Config& config, const std::string& template_dir, 
   Host host;
   sandbox::HostFacts facts = sandbox::ReadHostFacts();
   facts.check_nginx = check_nginx;
+  // The namespaces themselves, as the launcher makes them: a chroot or a container's policy
+  // refuses them whatever the sysctls say.
+  Status trial = sys::ProbeNamespaces(static_cast<uid_t>(config.sandbox_uid),
+                                      sandbox::SandboxNamespaceFlags());
+  if (!trial.ok()) {
+    facts.userns_error = trial.error().message;
+    facts.userns_errno = trial.error().err;
+  }
+  auto chroot = sys::InChroot();
+  facts.in_chroot = chroot.ok() && *chroot;
   if (check_nginx) facts.nginx_version_output = NginxVersionOutput();
   auto filter = sandbox::SeccompFilter::Compile();
   if (!filter.ok()) host.problems += "seccomp: " + filter.error().message + "\n";
@@ -145,10 +160,32 @@ int Check(const config::Config& config) {
 // The command line. Each flag is in Usage().
 struct Flags {
   std::string config_path;  // "" = defaults and environment only
+  std::string config_note;  // why this config, when no --config named it
   bool config_given = false;
   bool check = false;
   bool print_config = false;
 };
+
+// `check` and `print-config` without --config: the installed config, or scripts/serve's
+// (config/config_path.h). Returns -1 to go on, or 2 when there is none (saying what to run).
+int ChooseConfig(Flags* flags) {
+  const char* command = flags->check ? "check" : "print-config";
+  std::error_code error;
+  const std::string exe = std::filesystem::read_symlink("/proc/self/exe", error).string();
+  auto exists = [](const std::string& path) {
+    std::error_code ignored;
+    return std::filesystem::exists(path, ignored);
+  };
+  const config::ConfigPathChoice choice =
+      config::ChooseConfigPath(exists, config::ServeConfigCandidates(exe), command);
+  if (choice.path.empty()) {
+    std::fprintf(flags->check ? stdout : stderr, "sandrund %s: %s\n", command, choice.help.c_str());
+    return 2;
+  }
+  flags->config_path = choice.path;
+  flags->config_note = choice.note;
+  return -1;
+}
 
 // Parses argv into `flags`. Returns -1 to go on, or the exit code (--help, --version, an
 // unknown argument).
@@ -173,9 +210,7 @@ int ParseFlags(int argc, char** argv, Flags* flags) {
     }
   }
   flags->config_given = !flags->config_path.empty();
-  if ((flags->check || flags->print_config) && !flags->config_given) {
-    flags->config_path = config::kDefaultConfigPath;
-  }
+  if ((flags->check || flags->print_config) && !flags->config_given) return ChooseConfig(flags);
   return -1;
 }
 
@@ -190,6 +225,23 @@ std::optional<config::Config> LoadConfig(const Flags& flags) {
                  flags.config_path.empty() ? "(none)" : flags.config_path.c_str(), line.c_str());
   }
   return std::nullopt;
+}
+
+// `sandrund print-config`: the config as the daemon would run with it, runs_dir included
+// (config/runs_dir.h: where runs really go when the configured one cannot be reached). 2, with
+// the reason, when the daemon would refuse it.
+int PrintConfig(config::Config& config) {
+  auto runs_dir = config::ChooseRunsDir(config);
+  if (!runs_dir.ok()) {
+    std::fprintf(stderr, "sandrund: config: %s\n", runs_dir.error().message.c_str());
+    return 2;
+  }
+  if (runs_dir->fallback) {
+    std::fprintf(stderr, "sandrund print-config: runs_dir: %s\n", runs_dir->note.c_str());
+  }
+  config.runs_dir = runs_dir->path;
+  std::fputs(config::EffectiveConfigJson(config).c_str(), stdout);
+  return 0;
 }
 
 // The runs directory (config/runs_dir.h) and the directories the daemon writes to. Returns
@@ -310,16 +362,16 @@ int main(int argc, char** argv) {
   if (int done = ParseFlags(argc, argv, &flags); done >= 0) return done;
   if (flags.check) {
     std::printf("sandrund check: config %s%s\n", flags.config_path.c_str(),
-                flags.config_given ? "" : " (the default; --config FILE names another)");
+                flags.config_given ? "" : (" (" + flags.config_note + ")").c_str());
     std::fflush(stdout);  // before any problem on stderr
+  } else if (flags.print_config && !flags.config_given) {
+    std::fprintf(stderr, "sandrund print-config: config %s (%s)\n", flags.config_path.c_str(),
+                 flags.config_note.c_str());
   }
   std::optional<config::Config> loaded = LoadConfig(flags);
   if (!loaded) return 2;
   config::Config& config = *loaded;
-  if (flags.print_config) {
-    std::fputs(config::EffectiveConfigJson(config).c_str(), stdout);
-    return 0;
-  }
+  if (flags.print_config) return PrintConfig(config);
   const config::Config started = config;  // as loaded: what a SIGHUP reload compares with
   bool runs_dir_fallback = false;
   if (int done = PrepareDirs(config, &runs_dir_fallback); done >= 0) return done;

@@ -535,7 +535,7 @@ sr_wait_healthy() {
     if [[ $code == 503 && $body == *'"status":"unavailable"'* ]]; then
       sr_print_logs
       printf '%s\n' "${body%$'\n'*}" >&2
-      sr_die "sandrund cannot run sandboxes on this host (see above; sandrund check explains)"
+      sr_die "sandrund cannot run sandboxes on this host (see above): '$(sr_daemon_binary) check --config $SR_CONFIG' explains each problem with its fix"
     fi
     if ((SECONDS >= deadline)); then
       sr_print_logs

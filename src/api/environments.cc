@@ -162,6 +162,12 @@ storage::BuildResult Service::BuildEnvironment(const std::string& build_dir,
                   " s (environment_build_wall_time_s) reached";
   }
   out.ok = result->outcome == sandbox::RunOutcome::kExited && result->exit_code == 0;
+  // Found nothing because no index was reachable: say so (pip says only "versions: none").
+  if (!out.ok && PipFoundNothing(out.output)) {
+    if (std::string note = IndexUnreachableNote(out.output, config_); !note.empty()) {
+      out.output += "\n" + note;
+    }
+  }
   return out;
 }
 

@@ -273,4 +273,60 @@ std::string NetworkOffNote(const std::vector<std::string>& requested,
   return note;
 }
 
+namespace {
+
+// What pip's output says failed on the way to its index, as a phrase; "" when nothing did.
+// The texts are urllib3's and the resolver's, as pip 23 prints them in its retry warnings and
+// "Could not fetch URL" lines.
+std::string IndexFailure(const std::string& output) {
+  auto has = [&output](const char* text) { return output.find(text) != std::string::npos; };
+  if (has("Temporary failure in name resolution") || has("Name or service not known") ||
+      has("NameResolutionError") || has("No address associated with hostname")) {
+    return "its host name did not resolve";
+  }
+  if (has("Connection refused")) return "the connection was refused";
+  if (has("Network is unreachable") || has("No route to host")) {
+    return "the network is unreachable from the runs";
+  }
+  if (has("ConnectTimeoutError") || has("ReadTimeoutError") || has("timed out")) {
+    return "the connection timed out";
+  }
+  if (has("ProxyError")) return "the proxy failed";
+  if (has("SSLError") || has("CERTIFICATE_VERIFY_FAILED")) return "its TLS certificate failed";
+  if (has("NewConnectionError") || has("Failed to establish a new connection") ||
+      has("Could not fetch URL") || has("Connection reset") || has("RemoteDisconnected")) {
+    return "the connection failed";
+  }
+  return "";
+}
+
+}  // namespace
+
+std::string IndexUnreachableNote(const std::string& pip_output, const config::Config& config) {
+  // pip names the indexes it used when they are not PyPI alone (a --index-url of the run's own
+  // included); else the config's, else PyPI.
+  std::string index =
+      config.pip_index_url.empty() ? "PyPI, https://pypi.org/simple" : config.pip_index_url;
+  const std::string looking = "Looking in indexes: ";
+  if (const size_t at = pip_output.find(looking); at != std::string::npos) {
+    const size_t start = at + looking.size();
+    index = pip_output.substr(start, pip_output.find('\n', start) - start);
+  }
+  std::string why = IndexFailure(pip_output);
+  const bool untrusted =
+      pip_output.find("is not a trusted or secure host and is being ignored") != std::string::npos;
+  if (why.empty() && !untrusted) return "";
+  if (why.empty()) {
+    why = "pip ignored it: it is plain http and its host is not trusted";
+  }
+  return "sandrun: pip could not reach the package index (" + index + "): " + why +
+         ", so \"from versions: none\" says nothing about whether the package exists. What the "
+         "server's admin can do: check that this server reaches the index (runs connect from "
+         "it), or set \"pip_index_url\" (and \"pip_extra_index_urls\") to an index the runs "
+         "can reach, with \"pip_trusted_hosts\" for a plain http one and "
+         "\"network_allow_cidrs\" for one at a private address; or prepare the packages: "
+         "\"environments_prebuild\", or install them on the host "
+         "(scripts/packages/batteries.txt).";
+}
+
 }  // namespace sandrun::api

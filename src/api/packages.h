@@ -58,4 +58,12 @@ std::string NetworkOffNote(const std::vector<std::string>& requested,
                            const std::vector<std::string>& available,
                            const std::string& network_mode);
 
+// The stderr line for a run WITH the network whose pip found nothing because it could not
+// reach its package index (pip's output shows connection or name-resolution failures, or an
+// http index it ignored as untrusted): says which index (pip's "Looking in indexes:", else
+// `config`'s pip_index_url, else PyPI),
+// what failed, that "from versions: none" then says nothing about the package, and which keys
+// the server's admin can set. "" when the output shows no such failure. One line. Pure.
+std::string IndexUnreachableNote(const std::string& pip_output, const config::Config& config);
+
 }  // namespace sandrun::api

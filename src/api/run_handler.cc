@@ -456,7 +456,7 @@ storage::PublishOptions Service::MakePublishOptions(const HttpRequest& request,
   publish.artifacts_root = config_.artifacts_dir;
   publish.public_base_url = PublicBaseUrl(request);
   publish.link_secret = config_.link_secret;
-  // Behind a front nginx, links carry the node that serves them (README "More than one machine").
+  // Behind a front nginx, links carry the node that serves them (docs/CLUSTER.md).
   if (!config_.node_id.empty()) publish.url_prefix = "/files/" + config_.node_id;
   publish.user_dir_key = config_.link_secret + ":user-dir";
   publish.link_ttl_s = live.link_ttl_s;

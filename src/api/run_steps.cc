@@ -274,6 +274,12 @@ StepRun DescribeStep(const config::Config& config, const RunRequest& run, size_t
                NetworkOffNote(requested,
                               AvailablePackages(requested, sr.stdout_stream.text, HostSiteDirs()),
                               config.network));
+  } else if (MentionsInstall(step) && run.network &&
+             PipFoundNothing(sr.stdout_stream.text + sr.stderr_stream.text)) {
+    // With the network, "from versions: none" may still mean no index was reachable.
+    const std::string note =
+        IndexUnreachableNote(sr.stdout_stream.text + sr.stderr_stream.text, config);
+    if (!note.empty()) AppendLine(sr.stderr_stream.text, note);
   }
   if (result.process_limit_hits > 0) {
     // A run that hit its process limit did not do what it tried (a fork bomb, a pool too

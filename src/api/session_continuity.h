@@ -1,4 +1,4 @@
-// Whether a run's session is the one the client had (README "More than one machine"). A
+// Whether a run's session is the one the client had (docs/CLUSTER.md). A
 // session is named by the client (`session`, X-Sandrun-Session) and lives on one node's disk.
 // When that node is gone and the front nginx sends the user to another node, that node has
 // no trace of the session and starts it empty; the client must be told so, or it would

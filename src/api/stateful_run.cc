@@ -104,19 +104,22 @@ std::vector<storage::FoundFile> WriteImages(const std::vector<kernel::RichOutput
   return files;
 }
 
-// The network-off note of a stateless install step (RunSteps), for a cell without the
-// network whose pip install found nothing: a `%pip`/`!pip` line of a Python cell, or a
-// %%bash cell. IPython's %pip does not raise when pip fails, so the cell's status is not
-// asked. "" when there is nothing to say.
+// The pip notes of a stateless install step (RunSteps), for a cell whose pip install found
+// nothing: a `%pip`/`!pip` line of a Python cell, or a %%bash cell. Without the network, the
+// network-off note; with it, the index-unreachable note when pip's output shows why. IPython's
+// %pip does not raise when pip fails, so the cell's status is not asked. "" when there is
+// nothing to say.
 std::string PipNote(const CodeStep& step, const kernel::ExecuteResult& er,
-                    const std::string& network_mode) {
+                    const config::Config& config, bool network) {
   const std::string install = step.language->name == "bash"
                                   ? (IsInstallCode(step.code) ? step.code : "")
                                   : CellInstallCode(step.code);
-  if (install.empty() || !PipFoundNothing(er.stdout_text + er.stderr_text)) return "";
+  const std::string output = er.stdout_text + er.stderr_text;
+  if (install.empty() || !PipFoundNothing(output)) return "";
+  if (network) return IndexUnreachableNote(output, config);
   const std::vector<std::string> requested = RequestedPackages(install);
   return NetworkOffNote(requested, AvailablePackages(requested, er.stdout_text, HostSiteDirs()),
-                        network_mode);
+                        config.network);
 }
 
 // The kernel of a stateful run: the run's limits that bound a kernel for its whole life
@@ -165,10 +168,8 @@ StepResult DescribeCell(const config::Config& config, const RunRequest& run, siz
   if (std::string note = KernelNote(er, run.limits); !note.empty()) {
     AppendLine(sr.stderr_stream.text, note);
   }
-  if (!run.network) {
-    if (std::string note = PipNote(step, er, config.network); !note.empty()) {
-      AppendLine(sr.stderr_stream.text, note);
-    }
+  if (std::string note = PipNote(step, er, config, run.network); !note.empty()) {
+    AppendLine(sr.stderr_stream.text, note);
   }
   return sr;
 }

@@ -156,7 +156,7 @@ std::vector<Key> NetworkKeys() {
       {"network", &Config::network, "string", 0,
        "outbound network of runs: \"off\" (a request's \"network\": true gets 403), "
        "\"on_request\" (a request may ask with \"network\": true) or \"always\"; the public "
-       "internet only, through slirp4netns (README \"Packages and network\")"},
+       "internet only, through slirp4netns (docs/API.md \"Packages and network\")"},
       {"network_allow_cidrs", &Config::network_allow_cidrs, "list", 0,
        "networks a run may reach although private or special-purpose, e.g. an internal package "
        "mirror [\"10.0.5.20/32\"]; the host's own addresses stay refused"},

@@ -139,7 +139,7 @@ struct Config {
   int64_t max_figures = 20;               // per run; more: files_skipped "too_many_figures"
   int64_t figure_max_dpi = 150;           // a shown figure is drawn at most at this DPI ...
   int64_t figure_max_pixels = 4'000'000;  // ... and at most this many pixels (width x height)
-  // Packages and network (issue 9; README "Packages and network"). network: "off" (a
+  // Packages and network (issue 9; docs/API.md "Packages and network"). network: "off" (a
   // request's "network": true gets 403), "on_request", "always".
   std::string network = "off";
   std::vector<std::string> network_allow_cidrs;   // reachable although in a refused range
@@ -148,7 +148,7 @@ struct Config {
   std::vector<std::string> pip_trusted_hosts;     // PIP_TRUSTED_HOST inside
   int64_t install_wall_time_s = 300;              // wall time of an install step (its own budget)
   int64_t install_disk_mb = 2048;  // workspace + /tmp of a run with an install step (MiB)
-  // Prepared environments (issue 9 part 4; README "Packages and network").
+  // Prepared environments (issue 9 part 4; docs/API.md "Packages and network").
   std::string environments_dir;                  // default <state_dir>/environments
   int64_t environments_max_mb = 4096;            // the janitor evicts least-recently-used past it
   int64_t environment_build_wall_time_s = 1800;  // wall time of one environment's build
@@ -160,7 +160,7 @@ struct Config {
   // at most max_kernels live at once (least recently used ended first).
   int64_t kernel_idle_s = 600;
   int64_t max_kernels = 4;
-  // This node's name in a cluster (README "More than one machine"): download links are
+  // This node's name in a cluster (docs/CLUSTER.md): download links are
   // /files/<node_id>/... so that the front nginx routes them here. "" = one machine, links
   // /files/... as always. 1 to 32 of [a-z0-9-], not starting with '-'.
   std::string node_id;

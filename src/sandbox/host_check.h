@@ -20,6 +20,14 @@ struct HostFacts {
   std::string cgroup_error;             // why no usable cgroups
   std::string nginx_version_output;     // `nginx -V` (stderr); "" when nginx is absent
   bool check_nginx = true;              // the daemon's own /healthz skips nginx
+  bool in_chroot = false;               // sys::InChroot, filled by the caller
+  bool cap_sys_admin = true;            // CAP_SYS_ADMIN in CapEff of <proc>/self/status
+  std::string container;                // pid 1's container= (podman, lxc, ...), "docker"
+                                        // for /.dockerenv; "" when none is seen
+  // A trial of the sandbox's namespaces (sys::ProbeNamespaces, filled by the caller): "" =
+  // made or not tried; else the refusal's message, with its errno in userns_errno.
+  std::string userns_error;
+  int userns_errno = 0;
 };
 
 // The facility a host problem takes away.
@@ -38,9 +46,13 @@ struct HostProblem {
   HostFacility facility;
 };
 
-// Reads the facts from `proc` (normally "/proc"); cgroup and nginx facts are filled by the
-// caller. Not safe after fork.
-HostFacts ReadHostFacts(const std::string& proc = "/proc");
+// Reads the facts from `proc` (normally "/proc") and the container marker files below `root`
+// ("/"); cgroup, nginx, chroot and namespace-trial facts are filled by the caller. Not safe after
+// fork.
+HostFacts ReadHostFacts(const std::string& proc = "/proc", const std::string& root = "/");
+
+// The namespaces the launcher makes for each sandbox (its clone flags), for the trial.
+unsigned long SandboxNamespaceFlags();
 
 // Judges the facts; empty = this host can sandbox. `require_cgroups` makes missing cgroups a
 // problem rather than a weaker-limits note (see WeakerLimits).

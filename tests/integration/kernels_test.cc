@@ -79,7 +79,7 @@ BOOST_AUTO_TEST_CASE(variables_and_imports_survive_between_runs) {
   BOOST_TEST(Str(second, "stdout") == "42 True\n");
   BOOST_TEST(KernelStatus(second) == "kept");
   BOOST_TEST(ExecutionCount(second) == 2);
-  // A session's answer always says whether the session was lost (README: Scale-out), a
+  // A session's answer always says whether the session was lost (docs/CLUSTER.md), a
   // stateful one too.
   for (const auto* doc : {&first, &second}) {
     BOOST_TEST((doc->HasMember("session_restarted") && (*doc)["session_restarted"].IsBool() &&

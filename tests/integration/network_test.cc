@@ -150,6 +150,34 @@ BOOST_AUTO_TEST_CASE(without_network_the_install_ends_fast_and_says_why) {
   BOOST_TEST(doc["snippets"].Size() == 1u);  // the import never ran
 }
 
+// With the network, an index that cannot be reached (here a closed port of the fake
+// internet's allowed index address) leaves pip saying only "from versions: none": sandrun's
+// last line says the index was not reached, and what the admin can set.
+BOOST_AUTO_TEST_CASE(an_unreachable_index_is_named_not_taken_for_a_missing_package) {
+  const FakeInternet& net = Net();
+  const std::string index = "http://" + net.S("index") + ":9/simple";
+  auto doc =
+      PostRun(R"({"network": true, "language": "bash", "code": )" +
+              Q("pip install --retries 1 --index-url " + index + " " + net.S("package")) + "}");
+  const std::string err = Str(doc, "stderr");
+  BOOST_TEST(Str(doc, "status") == "error", err);
+  BOOST_TEST(err.find("from versions: none") != std::string::npos, err);
+  BOOST_TEST(err.find("sandrun: pip could not reach the package index (" + index +
+                      "): the connection was refused, so \"from versions: none\" says nothing") !=
+                 std::string::npos,
+             err);
+  for (const char* key :
+       {"\"pip_index_url\"", "\"pip_trusted_hosts\"", "\"network_allow_cidrs\""}) {
+    BOOST_TEST(err.find(key) != std::string::npos, key);
+  }
+  BOOST_TEST(err.find("the network is off") == std::string::npos, err);
+  // The index itself, reached, still installs: the note is not said then.
+  auto ok = PostRun(R"({"network": true, "language": "bash", "code": )" +
+                    Q("pip install --quiet " + net.S("package") + " && echo installed") + "}");
+  BOOST_TEST(Str(ok, "stdout").find("installed") != std::string::npos, Output(ok));
+  BOOST_TEST(Str(ok, "stderr").find("could not reach") == std::string::npos, Output(ok));
+}
+
 BOOST_AUTO_TEST_CASE(refused_addresses_are_refused_while_the_index_answers) {
   const FakeInternet& net = Net();
   const int port = Stack::Get().port();

@@ -1,12 +1,28 @@
 // Packages in the run pipeline (api/packages.h): pip's environment from the config, install
-// steps, the requested names, and the line said when the network is off. Pure.
+// steps, the requested names, and the lines said when the network is off or no index could be
+// reached. Pure.
 #define BOOST_TEST_MODULE packages
 #include "api/packages.h"
 
 #include <boost/test/unit_test.hpp>
+#include <fstream>
+#include <sstream>
 
 namespace api = sandrun::api;
 using Names = std::vector<std::string>;
+
+namespace {
+
+// A real pip output of tests/data/pip_outputs/ (its README says how each was made).
+std::string PipOutput(const std::string& name) {
+  std::ifstream in(std::string(SANDRUN_PIP_OUTPUTS_DIR) + "/" + name);
+  BOOST_TEST_REQUIRE(in.good(), name);
+  std::stringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+}  // namespace
 
 BOOST_AUTO_TEST_SUITE(Packages)
 
@@ -113,6 +129,64 @@ BOOST_AUTO_TEST_CASE(on_request_the_note_says_the_run_did_not_ask) {
   BOOST_TEST(note.find("Not available: yfinance.") != std::string::npos, note);
   BOOST_TEST(note.find("off for runs on this server") == std::string::npos, note);
   BOOST_TEST(note.find('\n') == std::string::npos);
+}
+
+BOOST_AUTO_TEST_CASE(an_unreachable_index_is_named_with_what_failed_and_the_admins_keys) {
+  sandrun::config::Config config;
+  config.pip_index_url = "http://127.0.0.1:9/simple";
+  const std::string refused = PipOutput("connection_refused.txt");
+  BOOST_TEST_REQUIRE(api::PipFoundNothing(refused));
+  const std::string note = api::IndexUnreachableNote(refused, config);
+  BOOST_TEST(note ==
+             "sandrun: pip could not reach the package index (http://127.0.0.1:9/simple): the "
+             "connection was refused, so \"from versions: none\" says nothing about whether the "
+             "package exists. What the server's admin can do: check that this server reaches "
+             "the index (runs connect from it), or set \"pip_index_url\" (and "
+             "\"pip_extra_index_urls\") to an index the runs can reach, with "
+             "\"pip_trusted_hosts\" for a plain http one and \"network_allow_cidrs\" for one "
+             "at a private address; or prepare the packages: \"environments_prebuild\", or "
+             "install them on the host (scripts/packages/batteries.txt).");
+  BOOST_TEST(note.find('\n') == std::string::npos);
+  config.pip_index_url = "https://nonexistent-host.invalid/simple";
+  BOOST_TEST(api::IndexUnreachableNote(PipOutput("name_not_known.txt"), config)
+                 .find("(https://nonexistent-host.invalid/simple): its host name did not "
+                       "resolve,") != std::string::npos);
+  config.pip_index_url = "";
+  BOOST_TEST(api::IndexUnreachableNote(PipOutput("pypi_no_dns.txt"), config)
+                 .find("(PyPI, https://pypi.org/simple): its host name did not resolve") !=
+             std::string::npos);
+  BOOST_TEST(api::IndexUnreachableNote(PipOutput("untrusted_http_index.txt"), config)
+                 .find("pip ignored it: it is plain http and its host is not trusted") !=
+             std::string::npos);
+}
+
+BOOST_AUTO_TEST_CASE(a_reached_index_without_the_package_gets_no_note) {
+  const std::string output = PipOutput("index_reached_no_package.txt");
+  BOOST_TEST(api::PipFoundNothing(output));
+  BOOST_TEST(api::IndexUnreachableNote(output, sandrun::config::Config()) == "");
+}
+
+BOOST_AUTO_TEST_CASE(each_network_failure_of_pip_has_its_phrase) {
+  const sandrun::config::Config config;
+  auto why = [&config](const std::string& line) {
+    const std::string note = api::IndexUnreachableNote(line, config);
+    const size_t start = note.find("): ");
+    return start == std::string::npos ? note
+                                      : note.substr(start + 3, note.find(", so") - start - 3);
+  };
+  BOOST_TEST(why("Failed to establish a new connection: [Errno -3] Temporary failure in name "
+                 "resolution") == "its host name did not resolve");
+  BOOST_TEST(why("Failed to establish a new connection: [Errno 101] Network is unreachable") ==
+             "the network is unreachable from the runs");
+  BOOST_TEST(why("connection broken by 'ConnectTimeoutError(...)'") == "the connection timed out");
+  BOOST_TEST(why("connection broken by 'ReadTimeoutError(...)'") == "the connection timed out");
+  BOOST_TEST(why("connection broken by 'ProxyError('Cannot connect to proxy.')'") ==
+             "the proxy failed");
+  BOOST_TEST(why("Could not fetch URL https://pypi.org/simple/x/: There was a problem confirming "
+                 "the ssl certificate: ... (Caused by SSLError(...))") ==
+             "its TLS certificate failed");
+  BOOST_TEST(why("WARNING: Retrying ... 'NewConnectionError(...)'") == "the connection failed");
+  BOOST_TEST(why("ERROR: No matching distribution found for x") == "");
 }
 
 BOOST_AUTO_TEST_SUITE_END()

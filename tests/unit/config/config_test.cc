@@ -8,8 +8,11 @@
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
+#include <set>
 #include <sstream>
 #include <vector>
+
+#include "config/config_path.h"
 
 namespace {
 
@@ -470,6 +473,40 @@ BOOST_AUTO_TEST_CASE(no_key_starts_with_the_scripts_knob_prefix) {
   BOOST_TEST(json.find("\"state_dir\"") != std::string::npos);  // it names the keys
   BOOST_TEST(json.find("\"script_") == std::string::npos, json);
   BOOST_TEST(sandrun::config::HelpText().find("script_") == std::string::npos);
+}
+
+// Without --config, `check` and `print-config` read the installed config, or else the one
+// scripts/serve wrote, and say which; with neither, what to run.
+BOOST_AUTO_TEST_CASE(check_finds_the_installed_or_the_serve_config_and_says_which) {
+  using sandrun::config::ChooseConfigPath;
+  using sandrun::config::ServeConfigCandidates;
+  const auto serve = ServeConfigCandidates("/home/me/sandrun/build/src/sandrund");
+  BOOST_TEST(serve == (std::vector<std::string>{".state/sandrun.jsonc",
+                                                "/home/me/sandrun/.state/sandrun.jsonc"}));
+  BOOST_TEST(ServeConfigCandidates("/usr/sbin/sandrund").size() == 1u);
+  std::set<std::string> files = {"/etc/sandrun/sandrun.jsonc",
+                                 "/home/me/sandrun/.state/sandrun.jsonc"};
+  auto exists = [&files](const std::string& path) { return files.count(path) > 0; };
+  auto choice = ChooseConfigPath(exists, serve, "check");
+  BOOST_TEST(choice.path == "/etc/sandrun/sandrun.jsonc");
+  BOOST_TEST(choice.note == "the default; --config FILE names another");
+  files.erase("/etc/sandrun/sandrun.jsonc");
+  choice = ChooseConfigPath(exists, serve, "check");
+  BOOST_TEST(choice.path == "/home/me/sandrun/.state/sandrun.jsonc");
+  BOOST_TEST(choice.note ==
+             "scripts/serve's: /etc/sandrun/sandrun.jsonc is missing; --config FILE names another");
+  files.clear();
+  choice = ChooseConfigPath(exists, serve, "check");
+  BOOST_TEST(choice.path == "");
+  BOOST_TEST(choice.help ==
+             "no config: /etc/sandrun/sandrun.jsonc is missing (scripts/install and the Debian "
+             "package write it), and there is no scripts/serve config .state/sandrun.jsonc\n"
+             "  fix: after scripts/serve, from the repository: build/src/sandrund check --config "
+             ".state/sandrun.jsonc (scripts/serve writes it in its state directory, "
+             "SANDRUN_SCRIPT_STATE_DIR, .state/ by default); after an install: sandrund check; "
+             "or name a config: sandrund check --config FILE");
+  BOOST_TEST(ChooseConfigPath(exists, serve, "print-config")
+                 .help.find("sandrund print-config --config FILE") != std::string::npos);
 }
 
 BOOST_AUTO_TEST_SUITE_END()

@@ -2,6 +2,7 @@
 #include "sandbox/host_check.h"
 
 #include <boost/test/unit_test.hpp>
+#include <cerrno>
 
 using namespace sandrun::sandbox;
 
@@ -107,6 +108,82 @@ BOOST_AUTO_TEST_CASE(nginx_without_secure_link_is_named) {
   BOOST_TEST(CheckHost(f, true).empty());
 }
 
+// The trial of the sandbox's namespaces failed: every known cause gets its own line and fix.
+HostFacts RefusedTrial(int err) {
+  HostFacts f = GoodHost();
+  f.userns_errno = err;
+  f.userns_error =
+      "unshare(CLONE_NEWUSER|...) as uid 64000: " +
+      std::string(err == ENOSPC ? "No space left on device" : "Operation not permitted");
+  return f;
+}
+
+// The one problem of `problems` (a copy: the vector is usually a temporary).
+HostProblem OnlyProblem(const std::vector<HostProblem>& problems) {
+  BOOST_TEST_REQUIRE(problems.size() == 1u);
+  return problems[0];
+}
+
+BOOST_AUTO_TEST_CASE(refused_namespaces_in_a_chroot_say_so_with_the_fix) {
+  HostFacts f = RefusedTrial(EPERM);
+  f.in_chroot = true;
+  HostProblem p = OnlyProblem(CheckHost(f, true));
+  BOOST_TEST(
+      p.what ==
+      "the kernel refused the sandbox's namespaces: unshare(CLONE_NEWUSER|...) as uid 64000: "
+      "Operation not permitted (sandrund runs in a chroot: the kernel makes no user "
+      "namespace there)");
+  BOOST_TEST(p.fix == "run sandrun outside the chroot: on the machine itself or in a VM");
+  BOOST_TEST((p.facility == HostFacility::kUserNamespaces));
+}
+
+BOOST_AUTO_TEST_CASE(refused_namespaces_in_a_container_without_the_capability) {
+  HostFacts f = RefusedTrial(EPERM);
+  f.cap_sys_admin = false;
+  f.container = "docker";
+  HostProblem p = OnlyProblem(CheckHost(f, true));
+  BOOST_TEST(p.what ==
+             "sandrund runs as root without CAP_SYS_ADMIN (in a docker container): it cannot "
+             "mount the sandboxes' filesystems, make their namespaces or manage cgroups");
+  BOOST_TEST(p.fix.find("docker run --privileged") != std::string::npos);
+  // The capability missing is a problem even when the namespaces could be made.
+  f.userns_error = "";
+  BOOST_TEST(OnlyProblem(CheckHost(f, true)).what.find("without CAP_SYS_ADMIN") !=
+             std::string::npos);
+  f.userns_error = "unshare(CLONE_NEWUSER|...) as uid 64000: Operation not permitted";
+  // A container whose policy refuses them although the capability is there.
+  f.cap_sys_admin = true;
+  p = OnlyProblem(CheckHost(f, true));
+  BOOST_TEST(p.what.find("(in a docker container)") != std::string::npos);
+  BOOST_TEST(p.fix.find("seccomp or AppArmor policy") != std::string::npos);
+}
+
+BOOST_AUTO_TEST_CASE(refused_namespaces_by_the_sysctls_name_the_sysctl) {
+  HostFacts f = RefusedTrial(ENOSPC);
+  BOOST_TEST(OnlyProblem(CheckHost(f, true)).fix.find("user.max_user_namespaces=15000") !=
+             std::string::npos);
+  f = RefusedTrial(EPERM);
+  f.unprivileged_userns_clone = 0;
+  BOOST_TEST(OnlyProblem(CheckHost(f, true)).fix ==
+             "sysctl -w kernel.unprivileged_userns_clone=1 (and persist it in /etc/sysctl.d/)");
+  f = RefusedTrial(EPERM);
+  f.apparmor_restrict_userns = 1;
+  BOOST_TEST(OnlyProblem(CheckHost(f, true)).fix.find("apparmor_restrict_unprivileged_userns=0") !=
+             std::string::npos);
+  // max_user_namespaces = 0 is named once, by its own line.
+  f = RefusedTrial(ENOSPC);
+  f.max_user_namespaces = 0;
+  BOOST_TEST(OnlyProblem(CheckHost(f, true)).what ==
+             "user namespaces are disabled (user.max_user_namespaces = 0)");
+}
+
+BOOST_AUTO_TEST_CASE(refused_namespaces_for_an_unknown_reason_still_get_a_fix_line) {
+  HostProblem p = OnlyProblem(CheckHost(RefusedTrial(EPERM), true));
+  BOOST_TEST(p.what.find("Operation not permitted") != std::string::npos);
+  BOOST_TEST(p.fix.find("not in a chroot") != std::string::npos);
+  BOOST_TEST(p.fix.find("kernel.unprivileged_userns_clone") != std::string::npos);
+}
+
 BOOST_AUTO_TEST_CASE(reads_facts_from_a_fake_proc) {
   char tmpl[] = "/tmp/sandrun-proc-XXXXXX";
   std::string proc = mkdtemp(tmpl);
@@ -115,8 +192,18 @@ BOOST_AUTO_TEST_CASE(reads_facts_from_a_fake_proc) {
   std::system(("echo 1 > " + proc + "/sys/kernel/apparmor_restrict_unprivileged_userns").c_str());
   std::system(("printf 'Name:\\tx\\nSeccomp:\\t0\\n' > " + proc + "/self/status").c_str());
   std::system(("printf 'nodev\\ttmpfs\\n' > " + proc + "/filesystems").c_str());
-  HostFacts f = ReadHostFacts(proc);
+  HostFacts f = ReadHostFacts(proc, proc);
+  // CapEff lacks bit 21 (Docker's default set), and pid 1's environment names its container.
+  std::system(("mkdir -p " + proc + "/1").c_str());
+  std::system(
+      ("printf 'Seccomp:\\t0\\nCapEff:\\t00000000a80425fb\\n' > " + proc + "/self/status").c_str());
+  std::system(("printf 'PATH=/bin\\0container=podman\\0' > " + proc + "/1/environ").c_str());
+  HostFacts g = ReadHostFacts(proc, proc);
   std::system(("rm -rf " + proc).c_str());
+  BOOST_TEST(f.cap_sys_admin);  // no CapEff line: not judged
+  BOOST_TEST(f.container == "");
+  BOOST_TEST(!g.cap_sys_admin);
+  BOOST_TEST(g.container == "podman");
   BOOST_TEST(f.max_user_namespaces == 0);
   BOOST_TEST(f.apparmor_restrict_userns == 1);
   BOOST_TEST(f.unprivileged_userns_clone == -1);
