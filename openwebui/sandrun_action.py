@@ -78,7 +78,7 @@ def post_run(base_url: str, token: str, payload: dict, timeout_s: float) -> Repl
     if not base.startswith(("http://", "https://")):
         raise Unreachable(
             "The 'service_url' valve is not set to a web address: set it to sandrun's, e.g. "
-            "http://sandrun:8080."
+            "http://127.0.0.1:8080."
             if not base
             else f"The 'service_url' valve ({base}) must start with http:// or https://."
         )
@@ -840,7 +840,7 @@ class Action:
         service_url: str = Field(
             default="http://127.0.0.1:8080",
             description="sandrun's address as Open WebUI's server reaches it (nginx in front of "
-            "sandrund), e.g. http://sandrun:8080",
+            "sandrund), e.g. http://127.0.0.1:8080 (same host) or http://host.docker.internal:8081",
         )
         token: str = Field(
             default="",

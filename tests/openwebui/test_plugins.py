@@ -654,7 +654,7 @@ class ValvesNotSet(unittest.TestCase):
         tools, _, _ = owui.load_plugin(TOOL_FILE, "Tools")
         for url, sentence in (
             ("", "The 'service_url' valve is not set to a web address: set it to sandrun's, "
-                 "e.g. http://sandrun:8080."),
+                 "e.g. http://127.0.0.1:8080."),
             ("sandrun:8080/", "The 'service_url' valve (sandrun:8080) must start with http:// "
                               "or https://."),
         ):
