@@ -24,8 +24,10 @@ struct CgroupStats {
 // What a run's cgroup bounds. A new limit (cpu.max, say) is a field here and a write in each
 // backend's Create; the callers pass this struct through unchanged.
 struct CgroupLimits {
-  uint64_t memory_bytes = 0;  // memory.max / memory.limit_in_bytes, without swap
-  int64_t processes = 0;      // pids.max
+  // memory.max / memory.limit_in_bytes, without swap; on v1 also memory.kmem.tcp.limit_in_bytes
+  // (socket buffers, a separate counter there; v2 charges them to memory.max itself)
+  uint64_t memory_bytes = 0;
+  int64_t processes = 0;  // pids.max
 };
 
 // One run's cgroup(s). Destroy() removes them; the destructor does too.
@@ -34,6 +36,11 @@ class RunCgroup {
   virtual ~RunCgroup() = default;
   // Moves `pid` into the run's cgroup(s). Errors name the file written.
   virtual Status AddProcess(pid_t pid) = 0;
+  // Moves `pid`, a helper of the run (its slirp4netns), into the run's memory cgroup alone:
+  // its memory and the socket buffers it makes from then on are charged to the run, and it
+  // takes none of the run's pids.max (v1; on v2 a process is in one cgroup for every
+  // controller, so it counts there too). Errors name the file written.
+  virtual Status AddMemoryOnly(pid_t pid) = 0;
   // Moves the CALLING THREAD alone into the run's cgroup(s), so that a process it then
   // clones starts there and needs no migration (issue 11: on cgroup v1, moving a process
   // with cgroup.procs waits for an RCU grace period, ~10 ms; a thread writing "0" to `tasks`

@@ -9,6 +9,7 @@
 #include <mutex>
 
 #include "sys/netns.h"
+#include "sys/sock_diag.h"
 #include "sys/syscalls.h"
 
 namespace sandrun::sandbox {
@@ -16,6 +17,9 @@ namespace {
 
 constexpr int kReadyTimeoutMs = 5000;
 constexpr int kStopTimeoutMs = 2000;
+// slirp4netns holds one host socket per connection of the run, and a few fds of its own: a
+// run's 64 processes x 256 files could otherwise ask it for 16 000 host sockets.
+constexpr rlim_t kSlirpMaxFds = 512;
 
 // What slirp4netns wrote (its fds 1 and 2 are a memfd), for an error message.
 std::string LogText(int memfd) {
@@ -79,7 +83,7 @@ Result<std::string> RunNftIn(int netns_fd, const std::string& commands) {
 }
 
 Result<std::unique_ptr<RunNetwork>> RunNetwork::Start(pid_t pid, uid_t uid, gid_t gid,
-                                                      const NetworkSpec& spec) {
+                                                      const NetworkSpec& spec, RunCgroup* cgroup) {
   auto plan = MakeFirewallPlan(spec);
   if (!plan.ok()) return plan.error();
   std::unique_ptr<RunNetwork> net(new RunNetwork());
@@ -102,9 +106,17 @@ Result<std::unique_ptr<RunNetwork>> RunNetwork::Start(pid_t pid, uid_t uid, gid_
   auto spawned = sys::SpawnWithOwnTun(
       argv, uid, gid,
       {exit_pipe->read.get(), ready_pipe->write.get(), userns->get(), net->netns_.get()},
-      log->get());
+      log->get(), kSlirpMaxFds);
   if (!spawned.ok()) return MakeError(ErrorKind::kSystem, "network: " + spawned.error().message);
   net->slirp_pid_ = *spawned;
+  // Before it is ready, hence before the run can ask it for a host socket: every socket
+  // buffer it makes for the run is charged to the run (cgroup.h AddMemoryOnly).
+  if (cgroup != nullptr) {
+    if (Status s = cgroup->AddMemoryOnly(net->slirp_pid_); !s.ok()) {
+      return MakeError(ErrorKind::kSystem,
+                       "network: slirp4netns into the run's cgroup: " + s.error().message);
+    }
+  }
   net->exit_write_ = std::move(exit_pipe->write);
   exit_pipe->read.Reset();
   ready_pipe->write.Reset();
@@ -119,7 +131,20 @@ Result<std::unique_ptr<RunNetwork>> RunNetwork::Start(pid_t pid, uid_t uid, gid_
   return net;
 }
 
+void RunNetwork::EndConnections() {
+  if (slirp_pid_ <= 0) return;
+  // slirp4netns' host sockets first, while it still holds them (their inodes are its fds):
+  // reset by the run's side first, it would close them and leave orphans in the host's
+  // namespace, retransmitting to a peer that does not read for up to ~15 minutes.
+  if (auto inodes = sys::SocketInodesOf(slirp_pid_); inodes.ok() && !inodes->empty()) {
+    (void)sys::DestroyTcpSockets(-1, &*inodes);
+  }
+  // Then everything left in the run's namespace (orphans of its closed sockets among them).
+  if (netns_.valid()) (void)sys::DestroyTcpSockets(netns_.get(), nullptr);
+}
+
 RunNetwork::~RunNetwork() {
+  EndConnections();
   exit_write_.Reset();
   if (slirp_pid_ > 0) (void)sys::ReapWithin(slirp_pid_, kStopTimeoutMs);
 }

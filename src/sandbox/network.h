@@ -8,12 +8,16 @@
 // daemon installs the ruleset there; only then is the sync byte written, so the program
 // starts with the network and its rules in place.
 //
-// slirp4netns runs as the sandbox's host uid (the owner of the run's user namespace, so it
-// may join it without any host privilege), without supplementary groups, in a mount
-// namespace of its own that gives it a /dev/net/tun it may open, with its own seccomp filter
+// slirp4netns runs in the run's memory cgroup (its memory and its host sockets' buffers are
+// the run's), with at most 512 fds, as the sandbox's host uid (the owner of the run's user
+// namespace, so it may join it without any host privilege), without supplementary groups, in a
+// mount namespace of its own that gives it a /dev/net/tun it may open, with its own seccomp filter
 // (--enable-seccomp), --disable-host-loopback (10.0.2.2 does not reach the host's
 // 127.0.0.1), and no IPv6. It dies with the run (its --exit-fd pipe is closed when the
 // RunNetwork is destroyed) and with the daemon (the same pipe closes; PR_SET_PDEATHSIG too).
+// Before it goes, every TCP connection of the run is destroyed (sock_diag SOCK_DESTROY):
+// slirp4netns' host sockets and all TCP sockets left in the run's namespace, so none outlives
+// the run as an orphan holding buffers.
 #pragma once
 
 #include <sys/types.h>
@@ -22,6 +26,7 @@
 #include <string>
 #include <vector>
 
+#include "sandbox/cgroup.h"
 #include "sandbox/network_rules.h"
 #include "sandbox/spec.h"
 #include "sys/unique_fd.h"
@@ -34,13 +39,14 @@ class RunNetwork {
   // Starts the network of the sandbox whose first process is `pid` (still waiting on its
   // sync pipe): slirp4netns as uid:gid, ready within 5 s, then the firewall of `spec`
   // (network_allow_cidrs) and of the host's interface addresses read now. Errors: code
-  // "sandbox", naming the step (slirp4netns' own output included when it failed). Not safe
-  // after fork.
+  // "sandbox", naming the step (slirp4netns' own output included when it failed).
+  // slirp4netns goes into `cgroup`'s memory cgroup (null: none). Not safe after fork.
   static Result<std::unique_ptr<RunNetwork>> Start(pid_t pid, uid_t uid, gid_t gid,
-                                                   const NetworkSpec& spec);
+                                                   const NetworkSpec& spec, RunCgroup* cgroup);
   RunNetwork(const RunNetwork&) = delete;
   RunNetwork& operator=(const RunNetwork&) = delete;
-  // Stops slirp4netns (closes its exit fd; SIGKILL after 2 s) and reaps it.
+  // Destroys the run's TCP connections (EndConnections), stops slirp4netns (closes its exit
+  // fd; SIGKILL after 2 s) and reaps it.
   ~RunNetwork();
 
   // Bytes of IP packets received on / sent through tap0 so far (the firewall's counters);
@@ -49,6 +55,12 @@ class RunNetwork {
   CounterBytes Usage() const;
 
  private:
+  // Destroys (SOCK_DESTROY: a reset to the peer, buffers freed) slirp4netns' TCP sockets in
+  // the host's namespace, then every TCP socket left in the run's. Best effort: a kernel
+  // without CONFIG_INET_DIAG_DESTROY leaves them to time out. Call once the run's processes
+  // are gone. Not safe after fork.
+  void EndConnections();
+
   RunNetwork() = default;
   pid_t slirp_pid_ = -1;
   sys::UniqueFd exit_write_;  // closing it tells slirp4netns to exit

@@ -12,6 +12,7 @@
 #include <sys/ioctl.h>
 #include <sys/mount.h>
 #include <sys/prctl.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/sysmacros.h>
@@ -38,6 +39,7 @@ enum SpawnStep : int {
   kGid,
   kUid,
   kDeathSignal,
+  kFdLimit,
   kFds,
   kExec
 };
@@ -62,6 +64,8 @@ const char* SpawnStepName(int step) {
       return "setresuid";
     case kDeathSignal:
       return "prctl(PR_SET_PDEATHSIG)";
+    case kFdLimit:
+      return "setrlimit(RLIMIT_NOFILE)";
     case kFds:
       return "arrange fds";
     case kExec:
@@ -81,7 +85,7 @@ constexpr size_t kMaxFds = 12;  // SpawnWithOwnTun's fds
 // SpawnWithOwnTun's child, first: its own mount namespace with /dev/net/tun owned by
 // uid:gid, then those ids and PDEATHSIG. Async-signal-safe; on failure it _exits through
 // ChildFail.
-void TunChildSetUp(int error_fd, uid_t uid, gid_t gid, pid_t parent) {
+void TunChildSetUp(int error_fd, uid_t uid, gid_t gid, pid_t parent, rlim_t max_fds) {
   // Its own mount namespace: the tun node below is seen by this process alone.
   if (::unshare(CLONE_NEWNS) != 0) ChildFail(error_fd, kUnshare);
   if (::mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr) != 0) {
@@ -94,6 +98,8 @@ void TunChildSetUp(int error_fd, uid_t uid, gid_t gid, pid_t parent) {
     ChildFail(error_fd, kMknod);
   }
   if (::chown("/dev/net/tun", uid, gid) != 0) ChildFail(error_fd, kChown);
+  const rlimit fds_limit{max_fds, max_fds};
+  if (::setrlimit(RLIMIT_NOFILE, &fds_limit) != 0) ChildFail(error_fd, kFdLimit);
   if (::setgroups(0, nullptr) != 0) ChildFail(error_fd, kGroups);
   if (::setresgid(gid, gid, gid) != 0) ChildFail(error_fd, kGid);
   if (::setresuid(uid, uid, uid) != 0) ChildFail(error_fd, kUid);
@@ -203,7 +209,7 @@ Result<std::vector<std::string>> InterfaceAddresses() {
 }
 
 Result<pid_t> SpawnWithOwnTun(const std::vector<std::string>& argv, uid_t uid, gid_t gid,
-                              const std::vector<int>& fds, int log_fd) {
+                              const std::vector<int>& fds, int log_fd, rlim_t max_fds) {
   if (fds.size() > kMaxFds)
     return MakeError(ErrorKind::kSystem, argv[0] + ": more than 12 fds to pass");
   // Everything the child uses is made here: after fork it may only make async-signal-safe
@@ -223,7 +229,7 @@ Result<pid_t> SpawnWithOwnTun(const std::vector<std::string>& argv, uid_t uid, g
     return ErrnoError("fork");
   }
   if (pid == 0) {
-    TunChildSetUp(error_fd, uid, gid, parent);
+    TunChildSetUp(error_fd, uid, gid, parent, max_fds);
     TunChildExec(args.data(), fds, null_fd, log_fd, error_fd);
   }
   ::close(null_fd);

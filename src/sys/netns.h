@@ -4,6 +4,7 @@
 // and execve).
 #pragma once
 
+#include <sys/resource.h>
 #include <sys/types.h>
 
 #include <string>
@@ -40,11 +41,12 @@ Result<std::vector<std::string>> InterfaceAddresses();
 // of the TUN device (10:200) owned by uid with mode 0600 — so it may create a tap device
 // although the host's node is root's alone — and nothing else of the host's mounts changes.
 // `fds[i]` (at most 12) becomes its fd 3 + i; stdin is /dev/null, stdout and stderr go to `log_fd`,
-// every other fd is closed. It gets SIGKILL when the calling thread exits (PR_SET_PDEATHSIG, set
-// after the credential change that would clear it). Errors: kSystem, naming the step that
-// failed in the child (its errno is passed back before execve).
+// every other fd is closed; RLIMIT_NOFILE is `max_fds` (soft and hard). It gets SIGKILL when the
+// calling thread exits (PR_SET_PDEATHSIG, set after the credential change that would clear it).
+// Errors: kSystem, naming the step that failed in the child (its errno is passed back before
+// execve).
 Result<pid_t> SpawnWithOwnTun(const std::vector<std::string>& argv, uid_t uid, gid_t gid,
-                              const std::vector<int>& fds, int log_fd);
+                              const std::vector<int>& fds, int log_fd, rlim_t max_fds);
 
 // Waits up to `timeout_ms` for `pid` (a child) to exit, then SIGKILLs and reaps it. Returns
 // its wait status.

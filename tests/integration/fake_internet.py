@@ -8,7 +8,8 @@
 below on its end, a /32 host route into it for each (checked with `ip route get` before any
 traffic), a PEP 503 index (`python3 -m http.server` over DIR/index, holding a small wheel
 built here with zipfile) listening on port 80 of every address of the namespace, and a
-listener on the host side of the veth. Nothing is sent anywhere but to these addresses.
+listener on the host side of the veth, and a sink (SINK_PORT on the index's address: accepts,
+never reads, closes a connection its peer resets). Nothing is sent anywhere but to these addresses.
 Before touching the host it checks that no host address and no route other than the default
 one already covers any of them; otherwise it refuses (exit 2) and says which.
 Namespaces of earlier runs whose test process is gone (NAME is sandrun-it-net-<pid>) are
@@ -47,6 +48,41 @@ REFUSED_IN_NS = {
 if os.environ.get("FAKE_INTERNET_INDEX_ONLY") == "1":
     REFUSED_IN_NS = {}
 HOST_PORT = 8081
+# A server on INDEX that accepts and never reads (a run's connections to it fill their
+# buffers): a small receive buffer, at most SINK_MAX connections, each closed when its peer
+# resets it (what a real server does). Writes the number it holds to DIR/sink.count.
+SINK_PORT = 9000
+SINK_MAX = 256
+SINK_CODE = r"""
+import os, select, socket, sys
+count_file = sys.argv[1]
+listener = socket.socket()
+listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+listener.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 16384)
+listener.bind((sys.argv[2], int(sys.argv[3])))
+listener.listen(64)
+poller = select.poll()
+poller.register(listener, select.POLLIN)
+held = {}
+def note():
+    with open(count_file + ".tmp", "w") as f:
+        f.write(str(len(held)))
+    os.replace(count_file + ".tmp", count_file)
+note()
+while True:
+    for fd, ev in poller.poll():
+        if fd == listener.fileno():
+            conn, _ = listener.accept()
+            if len(held) >= int(sys.argv[4]):
+                conn.close()
+                continue
+            held[conn.fileno()] = conn
+            poller.register(conn, select.POLLRDHUP)
+        elif ev & (select.POLLERR | select.POLLHUP | select.POLLRDHUP):
+            poller.unregister(fd)
+            held.pop(fd).close()
+        note()
+"""
 PACKAGE = "sandrun-fixture"
 MODULE = "sandrun_fixture"
 VALUE = "fixture-value-42"
@@ -125,6 +161,14 @@ def wait_http(url, deadline_s=10):
             time.sleep(0.2)
 
 
+def wait_file(path, deadline_s=10):
+    end = time.monotonic() + deadline_s
+    while not os.path.exists(path):
+        if time.monotonic() > end:
+            raise SystemExit("fake_internet: %s did not appear" % path)
+        time.sleep(0.05)
+
+
 def up(name, directory):
     stale_cleanup()
     n = names(name)
@@ -165,6 +209,12 @@ def up(name, directory):
                              stdout=log, stderr=log, start_new_session=True)
     with open(pidfile(directory, "index"), "w") as f:
         f.write(str(index.pid))
+    sink = subprocess.Popen(ns + [sys.executable, "-c", SINK_CODE,
+                                  os.path.join(directory, "sink.count"), INDEX, str(SINK_PORT),
+                                  str(SINK_MAX)],
+                            stdout=log, stderr=log, start_new_session=True)
+    with open(pidfile(directory, "sink"), "w") as f:
+        f.write(str(sink.pid))
     os.makedirs(os.path.join(directory, "host"), exist_ok=True)
     with open(os.path.join(directory, "host", "index.html"), "w") as f:
         f.write("host side of the veth\n")
@@ -179,16 +229,18 @@ def up(name, directory):
         wait_http("http://%s/" % addr)
     wait_http("http://%s:%d/" % (HOST_SIDE, HOST_PORT))
     wait_http("http://%s/simple/%s/" % (INDEX, PACKAGE))
+    wait_file(os.path.join(directory, "sink.count"))
     print(json.dumps({"ns": n["ns"], "host_if": n["host_if"], "index": INDEX,
                       "host_side": HOST_SIDE, "host_port": HOST_PORT,
                       "refused": REFUSED_IN_NS, "package": PACKAGE, "module": MODULE,
-                      "value": VALUE, "dir": directory, "bulk_package": "sandrun-bulk"}))
+                      "value": VALUE, "dir": directory, "bulk_package": "sandrun-bulk",
+                      "sink_port": SINK_PORT, "sink_max": SINK_MAX}))
 
 
 def down(name, directory=None):
     n = names(name)
     if directory:
-        for what in ("index", "host"):
+        for what in ("index", "host", "sink"):
             try:
                 with open(pidfile(directory, what)) as f:
                     os.killpg(int(f.read()), signal.SIGKILL)

@@ -209,4 +209,44 @@ std::string ReadFile(const std::string& path) {
   return out.str();
 }
 
+namespace {
+
+std::string Base64(const std::string& data) {
+  std::string out(4 * ((data.size() + 2) / 3) + 1, '\0');
+  int n = EVP_EncodeBlock(reinterpret_cast<unsigned char*>(out.data()),
+                          reinterpret_cast<const unsigned char*>(data.data()),
+                          static_cast<int>(data.size()));
+  out.resize(static_cast<size_t>(n));
+  return out;
+}
+
+}  // namespace
+
+rapidjson::Document RunWithProbe(const std::string& command, const std::string& extra_members) {
+  std::ifstream in(SANDRUN_PROBE_PATH, std::ios::binary);
+  std::stringstream bytes;
+  bytes << in.rdbuf();
+  BOOST_REQUIRE_MESSAGE(!bytes.str().empty(), "probe not built: " << SANDRUN_PROBE_PATH);
+  rapidjson::StringBuffer body;
+  rapidjson::Writer<rapidjson::StringBuffer> w(body);
+  w.StartObject();
+  w.Key("language");
+  w.String("bash");
+  w.Key("files");
+  w.StartArray();
+  w.StartObject();
+  w.Key("path");
+  w.String("probe");
+  w.Key("content_base64");
+  w.String(Base64(bytes.str()).c_str());
+  w.EndObject();
+  w.EndArray();
+  w.Key("code");
+  w.String(("chmod +x probe\n" + command).c_str());
+  w.EndObject();
+  std::string text = body.GetString();
+  if (!extra_members.empty()) text = text.substr(0, text.size() - 1) + ", " + extra_members + "}";
+  return PostRun(text);
+}
+
 }  // namespace sandrun::integration

@@ -40,6 +40,9 @@ rapidjson::Document ParseJson(const std::string& body);
 
 // POST /run with `body`; requires HTTP 200 and returns the parsed answer.
 rapidjson::Document PostRun(const std::string& body);
+// POST /run of a bash run with the probe (tests/probe) uploaded as ./probe, running `command`;
+// `extra_members` (JSON object members, e.g. "\"network\": true") join the request.
+rapidjson::Document RunWithProbe(const std::string& command, const std::string& extra_members = "");
 
 // A /run request body: {"language":..., "code":..., "limits":{...}} (limits only if given).
 std::string RunRequest(const std::string& language, const std::string& code,

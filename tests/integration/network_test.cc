@@ -22,6 +22,7 @@
 
 #include "fake_internet.h"
 #include "helpers.h"
+#include "socket_memory.h"
 #include "stack.h"
 
 namespace sandrun::integration {
@@ -314,6 +315,85 @@ BOOST_AUTO_TEST_CASE(network_cases_pass) {
     }
   }
   BOOST_TEST(cases == 2);
+}
+
+// A run's connections to a server that never reads (fake_internet.py's sink): the run's
+// sockets and slirp4netns' host sockets for it stay within the run's memory_mb (slirp4netns is
+// in the run's memory cgroup, whose kmem.tcp limit counts both), and when the run ends every
+// connection is reset (sock_diag SOCK_DESTROY), not left as orphans retransmitting for ~15
+// minutes: the host's socket memory is back and the sink holds no connection within 5 s.
+BOOST_AUTO_TEST_CASE(a_runs_connections_stay_within_its_memory_and_are_reset_when_it_ends) {
+  const FakeInternet& net = Net();
+  const std::string sink_count = net.S("dir") + "/sink.count";
+  const long long memory_mb = 32;
+  const int64_t left_bound = memory_mb * 256;
+  const int64_t baseline = SocketPages();
+  // 2 processes x 16 connections, 160 MiB at most: 8 MiB of buffers each without a bound.
+  auto doc =
+      RunWithProbe("./probe sockfill remote 2 16 " + std::to_string(5 * memory_mb) + " " +
+                       net.S("index") + " " + std::to_string(net.topology["sink_port"].GetInt()),
+                   R"("network": true, "limits": {"memory_mb": )" + std::to_string(memory_mb) +
+                       R"(, "wall_time_s": 60})");
+  const std::string out = Output(doc);
+  const SockFill f = ParseSockFill(out);
+  const long long peak_bound = SocketPeakBound(memory_mb, f.sockets);
+  const int64_t left = SocketPagesLeftAfter(baseline, left_bound / 8, 5.0);
+  std::string held = "?";
+  for (int i = 0; i < 50; ++i) {
+    held = ReadFile(sink_count);
+    if (held == "0") break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  BOOST_TEST_MESSAGE("remote: status " << Str(doc, "status") << ", " << f.sockets
+                                       << " connections, written " << (f.written >> 20)
+                                       << " MiB, peak " << (f.PeakBytes() >> 20) << " MiB (bound "
+                                       << (peak_bound >> 20) << "), host pages left after " << left
+                                       << " (bound " << left_bound << "), sink holds " << held);
+  BOOST_TEST_REQUIRE(f.found, out);
+  BOOST_TEST(f.sockets >= 8, out);  // the connections were made
+  BOOST_TEST(f.PeakBytes() <= peak_bound, out);
+  BOOST_TEST(left <= left_bound);
+  BOOST_TEST(held == "0");
+}
+
+// slirp4netns is the run's: in the run's memory cgroup (its memory and socket buffers are
+// charged there), with at most 512 fds (not the daemon's 20 000).
+BOOST_AUTO_TEST_CASE(slirp4netns_is_in_the_runs_memory_cgroup_with_few_fds) {
+  const std::string uid = std::to_string(Stack::Get().sandbox_uid());
+  auto run = std::async(std::launch::async, [] {
+    return PostRun(R"({"network": true, "language": "bash", "code": "sleep 6"})");
+  });
+  std::string pid;
+  for (int i = 0; i < 100 && pid.empty(); ++i) {
+    pid = Shell("pgrep -u " + uid + " -x slirp4netns | head -1");
+    while (!pid.empty() && pid.back() == '\n') pid.pop_back();
+    if (pid.empty()) std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  BOOST_TEST_REQUIRE(!pid.empty(), "no slirp4netns seen");
+  const std::string cgroups = ReadFile("/proc/" + pid + "/cgroup");
+  const std::string limits = Shell("grep 'Max open files' /proc/" + pid + "/limits");
+  (void)run.get();
+  std::string memory_line;
+  for (size_t at = 0; at < cgroups.size();) {
+    const size_t end = cgroups.find('\n', at);
+    const std::string line = cgroups.substr(at, end - at);
+    // v1: the memory hierarchy's line; v2 (no such line): the unified one.
+    if (line.find(":memory:") != std::string::npos) memory_line = line;
+    if (line.rfind("0::", 0) == 0 && cgroups.find(":memory:") == std::string::npos) {
+      memory_line = line;
+    }
+    at = end == std::string::npos ? cgroups.size() : end + 1;
+  }
+  BOOST_TEST_MESSAGE("slirp4netns " << pid << ": " << memory_line << "; " << limits);
+  // A run's cgroup is <stack's cgroup_name>/<run id> (v2: .../runs/<run id>).
+  const std::string name = Stack::Get().cgroup_name() + "/";
+  const size_t at = memory_line.find(name);
+  BOOST_TEST(at != std::string::npos, memory_line);
+  if (at != std::string::npos) {
+    const std::string below = memory_line.substr(at + name.size());
+    BOOST_TEST((!below.empty() && below != "daemon"), memory_line);
+  }
+  BOOST_TEST(limits.find(" 512 ") != std::string::npos, limits);
 }
 
 BOOST_AUTO_TEST_CASE(nothing_of_the_network_outlives_its_run) {

@@ -21,44 +21,6 @@
 #include "stack.h"
 
 namespace sandrun::integration {
-namespace {
-
-std::string Base64(const std::string& data) {
-  std::string out(4 * ((data.size() + 2) / 3) + 1, '\0');
-  int n = EVP_EncodeBlock(reinterpret_cast<unsigned char*>(out.data()),
-                          reinterpret_cast<const unsigned char*>(data.data()),
-                          static_cast<int>(data.size()));
-  out.resize(static_cast<size_t>(n));
-  return out;
-}
-
-// Runs `command` with the probe uploaded as ./probe.
-rapidjson::Document RunWithProbe(const std::string& command) {
-  std::ifstream in(SANDRUN_PROBE_PATH, std::ios::binary);
-  std::stringstream bytes;
-  bytes << in.rdbuf();
-  BOOST_REQUIRE_MESSAGE(!bytes.str().empty(), "probe not built: " << SANDRUN_PROBE_PATH);
-  rapidjson::StringBuffer body;
-  rapidjson::Writer<rapidjson::StringBuffer> w(body);
-  w.StartObject();
-  w.Key("language");
-  w.String("bash");
-  w.Key("files");
-  w.StartArray();
-  w.StartObject();
-  w.Key("path");
-  w.String("probe");
-  w.Key("content_base64");
-  w.String(Base64(bytes.str()).c_str());
-  w.EndObject();
-  w.EndArray();
-  w.Key("code");
-  w.String(("chmod +x probe\n" + command).c_str());
-  w.EndObject();
-  return PostRun(body.GetString());
-}
-
-}  // namespace
 
 BOOST_AUTO_TEST_SUITE(Seccomp)
 

@@ -14,10 +14,25 @@
 //   probe memhog MB              touch MB MiB of memory
 //   probe forkbomb               fork until refused; print how many
 //   probe write-files N          write N small files in the cwd
+//   probe sockfill KIND PROCS N CAP_MB [HOST PORT]
+//                                PROCS processes each open N sockets of KIND (tcp: loopback
+//                                pairs; udp: loopback receivers with SO_RCVBUF raised; unix /
+//                                unix-dgram: socketpairs with SO_SNDBUF raised; remote: TCP
+//                                connections to HOST:PORT) and write without reading until the
+//                                kernel refuses or CAP_MB MiB are queued in all; prints
+//                                "sockfill KIND sockets=S written=B kernel=K tcp_pages=A->P
+//                                udp_pages=A->P first_error=E", K being the sockets' buffers
+//                                by SO_MEMINFO and A->P /proc/net/sockstat's mem before and at
+//                                the peak (host-wide pages), then ends every process
+#include <arpa/inet.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <linux/netlink.h>
 #include <linux/sched.h>
+#include <linux/sock_diag.h>
 #include <linux/vm_sockets.h>
+#include <netinet/in.h>
+#include <poll.h>
 #include <sched.h>
 #include <signal.h>
 #include <sys/socket.h>
@@ -25,6 +40,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -291,6 +307,176 @@ int WriteFiles(long n) {
   return 0;
 }
 
+// ---- sockfill --------------------------------------------------------------------------
+
+struct FillTotals {
+  long long written = 0;  // bytes the kernel accepted
+  long long kernel = 0;   // the sockets' buffers (SO_MEMINFO)
+  long long sockets = 0;
+  int first_error = 0;
+};
+
+// Kernel-side bytes of one socket: its receive queue and its send queue / in-flight skbs.
+long long SocketBytes(int fd) {
+  unsigned info[SK_MEMINFO_VARS] = {};
+  socklen_t len = sizeof info;
+  if (getsockopt(fd, SOL_SOCKET, SO_MEMINFO, info, &len) != 0) return 0;
+  return static_cast<long long>(info[SK_MEMINFO_RMEM_ALLOC]) +
+         std::max(info[SK_MEMINFO_WMEM_ALLOC], info[SK_MEMINFO_WMEM_QUEUED]);
+}
+
+// Writes to `fd` (non-blocking) until the kernel refuses for `settle_ms`, `budget` is spent or
+// `most` bytes went to this socket (UDP: a full receiver drops what comes, sendto still says
+// yes).
+void FillOne(int fd, bool datagram, int settle_ms, long long most, long long& budget,
+             FillTotals& t) {
+  static char chunk[60000];
+  const size_t size = datagram ? 60000 : sizeof chunk;
+  fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK);
+  for (int round = 0; round < 4000 && budget > 0 && most > 0; ++round) {
+    ssize_t n = send(fd, chunk, size, MSG_NOSIGNAL);
+    if (n > 0) {
+      t.written += n;
+      budget -= n;
+      most -= n;
+      continue;
+    }
+    if (n < 0 && errno != EAGAIN && errno != ENOBUFS && errno != ENOMEM) {
+      if (t.first_error == 0) t.first_error = errno;
+      return;
+    }
+    if (n < 0 && errno != EAGAIN && t.first_error == 0) t.first_error = errno;
+    pollfd p{fd, POLLOUT, 0};
+    if (poll(&p, 1, settle_ms) != 1) return;
+  }
+}
+
+sockaddr_in Loopback(unsigned short port) {
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_port = htons(port);
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  return a;
+}
+
+// One pair (or connection) of `kind`: [0] is written to, [1] (if any) is never read.
+bool OpenPair(const std::string& kind, int listener, const sockaddr_in& remote, int fds[2]) {
+  const int big = 64 << 20;  // the kernel caps it at net.core.[rw]mem_max (x2)
+  fds[0] = fds[1] = -1;
+  if (kind == "unix" || kind == "unix-dgram") {
+    if (socketpair(AF_UNIX, kind == "unix" ? SOCK_STREAM : SOCK_DGRAM, 0, fds) != 0) return false;
+    setsockopt(fds[0], SOL_SOCKET, SO_SNDBUF, &big, sizeof big);
+    return true;
+  }
+  if (kind == "udp") {
+    fds[1] = socket(AF_INET, SOCK_DGRAM, 0);
+    sockaddr_in a = Loopback(0);
+    socklen_t len = sizeof a;
+    setsockopt(fds[1], SOL_SOCKET, SO_RCVBUF, &big, sizeof big);
+    if (bind(fds[1], reinterpret_cast<sockaddr*>(&a), sizeof a) != 0) return false;
+    getsockname(fds[1], reinterpret_cast<sockaddr*>(&a), &len);
+    fds[0] = socket(AF_INET, SOCK_DGRAM, 0);
+    return connect(fds[0], reinterpret_cast<sockaddr*>(&a), sizeof a) == 0;
+  }
+  fds[0] = socket(AF_INET, SOCK_STREAM, 0);
+  if (kind == "remote") {
+    return connect(fds[0], reinterpret_cast<const sockaddr*>(&remote), sizeof remote) == 0;
+  }
+  sockaddr_in a{};
+  socklen_t len = sizeof a;
+  getsockname(listener, reinterpret_cast<sockaddr*>(&a), &len);
+  if (connect(fds[0], reinterpret_cast<sockaddr*>(&a), sizeof a) != 0) return false;
+  fds[1] = accept(listener, nullptr, nullptr);
+  return fds[1] >= 0;
+}
+
+// One process's share: `n` sockets filled within `budget` bytes.
+FillTotals FillProcess(const std::string& kind, int n, long long budget,
+                       const sockaddr_in& remote) {
+  FillTotals t;
+  int listener = -1;
+  if (kind == "tcp") {
+    listener = socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in a = Loopback(0);
+    bind(listener, reinterpret_cast<sockaddr*>(&a), sizeof a);
+    listen(listener, 1024);
+  }
+  std::vector<int> all;
+  const bool datagram = kind == "udp" || kind == "unix-dgram";
+  const int settle_ms = kind == "remote" ? 300 : 20;
+  for (int i = 0; i < n && budget > 0; ++i) {
+    int fds[2];
+    if (!OpenPair(kind, listener, remote, fds)) {
+      if (t.first_error == 0) t.first_error = errno;
+      break;
+    }
+    for (int fd : fds) {
+      if (fd >= 0) all.push_back(fd);
+    }
+    t.sockets += fds[1] >= 0 ? 2 : 1;
+    int rcvbuf = 0;
+    socklen_t len = sizeof rcvbuf;
+    getsockopt(fds[1], SOL_SOCKET, SO_RCVBUF, &rcvbuf, &len);
+    const long long most = kind == "udp" ? rcvbuf + (1LL << 20) : 1LL << 40;
+    FillOne(fds[0], datagram, settle_ms, most, budget, t);
+  }
+  for (int fd : all) t.kernel += SocketBytes(fd);
+  return t;
+}
+
+// "mem" of `proto` ("TCP:", "UDP:") in /proc/net/sockstat: pages, host-wide.
+long SockstatPages(const char* proto) {
+  std::ifstream in("/proc/net/sockstat");
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.rfind(proto, 0) != 0) continue;
+    size_t at = line.find(" mem ");
+    return at == std::string::npos ? -1 : std::atol(line.c_str() + at + 5);
+  }
+  return -1;
+}
+
+int SockFill(const std::string& kind, int procs, int n, long cap_mb, const char* host, int port) {
+  sockaddr_in remote = Loopback(static_cast<unsigned short>(port));
+  if (host != nullptr) inet_pton(AF_INET, host, &remote.sin_addr);
+  const long tcp0 = SockstatPages("TCP:"), udp0 = SockstatPages("UDP:");
+  const long long share = (static_cast<long long>(cap_mb) << 20) / std::max(1, procs);
+  int report[2], release[2];
+  if (pipe(report) != 0 || pipe(release) != 0) return 1;
+  std::vector<pid_t> children;
+  for (int i = 1; i < procs; ++i) {
+    pid_t pid = fork();
+    if (pid == 0) {
+      close(release[1]);
+      FillTotals t = FillProcess(kind, n, share, remote);
+      (void)!write(report[1], &t, sizeof t);
+      char byte;
+      (void)!read(release[0], &byte, 1);  // hold the sockets until the parent has measured
+      _exit(0);
+    }
+    if (pid < 0) break;
+    children.push_back(pid);
+  }
+  FillTotals sum = FillProcess(kind, n, share, remote);
+  for (size_t i = 0; i < children.size(); ++i) {
+    FillTotals t;
+    if (read(report[0], &t, sizeof t) != static_cast<ssize_t>(sizeof t)) break;
+    sum.written += t.written;
+    sum.kernel += t.kernel;
+    sum.sockets += t.sockets;
+    if (sum.first_error == 0) sum.first_error = t.first_error;
+  }
+  const long tcp1 = SockstatPages("TCP:"), udp1 = SockstatPages("UDP:");
+  std::printf(
+      "sockfill %s sockets=%lld written=%lld kernel=%lld tcp_pages=%ld->%ld "
+      "udp_pages=%ld->%ld first_error=%s\n",
+      kind.c_str(), sum.sockets, sum.written, sum.kernel, tcp0, tcp1, udp0, udp1,
+      sum.first_error != 0 ? strerrorname_np(sum.first_error) : "none");
+  close(release[1]);
+  for (pid_t pid : children) waitpid(pid, nullptr, 0);
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -308,9 +494,13 @@ int main(int argc, char** argv) {
   if (cmd == "memhog" && argc > 2) return MemHog(std::atol(argv[2]));
   if (cmd == "forkbomb") return ForkBomb();
   if (cmd == "write-files" && argc > 2) return WriteFiles(std::atol(argv[2]));
-  std::fprintf(
-      stderr,
-      "usage: probe try-syscall NAME|all | try-numbers FROM TO | socket-families | "
-      "vsock-bind PORT SECONDS | seccomp | int80 | memhog MB | forkbomb | write-files N\n");
+  if (cmd == "sockfill" && argc > 5) {
+    return SockFill(argv[2], std::atoi(argv[3]), std::atoi(argv[4]), std::atol(argv[5]),
+                    argc > 7 ? argv[6] : nullptr, argc > 7 ? std::atoi(argv[7]) : 0);
+  }
+  std::fprintf(stderr,
+               "usage: probe try-syscall NAME|all | try-numbers FROM TO | socket-families | "
+               "vsock-bind PORT SECONDS | seccomp | int80 | memhog MB | forkbomb | write-files N | "
+               "sockfill KIND PROCS N CAP_MB [HOST PORT]\n");
   return 2;
 }

@@ -117,7 +117,8 @@ std::string RunCgroupDir(const std::string& version, const std::string& controll
 
 BOOST_FIXTURE_TEST_SUITE(Launcher, LauncherFixture)
 
-// Every field of CgroupLimits reaches its file (memory without swap, pids.max).
+// Every field of CgroupLimits reaches its file (memory without swap and, on v1, the socket
+// buffers' kmem.tcp limit; pids.max).
 BOOST_AUTO_TEST_CASE(cgroup_is_made_with_the_limits_of_the_spec) {
   sandbox::SandboxLimits limits;
   limits.memory_bytes = 96ull << 20;
@@ -135,6 +136,13 @@ BOOST_AUTO_TEST_CASE(cgroup_is_made_with_the_limits_of_the_spec) {
   BOOST_TEST_REQUIRE(pids.ok());
   BOOST_TEST(*memory == std::to_string(96ull << 20) + "\n");
   BOOST_TEST(*pids == "17\n");
+  // v1: socket buffers are a counter of their own, bounded by memory_mb too (v2: memory.max).
+  if (v1) {
+    auto tcp =
+        sys::ReadFile(RunCgroupDir(version, "memory", id) + "/memory.kmem.tcp.limit_in_bytes");
+    BOOST_TEST_REQUIRE(tcp.ok());
+    BOOST_TEST(*tcp == std::to_string(96ull << 20) + "\n");
+  }
   BOOST_TEST((*cgroup)->Destroy().ok());
 }
 

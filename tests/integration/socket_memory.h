@@ -1,0 +1,74 @@
+// What a run's sockets hold in the kernel, for the socket-memory cases of the Containment and
+// Network suites: the probe's "sockfill" line (tests/probe) and the host's /proc/net/sockstat.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <cstdio>
+#include <fstream>
+#include <string>
+#include <thread>
+
+namespace sandrun::integration {
+
+// "mem" of `proto` ("TCP:", "UDP:") in the host's /proc/net/sockstat, in pages (host-wide:
+// the counter behind net.ipv4.tcp_mem / udp_mem); -1 if absent.
+inline int64_t SockstatPages(const std::string& proto) {
+  std::ifstream in("/proc/net/sockstat");
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.rfind(proto, 0) != 0) continue;
+    const size_t at = line.find(" mem ");
+    return at == std::string::npos ? -1 : std::stoll(line.substr(at + 5));
+  }
+  return -1;
+}
+
+inline int64_t SocketPages() { return SockstatPages("TCP:") + SockstatPages("UDP:"); }
+
+// The probe's "sockfill" line, parsed; found is false when the run printed none.
+struct SockFill {
+  bool found = false;
+  long long sockets = 0, written = 0, kernel = 0;
+  long tcp_before = 0, tcp_peak = 0, udp_before = 0, udp_peak = 0;
+  // The larger of the sockets' own count and the host's counters' growth, in bytes.
+  long long PeakBytes() const {
+    const long long host = ((tcp_peak - tcp_before) + (udp_peak - udp_before)) * 4096LL;
+    return kernel > host ? kernel : host;
+  }
+};
+
+// The bound on a run's socket buffers: `memory_mb`, and what the kernel charges past a full
+// limit: it never refuses a socket its first skb (__sk_mem_raise_allocated charges the minimum
+// with __GFP_NOFAIL), measured ~30 KiB a socket on loopback (+9 MiB for 320 sockets); 48 KiB a
+// socket here, and 4 MiB for other stacks' traffic on the host's counters.
+inline long long SocketPeakBound(long long memory_mb, long long sockets) {
+  return (memory_mb << 20) + sockets * (48 << 10) + (4 << 20);
+}
+
+inline SockFill ParseSockFill(const std::string& out) {
+  SockFill f;
+  const size_t at = out.find("sockfill ");
+  if (at == std::string::npos) return f;
+  const size_t space = out.find(' ', at + 9);
+  f.found = std::sscanf(out.c_str() + space,
+                        " sockets=%lld written=%lld kernel=%lld tcp_pages=%ld->%ld "
+                        "udp_pages=%ld->%ld",
+                        &f.sockets, &f.written, &f.kernel, &f.tcp_before, &f.tcp_peak,
+                        &f.udp_before, &f.udp_peak) == 7;
+  return f;
+}
+
+// Waits until the host's TCP + UDP memory is at most `baseline` + `slack` pages, for at most
+// `seconds`; returns what is left above `baseline` then (pages).
+inline int64_t SocketPagesLeftAfter(int64_t baseline, int64_t slack, double seconds) {
+  const auto end = std::chrono::steady_clock::now() + std::chrono::duration<double>(seconds);
+  int64_t left = SocketPages() - baseline;
+  while (left > slack && std::chrono::steady_clock::now() < end) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    left = SocketPages() - baseline;
+  }
+  return left;
+}
+
+}  // namespace sandrun::integration
