@@ -442,6 +442,27 @@ BOOST_AUTO_TEST_CASE(latency_of_a_kept_kernel_next_to_a_cold_run) {
                      << " ms per run; ratio cold/stateful " << cold_s / kept_s);
 }
 
+// A daemon killed (SIGKILL) while a kernel is frozen: init's death signal cannot take a frozen
+// process (cgroup v1), so the kernel waits, frozen, for the next start, whose sweep thaws and
+// kills it: nothing of it is left.
+BOOST_AUTO_TEST_CASE(a_kernel_frozen_when_the_daemon_is_killed_is_swept_at_the_next_start) {
+  auto r = PostRun(Stateful("erin", "frozen-kill", "import threading\nfrozen = 1"));
+  BOOST_TEST_REQUIRE(Str(r, "status") == "ok", Str(r, "stderr"));
+  BOOST_TEST_REQUIRE(SandboxProcessCount() > 0, "the idle kernel lives between runs");
+  const pid_t daemon = Stack::Get().DaemonPid();
+  BOOST_TEST_REQUIRE(daemon > 0);
+  kill(daemon, SIGKILL);
+  Stack::Get().Restart();
+  const auto t = Clock::now();
+  while ((SandboxProcessCount() > 0 || LeftoverRunCgroups() > 0) && SecondsSince(t) < 30) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  BOOST_TEST(SandboxProcessCount() == 0);
+  BOOST_TEST(LeftoverRunCgroups() == 0);
+  auto after = PostRun(Stateful("erin", "frozen-kill", "print('frozen' in globals())"));
+  BOOST_TEST(Str(after, "stdout") == "False\n", Str(after, "stderr"));
+}
+
 // Last: the daemon stops (SIGTERM) with live kernels; nothing of them is left on the host.
 BOOST_AUTO_TEST_CASE(no_kernel_process_or_cgroup_outlives_the_daemon) {
   auto r = PostRun(Stateful("erin", "left", "q = 1"));
