@@ -173,6 +173,12 @@ BOOST_AUTO_TEST_CASE(one_users_kernels_cannot_take_another_users_inotify_instanc
       R"j({"language": "python", "user": "ino-b", "code": "import ctypes\nlibc = )j"
       R"j(ctypes.CDLL(None, use_errno=True)\nprint(libc.inotify_init1(0) >= 0, ctypes.get_errno())"})j");
   BOOST_TEST(Str(other, "stdout") == "True 0\n", Str(other, "stdout") << Str(other, "stderr"));
+  // A stateless run of a session ends its kernel: the cases after this one find no sandbox.
+  for (const char* session : {"ino-1", "ino-2", "ino-3", "ino-4"}) {
+    PostRun(R"({"language": "bash", "code": "true", "user": "ino-a", "session": ")" +
+            std::string(session) + "\"}");
+  }
+  BOOST_TEST(WaitFor([] { return SandboxProcessCount() == 0; }, 10) < 10, "kernels left");
 }
 
 // Item 4: the daemon wrote a session into the run's tmpfs itself, so its pages were charged
