@@ -2,6 +2,7 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
@@ -287,6 +288,14 @@ void CleanRunsDir(const std::string& runs_dir, bool fallback) {
   }
 }
 
+// How many sandboxes can exist at once: a sandbox slot each (runs, a stateful run's cell),
+// the warm pool's waiting ones, the live kernels (frozen or not).
+int64_t MaxSandboxes(const config::Config& config) {
+  int64_t pooled = 0;
+  for (const auto& [language, size] : config.pool) pooled += std::max<int64_t>(0, size);
+  return config.max_concurrent_runs + pooled + config.max_kernels;
+}
+
 // The daemon: the host, the service, the janitor, the signal thread and the FastCGI server,
 // until a stop signal. `started`: the config as loaded (what a SIGHUP reload compares with).
 int RunDaemon(const Flags& flags, const config::Config& started, const config::Config& config,
@@ -308,6 +317,8 @@ int RunDaemon(const Flags& flags, const config::Config& started, const config::C
     std::fprintf(stderr, "sandrund: this host cannot run sandboxes:\n%s", host.problems.c_str());
   }
   if (host.cgroups_unavailable && config.require_cgroups) return 1;
+  if (host.launcher)
+    host.launcher->set_user_sysctls(sandbox::ApplyUserLimitShares(MaxSandboxes(config)));
   api::Service service(config, host.launcher.get(), host.problems);
   service.SetWeakerLimits(host.weaker_limits);
   if (host.launcher) SelfTest(service);

@@ -200,6 +200,13 @@ std::optional<HttpResponse> Service::CheckStateful(const RunRequest& run) const 
                          "its cgroup); this host runs without them",
                          "stateful");
   }
+  if (!runner_->cgroups()->can_freeze()) {
+    return ErrorResponse(503, "unavailable",
+                         "stateful runs need the cgroup freezer (a kernel is frozen between "
+                         "runs); this host's cgroup v1 has no freezer hierarchy mounted at "
+                         "/sys/fs/cgroup/freezer",
+                         "stateful");
+  }
   if (!run.stdin_data.empty()) {
     return ErrorResponse(400, "conflicting_fields",
                          "'stdin' goes with a program run; a stateful run's cells have no stdin",

@@ -255,6 +255,10 @@ Status Kernel::Boot(const sandbox::SandboxRunner& runner, void* zmq_context,
     Shutdown();
     return s;
   }
+  if (Status s = sandbox_->Freeze(true); !s.ok()) {
+    Shutdown();
+    return KernelError("the kernel cannot be paused between cells: " + s.error().message);
+  }
   return OkStatus();
 }
 
@@ -484,6 +488,14 @@ ExecuteResult Kernel::Execute(const std::string& code, const ExecuteLimits& limi
     r.kernel_lost = true;
     return r;
   }
+  // Frozen between cells (Boot, and the end of the last cell): no code of it runs then.
+  if (Status s = sandbox_->Freeze(false); !s.ok()) {
+    r.status = ExecuteStatus::kKilled;
+    r.stderr_text = "sandrun: the kernel could not be resumed: " + s.error().message + "\n";
+    Shutdown();
+    r.kernel_lost = true;
+    return r;
+  }
   const sandbox::CgroupStats before = sandbox_->Stats();
   const sandbox::CounterBytes net_before = sandbox_->NetworkUsage();
   std::string id;
@@ -501,6 +513,12 @@ ExecuteResult Kernel::Execute(const std::string& code, const ExecuteLimits& limi
   TakeUsage(r, before, after, net_before, sandbox_->NetworkUsage());
   // A lost iopub connection is not made again: no later cell's output would come back.
   if (cell.died || r.output_lost) {
+    Shutdown();
+    r.kernel_lost = true;
+  } else if (Status s = sandbox_->Freeze(true); !s.ok()) {
+    // What the cell left running in the background must not run on until the next cell.
+    r.stderr_text += "sandrun: the kernel could not be paused after the cell (" +
+                     s.error().message + "): it was ended\n";
     Shutdown();
     r.kernel_lost = true;
   }

@@ -5,6 +5,11 @@
 // of its own on the host, one tmpfs of limits.disk_bytes like a run's (RunDir in run_handler.cc):
 // its workspace and /tmp persist while it lives.
 //
+// Between cells the kernel's cgroup is frozen (RunCgroup::Freeze): whatever a cell left
+// running (a thread, a setsid'd busy loop) takes no CPU and runs no code until the next cell
+// thaws it. Its CPU time is bounded per cell from the cgroup, and only a cell's run holds a
+// sandbox slot, so a kernel that could run between cells would be unbounded in both.
+//
 // The ipc sockets: ipykernel binds them in /tmp/.sandrun-kernel/ (k-1 shell, k-2 iopub,
 // k-3 stdin, k-4 control, k-5 heartbeat), a directory the daemon made and holds open.
 // Once they are bound the daemon makes the directory root's (0755), checks that each is a
@@ -117,12 +122,15 @@ class Kernel {
   // Starts the kernel in its sandbox, in `cgroup` (Launcher::CreateCgroup, where the
   // session's files were restored, so they count against the kernel's memory limit; null
   // without cgroups), and connects, waiting until it answers kernel_info_request (at most
-  // spec.start_timeout_ms). `zmq_context` is a libzmq context. Errors: kSystem, with
-  // what the kernel printed when it ended early.
+  // spec.start_timeout_ms), then freezes it. `cgroup` must be freezable
+  // (CgroupLimits::freezable). `zmq_context` is a libzmq context. Errors: kSystem, with
+  // what the kernel printed when it ended early, or why it cannot be frozen.
   Status Boot(const sandbox::SandboxRunner& runner, void* zmq_context,
               std::unique_ptr<sandbox::RunCgroup> cgroup);
 
-  // Runs `code` as one cell. Never fails: what went wrong is in the result.
+  // Runs `code` as one cell: thaws the kernel, and freezes it again after the cell (a kernel
+  // that does not freeze within a second is ended: kernel_lost). Never fails: what went
+  // wrong is in the result.
   ExecuteResult Execute(const std::string& code, const ExecuteLimits& limits);
 
   // The sandbox still runs (Boot succeeded and no run lost it).

@@ -153,7 +153,10 @@ Result<std::unique_ptr<Kernel>> KernelManager::StartKernel(const KernelSpec& spe
     if (!made.ok()) return made.error();
     // One cgroup for the restore and the kernel (issue 10 item 4): the session's tmpfs pages
     // stay charged to the kernel's memory limit.
-    auto cgroup = runner_->CreateCgroup((*made)->id(), sandbox::CgroupLimitsFor(spec.limits));
+    // Freezable: the kernel is frozen between cells (Kernel::Boot, Kernel::Execute).
+    sandbox::CgroupLimits cgroup_limits = sandbox::CgroupLimitsFor(spec.limits);
+    cgroup_limits.freezable = true;
+    auto cgroup = runner_->CreateCgroup((*made)->id(), cgroup_limits);
     if (!cgroup.ok()) return MakeError(ErrorKind::kSystem, cgroup.error().message);
     if (Status s = populate((*made)->workspace(), cgroup->get()); !s.ok()) return s.error();
     Status s = (*made)->Boot(*runner_, zmq_context_, std::move(*cgroup));

@@ -10,6 +10,7 @@
 #include <cstdio>
 #include <cstring>
 #include <fstream>
+#include <functional>
 #include <sstream>
 #include <thread>
 
@@ -81,10 +82,22 @@ Status RemoveCgroupDir(const std::string& path) {
   return MakeError(ErrorKind::kSystem, last.message, last.err);
 }
 
+// Writes `value` to `file`, then waits (about a second at most) until `done` says the
+// freeze took: the kernel freezes a cgroup's tasks asynchronously.
+Status WriteAndWait(const std::string& file, const std::string& value,
+                    const std::function<bool()>& done) {
+  if (Status s = Write(file, value); !s.ok()) return s;
+  for (int i = 0; i < 1000; ++i) {
+    if (done()) return OkStatus();
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  return MakeError(ErrorKind::kSystem, file + ": its processes did not all freeze within 1 s");
+}
+
 // Kills every process in the cgroup at `dir` and waits until it is empty (bounded: a run's
 // processes are in a pid namespace whose init dies with the first round, taking the rest
-// with it, so one or two rounds suffice). cgroup v1 has no cgroup.kill; a freezer would need
-// its own hierarchy, so this is the kill loop the kernel docs suggest for v1.
+// with it, so one or two rounds suffice). cgroup v1 has no cgroup.kill: this is the kill loop
+// the kernel docs suggest for v1. A frozen v1 cgroup must be thawed first.
 bool KillAll(const std::string& dir) {
   for (int round = 0; round < 200; ++round) {
     auto procs = sys::ReadFile(dir + "/cgroup.procs");
@@ -108,12 +121,25 @@ int SweepDir(const std::string& base) {
   while (struct dirent* e = ::readdir(dir)) {
     if (e->d_type != DT_DIR || e->d_name[0] == '.') continue;
     std::string child = base + "/" + e->d_name;
-    (void)Write(child + "/cgroup.kill", "1");  // v2, Linux 5.14+; absent on v1
+    (void)Write(child + "/cgroup.kill", "1");    // v2, Linux 5.14+; absent on v1
+    (void)Write(child + "/cgroup.freeze", "0");  // v2: a kernel left frozen; absent on v1
     if (!KillAll(child)) continue;
     if (RemoveCgroupDir(child).ok()) ++removed;
   }
   ::closedir(dir);
   return removed;
+}
+
+// Thaws every cgroup below `base` (v1 freezer hierarchy): a daemon that died with kernels
+// frozen left them so, and a frozen process does not die of SIGKILL.
+void ThawAll(const std::string& base) {
+  DIR* dir = ::opendir(base.c_str());
+  if (dir == nullptr) return;
+  while (struct dirent* e = ::readdir(dir)) {
+    if (e->d_type != DT_DIR || e->d_name[0] == '.') continue;
+    (void)Write(base + "/" + e->d_name + "/freezer.state", "THAWED");
+  }
+  ::closedir(dir);
 }
 
 }  // namespace
@@ -144,15 +170,22 @@ Result<sys::UniqueFd> LockCgroupName(const std::string& name) {
 namespace {
 
 // ---- v1 --------------------------------------------------------------------------------
+// One hierarchy of a run's cgroups: its controller, the run's directory there and the
+// daemon's own cgroup in it.
+struct V1Dir {
+  std::string controller;  // "memory", "pids", "cpuacct" or "freezer"
+  std::string dir;
+  std::string home;
+};
+
 class RunCgroupV1 : public RunCgroup {
  public:
-  // `homes[i]` is the daemon's own cgroup in the hierarchy of `dirs[i]`.
-  RunCgroupV1(std::vector<std::string> dirs, std::vector<std::string> homes)
-      : dirs_(std::move(dirs)), homes_(std::move(homes)) {}
+  // memory first, pids second; cpuacct and freezer when the host has them.
+  explicit RunCgroupV1(std::vector<V1Dir> dirs) : dirs_(std::move(dirs)) {}
   ~RunCgroupV1() override { (void)Destroy(); }
   Status AddProcess(pid_t pid) override {
-    for (const auto& dir : dirs_) {
-      Status s = Write(dir + "/cgroup.procs", std::to_string(pid));
+    for (const auto& d : dirs_) {
+      Status s = Write(d.dir + "/cgroup.procs", std::to_string(pid));
       if (!s.ok()) return s;
     }
     return OkStatus();
@@ -161,9 +194,9 @@ class RunCgroupV1 : public RunCgroup {
   // that is current needs no threadgroup lock, hence no RCU grace period).
   Status EnterCallingThread() override {
     for (size_t i = 0; i < dirs_.size(); ++i) {
-      Status s = Write(dirs_[i] + "/tasks", "0");
+      Status s = Write(dirs_[i].dir + "/tasks", "0");
       if (!s.ok()) {
-        for (size_t j = 0; j < i; ++j) (void)Write(homes_[j] + "/tasks", "0");
+        for (size_t j = 0; j < i; ++j) (void)Write(dirs_[j].home + "/tasks", "0");
         return s;
       }
     }
@@ -171,14 +204,14 @@ class RunCgroupV1 : public RunCgroup {
   }
   Status LeaveCallingThread() override {
     Status result = OkStatus();
-    for (const auto& home : homes_) {
-      Status s = Write(home + "/tasks", "0");
+    for (const auto& d : dirs_) {
+      Status s = Write(d.home + "/tasks", "0");
       if (!s.ok()) result = s;
     }
     return result;
   }
   Status SetLimits(const CgroupLimits& limits) override {
-    const std::string& mem = dirs_[0];
+    const std::string& mem = dirs_[0].dir;
     const std::string memory = std::to_string(limits.memory_bytes);
     // memsw (only with swap accounting) may never be below the memory limit: a lower limit
     // goes to memory first, a higher one to memsw first. Equal limits mean "no swap".
@@ -196,41 +229,65 @@ class RunCgroupV1 : public RunCgroup {
     // memory.limit_in_bytes (v1 never counts socket memory in memory.usage_in_bytes).
     const std::string tcp = mem + "/memory.kmem.tcp.limit_in_bytes";  // absent: no CONFIG_MEMCG_V1
     if (s.ok() && ::access(tcp.c_str(), F_OK) == 0) s = Write(tcp, memory);
-    if (s.ok()) s = Write(dirs_[1] + "/pids.max", std::to_string(limits.processes));
+    if (s.ok()) s = Write(dirs_[1].dir + "/pids.max", std::to_string(limits.processes));
     return s;
   }
   Status AddMemoryOnly(pid_t pid) override {
-    return Write(dirs_[0] + "/cgroup.procs", std::to_string(pid));
+    return Write(dirs_[0].dir + "/cgroup.procs", std::to_string(pid));
   }
   Status Rename(const std::string& run_id) override {
-    for (auto& dir : dirs_) {
-      std::string renamed = dir.substr(0, dir.rfind('/') + 1) + run_id;
-      if (Status s = sys::Rename(dir, renamed); !s.ok()) return s;
-      dir = std::move(renamed);
+    for (auto& d : dirs_) {
+      std::string renamed = d.dir.substr(0, d.dir.rfind('/') + 1) + run_id;
+      if (Status s = sys::Rename(d.dir, renamed); !s.ok()) return s;
+      d.dir = std::move(renamed);
     }
     return OkStatus();
   }
   CgroupStats Stats() const override {
     CgroupStats stats;
-    // dirs_[0] is memory, dirs_[1] pids, dirs_[2] cpuacct (optional).
-    stats.oom_kills = std::max<int64_t>(0, ReadKeyed(dirs_[0] + "/memory.oom_control", "oom_kill"));
-    stats.pids_limit_hits = std::max<int64_t>(0, ReadKeyed(dirs_[1] + "/pids.events", "max"));
-    int64_t peak = ReadNumber(dirs_[0] + "/memory.max_usage_in_bytes");
+    stats.oom_kills =
+        std::max<int64_t>(0, ReadKeyed(dirs_[0].dir + "/memory.oom_control", "oom_kill"));
+    stats.pids_limit_hits = std::max<int64_t>(0, ReadKeyed(dirs_[1].dir + "/pids.events", "max"));
+    int64_t peak = ReadNumber(dirs_[0].dir + "/memory.max_usage_in_bytes");
     if (peak >= 0) stats.peak_memory_kb = peak / 1024;
-    if (dirs_.size() > 2) {
-      int64_t ns = ReadNumber(dirs_[2] + "/cpuacct.usage");
+    if (const std::string cpuacct = Dir("cpuacct"); !cpuacct.empty()) {
+      int64_t ns = ReadNumber(cpuacct + "/cpuacct.usage");
       if (ns >= 0) stats.cpu_usage_ms = ns / 1'000'000;
     }
     return stats;
   }
+  Status Freeze(bool frozen) override {
+    const std::string freezer = Dir("freezer");
+    if (freezer.empty()) {
+      return MakeError(ErrorKind::kSystem, "cgroup v1: the run's cgroup has no freezer");
+    }
+    const std::string state = freezer + "/freezer.state";
+    if (!frozen) return Write(state, "THAWED");
+    Status s = WriteAndWait(state, "FROZEN", [&] {
+      auto now = sys::ReadFile(state);
+      return now.ok() && now->rfind("FROZEN", 0) == 0;
+    });
+    if (!s.ok()) (void)Write(state, "THAWED");
+    return s;
+  }
   Status Destroy() override {
+    // A frozen process would neither exit nor die of SIGKILL: thaw, after a SIGKILL to each
+    // (pending, taken as it thaws), so nothing of it runs on.
+    if (const std::string freezer = Dir("freezer"); !freezer.empty()) {
+      if (auto procs = sys::ReadFile(freezer + "/cgroup.procs"); procs.ok()) {
+        std::istringstream list(*procs);
+        pid_t pid;
+        while (list >> pid) sys::KillPid(pid);
+      }
+      (void)Write(freezer + "/freezer.state", "THAWED");
+    }
     ReapExiting();
     // A run's processes are gone by now (its init reaped, the restore helper too); anything
     // left (a helper a failed start did not reap) is killed first, else rmdir fails.
-    if (!dirs_.empty()) (void)KillAll(dirs_[0]);
+    if (!dirs_.empty()) (void)KillAll(dirs_[0].dir);
     Status result = OkStatus();
-    for (const auto& dir : dirs_) {
-      Status s = RemoveCgroupDir(dir);
+    for (const auto& d : dirs_) {
+      Status s = RemoveCgroupDir(d.dir);
       if (!s.ok()) result = s;
     }
     dirs_.clear();
@@ -238,50 +295,65 @@ class RunCgroupV1 : public RunCgroup {
   }
 
  private:
-  std::vector<std::string> dirs_;
-  std::vector<std::string> homes_;
+  // The run's directory in the hierarchy of `controller`, or "" without it.
+  std::string Dir(const std::string& controller) const {
+    for (const auto& d : dirs_) {
+      if (d.controller == controller) return d.dir;
+    }
+    return "";
+  }
+  std::vector<V1Dir> dirs_;
 };
 
 class CgroupManagerV1 : public CgroupManager {
  public:
-  CgroupManagerV1(std::vector<std::string> bases, std::vector<std::string> homes)
-      : bases_(std::move(bases)), homes_(std::move(homes)) {}
+  // `hierarchies[i].dir` is the daemon's base directory (home/name) in that hierarchy.
+  explicit CgroupManagerV1(std::vector<V1Dir> hierarchies) : hierarchies_(std::move(hierarchies)) {}
   // Removes the daemon's own directories when no run is left in them (a clean stop).
   ~CgroupManagerV1() override {
-    for (const auto& base : bases_) ::rmdir(base.c_str());
+    for (const auto& h : hierarchies_) ::rmdir(h.dir.c_str());
   }
   std::string version() const override { return "v1"; }
+  bool can_freeze() const override {
+    for (const auto& h : hierarchies_) {
+      if (h.controller == "freezer") return true;
+    }
+    return false;
+  }
   Result<std::unique_ptr<RunCgroup>> Create(const std::string& run_id,
                                             const CgroupLimits& limits) override {
-    std::vector<std::string> dirs;
-    for (const auto& base : bases_) {
+    std::vector<V1Dir> dirs;
+    for (const auto& h : hierarchies_) {
+      if (h.controller == "freezer" && !limits.freezable) continue;
       // The base may have been removed under us (an operator, another instance's clean stop
       // while we were idle): make it again.
-      if (Status s = sys::MakeDir(base); !s.ok() && s.error().err != EEXIST) {
+      if (Status s = sys::MakeDir(h.dir); !s.ok() && s.error().err != EEXIST) {
         return MakeError(ErrorKind::kSystem, s.error().message, s.error().err);
       }
-      std::string dir = base + "/" + run_id;
+      std::string dir = h.dir + "/" + run_id;
       if (::mkdir(dir.c_str(), 0755) != 0) {
         auto err = sys::ErrnoError("mkdir " + dir);
-        for (const auto& d : dirs) ::rmdir(d.c_str());
+        for (const auto& d : dirs) ::rmdir(d.dir.c_str());
         return err;
       }
-      dirs.push_back(dir);
+      dirs.push_back({h.controller, dir, h.home});
     }
-    auto cg = std::make_unique<RunCgroupV1>(dirs, homes_);
-    (void)Write(dirs[0] + "/memory.swappiness", "0");  // refused in some kernels: best effort
+    auto cg = std::make_unique<RunCgroupV1>(dirs);
+    (void)Write(dirs[0].dir + "/memory.swappiness", "0");  // refused in some kernels
     if (Status s = cg->SetLimits(limits); !s.ok()) return s.error();
     return std::unique_ptr<RunCgroup>(std::move(cg));
   }
   int SweepStale() override {
+    for (const auto& h : hierarchies_) {
+      if (h.controller == "freezer") ThawAll(h.dir);  // else their SIGKILL would wait
+    }
     int n = 0;
-    for (const auto& base : bases_) n += SweepDir(base);
+    for (const auto& h : hierarchies_) n += SweepDir(h.dir);
     return n;
   }
 
  private:
-  std::vector<std::string> bases_;  // memory, pids, [cpuacct]
-  std::vector<std::string> homes_;  // the daemon's own cgroup in each, bases_'s parents
+  std::vector<V1Dir> hierarchies_;  // memory, pids, [cpuacct], [freezer]
 };
 
 // ---- v2 --------------------------------------------------------------------------------
@@ -315,7 +387,19 @@ class RunCgroupV2 : public RunCgroup {
     if (peak >= 0) stats.peak_memory_kb = peak / 1024;
     return stats;
   }
+  Status Freeze(bool frozen) override {
+    const std::string file = dir_ + "/cgroup.freeze";
+    if (!frozen) return Write(file, "0");
+    Status s =
+        WriteAndWait(file, "1", [&] { return ReadKeyed(dir_ + "/cgroup.events", "frozen") == 1; });
+    if (!s.ok()) (void)Write(file, "0");
+    return s;
+  }
   Status Destroy() override {
+    if (!dir_.empty()) {
+      (void)Write(dir_ + "/cgroup.kill", "1");  // v2 kills frozen processes too
+      (void)Write(dir_ + "/cgroup.freeze", "0");
+    }
     ReapExiting();
     if (dir_.empty()) return OkStatus();
     (void)Write(dir_ + "/cgroup.kill", "1");  // Linux 5.14+; the pid namespace is the fallback
@@ -332,6 +416,7 @@ class CgroupManagerV2 : public CgroupManager {
  public:
   explicit CgroupManagerV2(std::string base) : base_(std::move(base)) {}
   std::string version() const override { return "v2"; }
+  bool can_freeze() const override { return true; }
   Result<std::unique_ptr<RunCgroup>> Create(const std::string& run_id,
                                             const CgroupLimits& limits) override {
     std::string dir = base_ + "/runs/" + run_id;
@@ -376,12 +461,15 @@ Result<std::unique_ptr<CgroupManager>> DetectV2(const std::string& name) {
 }
 
 Result<std::unique_ptr<CgroupManager>> DetectV1(const std::string& name) {
-  std::vector<std::string> bases, homes;
-  for (const char* controller : {"memory", "pids", "cpuacct"}) {
+  std::vector<V1Dir> hierarchies;
+  for (const char* controller : {"memory", "pids", "cpuacct", "freezer"}) {
     std::string mount = std::string(kCgroupRoot) + "/" + controller;
+    const bool required =
+        std::strcmp(controller, "memory") == 0 || std::strcmp(controller, "pids") == 0;
     struct stat st;
     if (::stat((mount + "/cgroup.procs").c_str(), &st) != 0) {
-      if (std::strcmp(controller, "cpuacct") == 0) break;  // optional: usage from rusage
+      // cpuacct: usage from rusage then; freezer: no stateful runs (Service::CheckStateful).
+      if (!required) continue;
       return MakeError(ErrorKind::kSystem,
                        std::string("cgroup v1: no ") + controller + " hierarchy at " + mount);
     }
@@ -389,12 +477,12 @@ Result<std::unique_ptr<CgroupManager>> DetectV1(const std::string& name) {
     std::string home = mount + (self == "/" ? "" : self);
     std::string base = home + "/" + name;
     if (Status s = sys::MakeDir(base); !s.ok() && s.error().err != EEXIST) {
+      if (!required) continue;
       return MakeError(ErrorKind::kSystem, "cgroup v1: " + s.error().message, s.error().err);
     }
-    bases.push_back(base);
-    homes.push_back(home);
+    hierarchies.push_back({controller, base, home});
   }
-  return std::unique_ptr<CgroupManager>(std::make_unique<CgroupManagerV1>(bases, homes));
+  return std::unique_ptr<CgroupManager>(std::make_unique<CgroupManagerV1>(hierarchies));
 }
 
 }  // namespace

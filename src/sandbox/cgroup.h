@@ -28,6 +28,9 @@ struct CgroupLimits {
   // (socket buffers, a separate counter there; v2 charges them to memory.max itself)
   uint64_t memory_bytes = 0;
   int64_t processes = 0;  // pids.max
+  // Create also puts the cgroup under the freezer (v1: the freezer hierarchy, which a run
+  // without it does not join; v2: cgroup.freeze is always there), for RunCgroup::Freeze.
+  bool freezable = false;
 };
 
 // One run's cgroup(s). Destroy() removes them; the destructor does too.
@@ -58,8 +61,14 @@ class RunCgroup {
   // directory); v2 has no rename and keeps the name (returns OK). Errors name the directory.
   virtual Status Rename(const std::string& run_id) = 0;
   virtual CgroupStats Stats() const = 0;
+  // Freezes (true) or thaws (false) every process of the cgroup (made with
+  // CgroupLimits::freezable): a frozen process takes no CPU and runs no code until thawed.
+  // Freezing waits until every process is frozen (at most about a second; else an error and
+  // the cgroup is thawed again). On v1 a frozen process does not die of SIGKILL until it is
+  // thawed: Destroy and SweepStale thaw first. Errors name the file.
+  virtual Status Freeze(bool frozen) = 0;
   // Removes the run's cgroup directories (all processes must be gone). Reaps the processes
-  // left to it by ReapLater first.
+  // left to it by ReapLater first. Thaws a frozen cgroup first.
   virtual Status Destroy() = 0;
 
   // Hands over the reaping of `pid`, a child of the calling process (a sandbox's init that
@@ -79,6 +88,9 @@ class CgroupManager {
  public:
   virtual ~CgroupManager() = default;
   virtual std::string version() const = 0;  // "v2" or "v1"
+  // Whether cgroups made with CgroupLimits::freezable can be frozen (v1: a freezer hierarchy
+  // is mounted; v2: always).
+  virtual bool can_freeze() const = 0;
   // Creates the cgroup of run `run_id` with `limits`. Errors (kSystem) name the
   // directory made or the file written.
   virtual Result<std::unique_ptr<RunCgroup>> Create(const std::string& run_id,

@@ -50,7 +50,8 @@ std::vector<InitRlimit> Rlimits(const SandboxLimits& limits, bool have_cgroups) 
   return out;
 }
 
-InitPlan MakeInitPlan(const SandboxSpec& spec, const sock_fprog* seccomp, bool have_cgroups) {
+InitPlan MakeInitPlan(const SandboxSpec& spec, const sock_fprog* seccomp, bool have_cgroups,
+                      const UserSysctls& user_sysctls) {
   InitPlan plan;
   plan.workdir = "/home/user";
   plan.program = spec.argv[0];
@@ -60,9 +61,9 @@ InitPlan MakeInitPlan(const SandboxSpec& spec, const sock_fprog* seccomp, bool h
   plan.seccomp.assign(seccomp->filter, seccomp->filter + seccomp->len);
   // Per-user-namespace counters (kernel/ucount.c) are charged at every level up to the
   // host, where the namespace's owner pays (the sandbox uid, see StartChild). Bounding them
-  // in the run's own namespace keeps one run from taking all of that uid's share from the
-  // runs beside it (fs.inotify.max_user_instances is 128 by default).
-  plan.user_sysctls = {{"max_inotify_instances", "32"}, {"max_inotify_watches", "8192"}};
+  // in the run's own namespace, to shares that add up to less than the host's limit
+  // (user_limits.h), keeps one run from taking that uid's limit from the runs beside it.
+  plan.user_sysctls = user_sysctls;
   return plan;
 }
 
@@ -394,15 +395,17 @@ Status SetUpChildFromParent(Started& st, const SandboxSpec& spec, bool placed) {
 // set-up; the child is killed and reaped when that fails.
 // `nets`: the pool of network namespaces made ahead (null: the child makes its own).
 Result<Started> Start(const SandboxSpec& spec, const MountPlan& mounts, const SeccompFilter& filter,
-                      RunCgroup* cgroup, int init_exe, NetNamespacePool* nets) {
+                      RunCgroup* cgroup, int init_exe, NetNamespacePool* nets,
+                      const UserSysctls& user_sysctls) {
   Started st;
   // An earlier step's init still exiting in this cgroup would count against its pids.max.
   if (cgroup) cgroup->ReapExiting();
   auto pipes = MakePipes(spec);
   if (!pipes.ok()) return pipes.error();
   st.pipes = std::move(*pipes);
-  auto plan_fd = sys::MemfdWith("sandrun-init-plan",
-                                EncodeInitPlan(MakeInitPlan(spec, filter.program(), cgroup)));
+  auto plan_fd =
+      sys::MemfdWith("sandrun-init-plan",
+                     EncodeInitPlan(MakeInitPlan(spec, filter.program(), cgroup, user_sysctls)));
   if (!plan_fd.ok()) return MakeError(ErrorKind::kSystem, plan_fd.error().message);
   st.plan_fd = std::move(*plan_fd);
   util::StampPhase("pipes_plan");
@@ -655,7 +658,8 @@ Result<SandboxResult> Launcher::Run(const SandboxSpec& spec, RunCgroup* cgroup) 
   }
   util::StampPhase("launch");
   MountPlan mounts = BuildMountPlan(spec, root_template_);
-  auto started = sandbox::Start(spec, mounts, filter_, cgroup, init_exe_.get(), &net_namespaces_);
+  auto started = sandbox::Start(spec, mounts, filter_, cgroup, init_exe_.get(), &net_namespaces_,
+                                user_sysctls_);
   if (!started.ok()) return started.error();
   Supervised seen = Supervise(*started, spec);
   return Conclude(*started, seen, mounts);
@@ -743,8 +747,8 @@ Result<std::unique_ptr<WaitingSandbox>> Launcher::StartWaiting(const SandboxSpec
   }
   auto state = std::make_unique<WaitingSandbox::State>();
   state->mounts = BuildMountPlan(spec, root_template_);
-  auto started =
-      sandbox::Start(spec, state->mounts, filter_, cgroup, init_exe_.get(), &net_namespaces_);
+  auto started = sandbox::Start(spec, state->mounts, filter_, cgroup, init_exe_.get(),
+                                &net_namespaces_, user_sysctls_);
   if (!started.ok()) return started.error();
   state->st = std::move(*started);
   auto waiting = std::make_unique<WaitingSandbox>(std::move(state));
@@ -894,10 +898,17 @@ std::string LiveSandbox::ExitDescription() {
   return "ended";
 }
 
+Status LiveSandbox::Freeze(bool frozen) {
+  if (!state_->cgroup) return MakeError(ErrorKind::kSystem, "the sandbox has no cgroup to freeze");
+  return state_->cgroup->Freeze(frozen);
+}
+
 void LiveSandbox::Kill() {
   State& s = *state_;
   if (!s.reaped) {
     sys::KillPidfd(s.st.pidfd.get());
+    // A frozen init takes its SIGKILL only once thawed (cgroup v1).
+    if (s.cgroup) (void)s.cgroup->Freeze(false);
     ReapInit(s);  // init's death takes every process of its pid namespace with it
   }
   s.st.pipes.lifeline.write.Reset();
@@ -919,7 +930,7 @@ Result<std::unique_ptr<LiveSandbox>> Launcher::Start(const SandboxSpec& spec,
   state->mounts = BuildMountPlan(spec, root_template_);
   state->output_cap = spec.limits.output_bytes;
   auto started = sandbox::Start(spec, state->mounts, filter_, state->cgroup.get(), init_exe_.get(),
-                                &net_namespaces_);
+                                &net_namespaces_, user_sysctls_);
   if (!started.ok()) return started.error();
   state->st = std::move(*started);
   Pipes& p = state->st.pipes;

@@ -14,6 +14,7 @@
 #include "sandbox/runner.h"
 #include "sandbox/seccomp.h"
 #include "sandbox/spec.h"
+#include "sandbox/user_limits.h"
 #include "sys/unique_fd.h"
 #include "util/result.h"
 
@@ -103,6 +104,11 @@ class Launcher : public SandboxRunner {
                                    const SandboxSpec& spec) const override;
 
   const CgroupManager* cgroups() const override { return cgroups_.get(); }
+
+  // The per-user-namespace limits each sandbox's init writes in its own namespace
+  // (user_limits.h: ApplyUserLimitShares); DefaultUserSysctls() until set. Call before the
+  // first sandbox starts (not thread-safe).
+  void set_user_sysctls(UserSysctls sysctls) { user_sysctls_ = std::move(sysctls); }
   NetNamespaceStats net_namespace_stats() const override { return net_namespaces_.stats(); }
 
  private:
@@ -110,6 +116,7 @@ class Launcher : public SandboxRunner {
   std::unique_ptr<CgroupManager> cgroups_;
   RootTemplatePaths root_template_;
   sys::UniqueFd init_exe_;
+  UserSysctls user_sysctls_ = DefaultUserSysctls();
   // Network namespaces of runs without network, made ahead (net_namespace_pool.h).
   mutable NetNamespacePool net_namespaces_{kNetNamespacesReady};
 };

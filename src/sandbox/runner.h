@@ -54,8 +54,11 @@ class LiveSandbox {
   // After Exited(): why it ended ("exited with code N", "killed by signal N", "sandbox
   // setup failed at STEP: strerror"); "" while it runs.
   std::string ExitDescription();
-  // SIGKILL to init (its pid namespace goes with it), reaps it, removes the cgroup.
-  // Idempotent.
+  // Freezes (true) or thaws (false) every process of the sandbox (RunCgroup::Freeze; the
+  // cgroup made with CgroupLimits::freezable). Errors: no cgroup, or as Freeze's.
+  Status Freeze(bool frozen);
+  // SIGKILL to init (its pid namespace goes with it), thaws a frozen sandbox so that it
+  // dies, reaps it, removes the cgroup. Idempotent.
   void Kill();
 
  private:

@@ -148,6 +148,39 @@ BOOST_AUTO_TEST_CASE(inotify_of_a_run_is_not_charged_to_host_root) {
   BOOST_TEST(count < 1000, "the run's instances are bounded: " << count);
 }
 
+// Every sandbox's user namespace is owned by the one sandbox uid, whose host limit of
+// inotify instances (128 by default) all sandboxes share. Each sandbox had 32 in its own
+// namespace, so one user's 4 kernels (max_kernels) held all 128 between their runs and every
+// other user's inotify_init failed with EMFILE. Now the shares of all sandboxes that can
+// exist at once add up to less than the host's limit (sandbox/user_limits.h).
+BOOST_AUTO_TEST_CASE(one_users_kernels_cannot_take_another_users_inotify_instances) {
+  const std::string grab =
+      R"(import ctypes\nlibc = ctypes.CDLL(None, use_errno=True)\nheld = []\n)"
+      R"(while len(held) < 1000:\n    fd = libc.inotify_init1(0)\n    if fd < 0:\n)"
+      R"(        break\n    held.append(fd)\nprint(len(held)))";
+  int total = 0;
+  for (const char* session : {"ino-1", "ino-2", "ino-3", "ino-4"}) {
+    auto r = PostRun(R"({"language": "python", "stateful": true, "user": "ino-a", "session": ")" +
+                     std::string(session) + R"(", "code": ")" + grab + "\"}");
+    BOOST_TEST_REQUIRE(Str(r, "status") == "ok", Str(r, "stderr"));
+    const int held = std::stoi(Str(r, "stdout"));
+    BOOST_TEST_MESSAGE("kernel " << session << " holds " << held << " inotify instances");
+    BOOST_TEST(held >= 1);
+    total += held;
+  }
+  BOOST_TEST(total < 128, "one user's kernels hold " << total << " instances");
+  auto other = PostRun(
+      R"j({"language": "python", "user": "ino-b", "code": "import ctypes\nlibc = )j"
+      R"j(ctypes.CDLL(None, use_errno=True)\nprint(libc.inotify_init1(0) >= 0, ctypes.get_errno())"})j");
+  BOOST_TEST(Str(other, "stdout") == "True 0\n", Str(other, "stdout") << Str(other, "stderr"));
+  // A stateless run of a session ends its kernel: the cases after this one find no sandbox.
+  for (const char* session : {"ino-1", "ino-2", "ino-3", "ino-4"}) {
+    PostRun(R"({"language": "bash", "code": "true", "user": "ino-a", "session": ")" +
+            std::string(session) + "\"}");
+  }
+  BOOST_TEST(WaitFor([] { return SandboxProcessCount() == 0; }, 10) < 10, "kernels left");
+}
+
 // Item 4: the daemon wrote a session into the run's tmpfs itself, so its pages were charged
 // to the daemon: a run with memory_mb 64 held a 200 MB session in host memory. Now a helper
 // in a cgroup with the run's memory limit restores it, and the run is refused.

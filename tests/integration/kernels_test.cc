@@ -2,12 +2,16 @@
 // IPython kernel. Through the real nginx and daemon, with a stack of their own
 // (CMakeLists.txt: kernel_idle_s 6, max_kernels 2, so idle expiry and eviction are quick).
 #include <signal.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <boost/test/unit_test.hpp>
 #include <chrono>
+#include <fstream>
 #include <map>
+#include <set>
 #include <thread>
+#include <vector>
 
 #include "helpers.h"
 #include "host_state.h"
@@ -62,6 +66,47 @@ int64_t ExecutionCount(const rapidjson::Document& r) {
 
 double SecondsSince(Clock::time_point t) {
   return std::chrono::duration<double>(Clock::now() - t).count();
+}
+
+// The stack's kernel cgroups ("k-<hex>") that count CPU time: v1 cpuacct, v2 cpu.stat.
+// (A sandbox sees only its own cgroup namespace: it cannot name its host directory.)
+std::set<std::string> KernelCpuCgroups() {
+  std::set<std::string> out;
+  for (const std::string& dir : RunCgroupDirs()) {
+    const std::string name = dir.substr(dir.rfind('/') + 1);
+    struct stat st;
+    if (name.rfind("k-", 0) == 0 && (::stat((dir + "/cpuacct.usage").c_str(), &st) == 0 ||
+                                     ::stat((dir + "/cpu.stat").c_str(), &st) == 0)) {
+      out.insert(dir);
+    }
+  }
+  return out;
+}
+
+// CPU time (ns) the cgroup at `dir` has used, v1 cpuacct or v2 cpu.stat; -1 when unreadable.
+int64_t CgroupCpuNs(const std::string& dir) {
+  std::ifstream v1(dir + "/cpuacct.usage");
+  int64_t ns = -1;
+  if (v1 >> ns) return ns;
+  std::ifstream in(dir + "/cpu.stat");
+  std::string key;
+  int64_t value = 0;
+  while (in >> key >> value) {
+    if (key == "usage_usec") return value * 1000;
+  }
+  return -1;
+}
+
+// v1: the freezer.state of the cgroup named like `dir` ("" without a freezer hierarchy).
+std::string FreezerState(const std::string& dir) {
+  const std::string name = dir.substr(dir.rfind('/') + 1);
+  for (const std::string& d : RunCgroupDirs()) {
+    if (d.substr(d.rfind('/') + 1) != name) continue;
+    std::ifstream in(d + "/freezer.state");
+    std::string word;
+    if (in >> word) return word;
+  }
+  return "";
 }
 
 }  // namespace
@@ -292,6 +337,63 @@ BOOST_AUTO_TEST_CASE(a_cell_that_fills_the_disk_is_told_which_limit_it_was) {
   BOOST_TEST(Str(freed, "stderr").find("disk is full") == std::string::npos, Str(freed, "stderr"));
 }
 
+// A cell that starts a busy loop in a session of its own (setsid) and returns: between cells
+// the loop gets no CPU (the kernel's cgroup is frozen: its CPU time, read on the host, stays
+// put), and it runs again during the next cell, which works as ever. Before, it ran on for
+// the kernel's life, outside every run's CPU limit.
+BOOST_AUTO_TEST_CASE(code_left_running_by_a_cell_gets_no_cpu_between_cells) {
+  const std::string start = R"py(import os, subprocess, sys, time
+loop = ("import os\nn = 0\nwhile True:\n    n += 1\n    if n % 100000 == 0:\n"
+        "        open('/tmp/t', 'w').write(str(n))\n        os.replace('/tmp/t', '/tmp/tick')\n")
+subprocess.Popen([sys.executable, '-c', loop], start_new_session=True,
+                 stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+while not os.path.exists('/tmp/tick'):
+    time.sleep(0.01)
+print('started'))py";
+  const std::set<std::string> earlier = KernelCpuCgroups();
+  auto first = PostRun(Stateful("frank", "busy", start));
+  BOOST_TEST_REQUIRE(Str(first, "status") == "ok", Str(first, "stderr"));
+  std::vector<std::string> made;
+  for (const std::string& dir : KernelCpuCgroups()) {
+    if (earlier.count(dir) == 0) made.push_back(dir);
+  }
+  BOOST_TEST_REQUIRE(made.size() == 1u, "the new kernel's cgroup");
+  const std::string cgroup = made[0];
+  const int64_t before = CgroupCpuNs(cgroup);
+  BOOST_TEST_REQUIRE(before >= 0, "no CPU counter in " << cgroup);
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  const int64_t after = CgroupCpuNs(cgroup);
+  BOOST_TEST_MESSAGE("kernel CPU between cells over 500 ms: " << (after - before) / 1000 << " us");
+  BOOST_TEST(after - before < 10'000'000,
+             "the loop ran between cells: " << (after - before) / 1'000'000 << " ms of CPU");
+  const std::string freezer = FreezerState(cgroup);
+  BOOST_TEST((freezer.empty() || freezer == "FROZEN"), freezer);
+  // The next cell works, and the loop runs during it.
+  auto second = PostRun(Stateful("frank", "busy",
+                                 "import time\n"
+                                 "a = open('/tmp/tick').read()\n"
+                                 "for _ in range(1000):\n"
+                                 "    time.sleep(0.01)\n"
+                                 "    if open('/tmp/tick').read() != a:\n"
+                                 "        print('resumed')\n"
+                                 "        break"));
+  BOOST_TEST(Str(second, "status") == "ok", Str(second, "stderr"));
+  BOOST_TEST(Str(second, "stdout") == "resumed\n", Str(second, "stderr"));
+  BOOST_TEST(KernelStatus(second) == "kept");
+  const int64_t again = CgroupCpuNs(cgroup);
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  BOOST_TEST(CgroupCpuNs(cgroup) - again < 10'000'000);
+  // A frozen kernel is ended whole (kernel_idle_s 6): thawed so its SIGKILL takes, its
+  // cgroup removed.
+  const auto t = Clock::now();
+  struct stat st;
+  while (::stat(cgroup.c_str(), &st) == 0 && SecondsSince(t) < 30) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  BOOST_TEST(::stat(cgroup.c_str(), &st) != 0, cgroup << " is still there 30 s later");
+  BOOST_TEST(FreezerState(cgroup).empty(), "its freezer cgroup is gone too");
+}
+
 BOOST_AUTO_TEST_CASE(an_idle_kernel_ends_after_kernel_idle_s) {
   auto set = PostRun(Stateful("alice", "idle", "w = 1"));
   BOOST_TEST(Str(set, "status") == "ok", Str(set, "stderr"));
@@ -338,6 +440,27 @@ BOOST_AUTO_TEST_CASE(latency_of_a_kept_kernel_next_to_a_cold_run) {
                      << start_s * 1000 << " ms; stateful print(1): " << kept_s * 1000 / kRuns
                      << " ms per run; cold stateless print(1): " << cold_s * 1000 / kRuns
                      << " ms per run; ratio cold/stateful " << cold_s / kept_s);
+}
+
+// A daemon killed (SIGKILL) while a kernel is frozen: init's death signal cannot take a frozen
+// process (cgroup v1), so the kernel waits, frozen, for the next start, whose sweep thaws and
+// kills it: nothing of it is left.
+BOOST_AUTO_TEST_CASE(a_kernel_frozen_when_the_daemon_is_killed_is_swept_at_the_next_start) {
+  auto r = PostRun(Stateful("erin", "frozen-kill", "import threading\nfrozen = 1"));
+  BOOST_TEST_REQUIRE(Str(r, "status") == "ok", Str(r, "stderr"));
+  BOOST_TEST_REQUIRE(SandboxProcessCount() > 0, "the idle kernel lives between runs");
+  const pid_t daemon = Stack::Get().DaemonPid();
+  BOOST_TEST_REQUIRE(daemon > 0);
+  kill(daemon, SIGKILL);
+  Stack::Get().Restart();
+  const auto t = Clock::now();
+  while ((SandboxProcessCount() > 0 || LeftoverRunCgroups() > 0) && SecondsSince(t) < 30) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  BOOST_TEST(SandboxProcessCount() == 0);
+  BOOST_TEST(LeftoverRunCgroups() == 0);
+  auto after = PostRun(Stateful("erin", "frozen-kill", "print('frozen' in globals())"));
+  BOOST_TEST(Str(after, "stdout") == "False\n", Str(after, "stderr"));
 }
 
 // Last: the daemon stops (SIGTERM) with live kernels; nothing of them is left on the host.

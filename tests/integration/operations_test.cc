@@ -250,6 +250,34 @@ BOOST_AUTO_TEST_CASE(readyz_says_whether_a_run_can_start_now) {
   BOOST_TEST(Get("/readyz").status == 200);
 }
 
+// A stateful run's cell holds the one sandbox slot while it runs, as any run does: a run
+// beside it is refused busy (the warm pool's "CPUs busy" test counts it too, from the same
+// count). Between cells its kernel holds no slot: it is frozen and runs nothing.
+BOOST_AUTO_TEST_CASE(a_kernel_holds_a_sandbox_slot_only_while_its_cell_runs) {
+  const std::string start =
+      R"({"language": "python", "stateful": true, "user": "kim", "session": "slot", "code": "x = 1"})";
+  rapidjson::Document started = PostRun(start);
+  BOOST_TEST_REQUIRE(Str(started, "status") == "ok", Str(started, "stderr"));
+  BOOST_TEST(Int(ParseJson(Get("/healthz").body), "active") == 0);
+  auto cell = std::async(std::launch::async, [] {
+    return Post("/run",
+                R"j({"language": "python", "stateful": true, "user": "kim", "session": "slot", )j"
+                R"j("code": "import time\ntime.sleep(5)\nprint(x)"})j");
+  });
+  BOOST_TEST_REQUIRE(
+      WaitUntil([] { return Int(ParseJson(Get("/healthz").body), "active") == 1; }, 20));
+  HttpResponse beside = Post("/run", RunRequest("bash", "echo beside"));
+  BOOST_TEST(beside.status == 503, beside.body);
+  BOOST_TEST(ParseServiceError(beside.body).code == "busy", beside.body);
+  HttpResponse done = cell.get();
+  BOOST_TEST(done.status == 200, done.body);
+  BOOST_TEST(Str(ParseJson(done.body), "stdout") == "1\n", done.body);
+  // The kernel lives on between cells, holding no slot.
+  BOOST_TEST(Int(ParseJson(Get("/healthz").body), "active") == 0);
+  rapidjson::Document after = PostRun(RunRequest("bash", "echo after"));
+  BOOST_TEST(Str(after, "stdout") == "after\n", Str(after, "stderr"));
+}
+
 BOOST_AUTO_TEST_CASE(sighup_reloads_tokens_and_ceilings_and_keeps_a_refused_file) {
   const std::string tokens_path = Stack::Get().state_dir() + "/tokens";
   const std::string t1 = "ops-token-one-0123456789abcdef";

@@ -1,9 +1,13 @@
 // Snippets, sessions and input files through nginx (DESIGN.md §2, §6).
 #include <boost/test/unit_test.hpp>
 #include <chrono>
+#include <filesystem>
+#include <fstream>
 #include <future>
 #include <set>
+#include <string>
 #include <thread>
+#include <vector>
 
 #include "helpers.h"
 #include "stack.h"
@@ -21,6 +25,23 @@ std::string SessionRun(const std::string& user, const std::string& session,
                        const std::string& code) {
   return R"j({"language":"python","user":")j" + user + R"j(","session":")j" + session +
          R"j(","code":")j" + code + R"j("})j";
+}
+
+// The session directories of the stack (<state>/sessions/<user>/<session>, names derived by
+// HMAC) whose files/`name` holds `content`.
+std::vector<std::string> SessionDirsHolding(const std::string& name, const std::string& content) {
+  namespace fs = std::filesystem;
+  std::vector<std::string> found;
+  const fs::path root = Stack::Get().state_dir() + "/sessions";
+  std::error_code ec;
+  for (const auto& user : fs::directory_iterator(root, ec)) {
+    for (const auto& session : fs::directory_iterator(user.path(), ec)) {
+      std::ifstream in(session.path() / "files" / name);
+      std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+      if (in && text == content) found.push_back(session.path().string());
+    }
+  }
+  return found;
 }
 
 }  // namespace
@@ -67,6 +88,33 @@ BOOST_AUTO_TEST_CASE(session_keeps_files_and_exports_only_new_ones) {
   // A changed file is exported again.
   auto third = PostRun(SessionRun("alice", "chat-a", "open('a.txt','w').write('A2')"));
   BOOST_TEST(ExportedPaths(third) == std::set<std::string>{"a.txt"});
+}
+
+// A save replaces the session's files by two renames (files -> files.old, files.next ->
+// files). The state a crash between them leaves: files.old (the last complete copy), no
+// files, and files.next (the new copy, perhaps partial). The next run of the session sees
+// the previous files, and its save leaves the directory clean.
+BOOST_AUTO_TEST_CASE(a_crash_between_the_renames_of_a_save_keeps_the_previous_files) {
+  auto first = PostRun(SessionRun("gina", "crash", "open('kept.txt','w').write('before-crash')"));
+  BOOST_TEST_REQUIRE(Str(first, "status") == "ok", Str(first, "stderr"));
+  const auto dirs = SessionDirsHolding("kept.txt", "before-crash");
+  BOOST_TEST_REQUIRE(dirs.size() == 1u);
+  const std::string dir = dirs[0];
+  namespace fs = std::filesystem;
+  fs::rename(dir + "/files", dir + "/files.old");
+  fs::create_directory(dir + "/files.next");
+  std::ofstream(dir + "/files.next/kept.txt") << "half-writ";
+  std::ofstream(dir + "/files.next/new.txt") << "from the lost save";
+  auto next = PostRun(SessionRun(
+      "gina", "crash", "import os; print(open('kept.txt').read(), os.path.exists('new.txt'))"));
+  BOOST_TEST(Str(next, "status") == "ok", Str(next, "stderr"));
+  BOOST_TEST(Str(next, "stdout") == "before-crash False\n");
+  BOOST_TEST(fs::is_directory(dir + "/files"));
+  BOOST_TEST(!fs::exists(dir + "/files.old"));
+  BOOST_TEST(!fs::exists(dir + "/files.next"));
+  // And the session goes on as ever.
+  auto third = PostRun(SessionRun("gina", "crash", "print(open('kept.txt').read())"));
+  BOOST_TEST(Str(third, "stdout") == "before-crash\n");
 }
 
 BOOST_AUTO_TEST_CASE(one_user_cannot_name_another_users_session) {
