@@ -315,22 +315,27 @@ std::string BlockName(const RunRequest& run, size_t i) {
 }
 
 std::string NameCells(const std::string& traceback, const std::map<int, std::string>& blocks) {
-  const std::string marker = "Cell In[";
+  // IPython 8.5 (Debian 12) writes "Cell In [3]", later ones "Cell In[3]".
+  const std::string marker = "Cell In";
   std::string out;
   size_t from = 0;
   for (size_t at = traceback.find(marker); at != std::string::npos;
        at = traceback.find(marker, from)) {
     out.append(traceback, from, at - from);
-    size_t digits = at + marker.size();
+    size_t pos = at + marker.size();
+    if (pos < traceback.size() && traceback[pos] == ' ') ++pos;
+    const bool open = pos < traceback.size() && traceback[pos] == '[';
+    const size_t first_digit = ++pos;
     int count = 0;
-    while (digits < traceback.size() && digits - at - marker.size() < 9 &&
-           std::isdigit(static_cast<unsigned char>(traceback[digits]))) {
-      count = count * 10 + (traceback[digits++] - '0');
+    while (open && pos < traceback.size() && pos - first_digit < 9 &&
+           std::isdigit(static_cast<unsigned char>(traceback[pos]))) {
+      count = count * 10 + (traceback[pos++] - '0');
     }
     auto named = blocks.find(count);
-    if (digits < traceback.size() && traceback[digits] == ']' && named != blocks.end()) {
+    if (open && pos > first_digit && pos < traceback.size() && traceback[pos] == ']' &&
+        named != blocks.end()) {
       out += named->second;
-      from = digits + 1;
+      from = pos + 1;
     } else {
       out += marker;
       from = at + marker.size();

@@ -141,7 +141,7 @@ std::string DiskFullNote(const RunRequest& run, const std::string& workspace_dir
 std::string BlockName(const RunRequest& run, size_t i);
 
 // `traceback` with IPython's names of the cells in `blocks` (execution count -> name:
-// "Cell In[3], line 4" and "Cell In[3]") replaced by theirs ("block 2, line 4", "block 2");
+// "Cell In[3], line 4", "Cell In [3]") replaced by theirs ("block 2, line 4", "block 2");
 // other cells keep IPython's. Pure.
 std::string NameCells(const std::string& traceback, const std::map<int, std::string>& blocks);
 

@@ -266,11 +266,9 @@ BOOST_AUTO_TEST_CASE(display_shows_each_object_in_order) {
       "print('between')\n"
       "display({'a': 1})\n");
   BOOST_TEST(Str(doc, "status") == "ok");
+  // The Series is shown once, as its table.
   BOOST_TEST(Str(doc, "stdout") ==
              "'hi'\n"
-             "0    1\n"
-             "1    2\n"
-             "Name: n, dtype: int64\n"
              "between\n"
              "{'a': 1}\n");
   BOOST_REQUIRE(Kinds(doc) == "table");
@@ -463,7 +461,7 @@ BOOST_AUTO_TEST_CASE(three_cell_answer_runs_as_one_notebook_with_its_chart) {
   BOOST_REQUIRE(steps.Size() == 3u);
   for (const auto& step : steps.GetArray()) {
     BOOST_TEST(Str(step, "status") == "ok", Str(step, "stderr"));
-    BOOST_TEST(Int(step, "exit_code") == 0);
+    BOOST_TEST(Str(step, "stderr") == "");
   }
   BOOST_TEST(Str(steps[1], "stdout").find("mean sales: 150.0") != std::string::npos);
   // Block 2's trailing expression is shown as a notebook shows it: a table, once.
@@ -497,7 +495,7 @@ BOOST_AUTO_TEST_CASE(failing_middle_cell_stops_the_rest_and_names_its_block) {
   BOOST_TEST(err.find("block 2, line 3") != std::string::npos, err);
   BOOST_TEST(err.find("NameError: name 'count_of_values' is not defined") != std::string::npos,
              err);
-  BOOST_TEST(err.find("Cell In[") == std::string::npos, err);
+  BOOST_TEST(err.find("Cell In") == std::string::npos, err);
   BOOST_TEST(Str(doc, "stdout").find("never printed") == std::string::npos);
   // The plan says the third block did not run.
   bool third_not_run = false;
@@ -620,8 +618,13 @@ BOOST_AUTO_TEST_CASE(notebook_run_keeps_the_run_limits) {
   BOOST_TEST(Str(doc, "status") == "timeout");
   const auto& steps = Array(doc, "snippets");
   BOOST_REQUIRE(steps.Size() == 2u);
-  BOOST_TEST(Str(steps[1], "stderr").find("CPU time limit of 2 s reached") != std::string::npos,
-             Str(steps[1], "stderr"));
+  // The CPU limit, or the wall-clock one on a busy host: either stops the cell and the run.
+  const std::string err = Str(steps[1], "stderr");
+  BOOST_TEST(
+      (err.find("sandrun: stopped: CPU time limit of 2 s reached") != std::string::npos ||
+       err.find("sandrun: stopped: wall-clock time limit of 3 s reached") != std::string::npos),
+      err);
+  BOOST_TEST(err.find("block 2, line") != std::string::npos, err);
   BOOST_TEST(Str(doc, "stdout").find("after") == std::string::npos);
 }
 

@@ -354,6 +354,9 @@ BOOST_AUTO_TEST_CASE(name_cells_names_the_runs_cells_as_blocks) {
              "block 3, line 3\n----> 3 x\n");
   BOOST_TEST(api::NameCells("Cell In[1], line 2, in f()\nCell In[2]\n", blocks) ==
              "block 1, line 2, in f()\nblock 3\n");
+  // IPython 8.5's form, with a space.
+  BOOST_TEST(api::NameCells("Cell In [2], line 3\n", blocks) == "block 3, line 3\n");
+  BOOST_TEST(api::NameCells("Cell In [], line 3", blocks) == "Cell In [], line 3");
   // Cells of earlier runs, and text that only looks like a cell, are left as they are.
   BOOST_TEST(api::NameCells("Cell In[7], line 1", blocks) == "Cell In[7], line 1");
   BOOST_TEST(api::NameCells("Cell In[x] Cell In[", blocks) == "Cell In[x] Cell In[");
