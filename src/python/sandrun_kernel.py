@@ -13,6 +13,9 @@ It makes a kernel show what a program run shows, the same way:
 - a script written for `python3 main.py` finds what it looks for: sys.argv is
   ["/home/user/main.py"] (not ipykernel's, which argparse would refuse) and __file__ names
   the same path in the workspace;
+- a print loop's output comes back in messages of about 1 MiB, not one message of all that
+  was written in 0.2 s (over 16 MiB it was lost with the connection), so the output limit
+  stops it;
 - input() reads the run's stdin (the file `stdin` beside this one, when the run has stdin)
   and raises EOFError at its end, as `python3 main.py < stdin` does. ipykernel's input()
   asks a front end for a line, and sandrun has none (it raised StdinNotImplementedError).
@@ -77,11 +80,35 @@ def _before_cell(info=None):
     sys.stdin = _stdin
 
 
+# A cell's output leaves the kernel in messages of at most about this much text: ipykernel
+# sends what was written every 0.2 s as one message, and a print loop writes more than the
+# daemon takes in one message (16 MiB: the connection is dropped and the output lost).
+_FLUSH_CHARS = 1 << 20
+
+
+def _bound_output_messages():
+    try:
+        from ipykernel.iostream import OutStream
+    except ImportError:
+        return
+    write = OutStream.write
+
+    def bounded_write(self, string):
+        written = write(self, string)
+        buffer = getattr(self, "_buffer", None)
+        if buffer is not None and buffer.tell() >= _FLUSH_CHARS:
+            self.flush()  # sends the buffer now, waiting for the I/O thread
+        return written
+
+    OutStream.write = bounded_write
+
+
 def _setup():
     import warnings
 
     ip = get_ipython()  # noqa: F821 (given by the start-up line)
     _register_tables(ip)
+    _bound_output_messages()
     ip.events.register("pre_run_cell", _before_cell)
     warnings.filterwarnings("ignore", message="To exit: use 'exit', 'quit', or Ctrl-D.")
     sys.argv[:] = [_MAIN]
