@@ -407,6 +407,12 @@ std::optional<ApiError> DecodeMember(const std::string& name, const Value& v,
   }
   if (name == "continue_on_error") return DecodeBool(v, name, &out->continue_on_error);
   if (name == "stateful") return DecodeBool(v, name, &out->stateful);
+  if (name == "notebook") {
+    bool on = false;
+    if (auto err = DecodeBool(v, name, &on)) return err;
+    out->notebook = on;
+    return std::nullopt;
+  }
   if (name == "files") return DecodeFiles(v, out->limits, &out->files);
   if (name == "packages") return DecodePackages(v, &out->packages);
   if (name == "network") return DecodeNetwork(v, config, &out->network);

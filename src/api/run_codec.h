@@ -42,7 +42,10 @@ struct RunRequest {
   bool user_named = false;  // `user` or X-Sandrun-User was given (access.h: token binding)
   std::string session;      // "" = fresh workspace
   bool stateful = false;    // run the Python in the session's live kernel (issue 14 part 4)
-  config::Limits limits;    // defaults, lowered or raised (up to the ceilings) by the request
+  // `notebook`: the run's Python blocks share one interpreter (a kernel of the run's own,
+  // notebook_run.cc). Unset: on for `markdown`, off for `snippets` (DESIGN.md).
+  std::optional<bool> notebook;
+  config::Limits limits;  // defaults, lowered or raised (up to the ceilings) by the request
   // Outbound network for this run: the request's "network" under config network
   // "on_request", always under "always"; a request for it under "off" is refused (403).
   bool network = false;

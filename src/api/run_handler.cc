@@ -266,6 +266,9 @@ HttpResponse Service::HandleRun(const HttpRequest& request, bool trusted) {
   if (run.stateful) {
     return HandleStatefulRun(request, run, *live, std::move(preamble), session, id);
   }
+  if (IsNotebookRun(run)) {
+    return HandleNotebookRun(request, run, *live, std::move(preamble), session, id);
+  }
   return HandleStatelessRun(request, run, *live, std::move(preamble), session, id);
 }
 
@@ -532,12 +535,15 @@ void Service::PublishFiles(const HttpRequest& request, const RunRequest& run,
                    published.error().message);
     return;
   }
-  response.files = std::move(published->files);
+  // A kernel's shown figures (PublishDisplays) are there already: the workspace's files
+  // follow them. Only the workspace's are its digests.
+  for (const auto& f : published->files) (*digests)[f.path] = f.sha256;
+  response.files.insert(response.files.end(), std::make_move_iterator(published->files.begin()),
+                        std::make_move_iterator(published->files.end()));
   // A stateful run's displays come from its kernel (HandleStatefulRun), not a manifest.
   if (!outputs_dir.empty()) {
     response.displays = AssembleDisplays(manifest, output_paths, response.files);
   }
-  for (const auto& f : response.files) (*digests)[f.path] = f.sha256;
   for (auto& s : published->skipped) response.files_skipped.push_back(std::move(s));
   if (published->over_quota) {
     response.status = RunStatus::kFileLimit;

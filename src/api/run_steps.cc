@@ -1,6 +1,7 @@
 #include "api/run_steps.h"
 
 #include <algorithm>
+#include <cctype>
 
 #include "api/environments.h"
 #include "api/packages.h"
@@ -311,6 +312,43 @@ std::string DiskFullNote(const RunRequest& run, const std::string& workspace_dir
          std::to_string(run.limits.disk_mb) + " MiB (disk_mb" +
          (installs ? ", plus install_disk_mb for the install" : "") +
          "); a write past it fails with 'No space left on device'";
+}
+
+std::string BlockName(const RunRequest& run, size_t i) {
+  const CodeStep& step = run.steps[i];
+  if (run.markdown && step.block_index >= 0) return "block " + std::to_string(step.block_index + 1);
+  return "snippet " + std::to_string(i + 1);
+}
+
+std::string NameCells(const std::string& traceback, const std::map<int, std::string>& blocks) {
+  // IPython 8.5 (Debian 12) writes "Cell In [3]", later ones "Cell In[3]".
+  const std::string marker = "Cell In";
+  std::string out;
+  size_t from = 0;
+  for (size_t at = traceback.find(marker); at != std::string::npos;
+       at = traceback.find(marker, from)) {
+    out.append(traceback, from, at - from);
+    size_t pos = at + marker.size();
+    if (pos < traceback.size() && traceback[pos] == ' ') ++pos;
+    const bool open = pos < traceback.size() && traceback[pos] == '[';
+    const size_t first_digit = ++pos;
+    int count = 0;
+    while (open && pos < traceback.size() && pos - first_digit < 9 &&
+           std::isdigit(static_cast<unsigned char>(traceback[pos]))) {
+      count = count * 10 + (traceback[pos++] - '0');
+    }
+    auto named = blocks.find(count);
+    if (open && pos > first_digit && pos < traceback.size() && traceback[pos] == ']' &&
+        named != blocks.end()) {
+      out += named->second;
+      from = pos + 1;
+    } else {
+      out += marker;
+      from = at + marker.size();
+    }
+  }
+  out.append(traceback, from, std::string::npos);
+  return out;
 }
 
 }  // namespace sandrun::api

@@ -5,6 +5,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -134,5 +135,14 @@ void AppendLine(std::string& text, const std::string& line);
 // full disk is no limit the daemon enforces (the tmpfs refuses the write with ENOSPC, and the
 // program sees it as on any full disk), but the user should learn which limit it was.
 std::string DiskFullNote(const RunRequest& run, const std::string& workspace_dir);
+
+// The name of program step `i` of `run` in a traceback, as the user counts it: "block 2"
+// (the markdown message's blocks in order, from 1, as the plan counts them), or "snippet 2".
+std::string BlockName(const RunRequest& run, size_t i);
+
+// `traceback` with IPython's names of the cells in `blocks` (execution count -> name:
+// "Cell In[3], line 4", "Cell In [3]") replaced by theirs ("block 2, line 4", "block 2");
+// other cells keep IPython's. Pure.
+std::string NameCells(const std::string& traceback, const std::map<int, std::string>& blocks);
 
 }  // namespace sandrun::api

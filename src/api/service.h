@@ -107,7 +107,8 @@ class Service {
   // The LogFields of the request this thread is handling (Handle() resets and returns them).
   static LogFields& Notes();
   // POST /run, in phases: AcceptRun, the plan (PlanMarkdown or SplitCodePipLines),
-  // PrepareEnvironment, Admit, then HandleStatefulRun or HandleStatelessRun.
+  // PrepareEnvironment, Admit, then HandleStatefulRun, HandleNotebookRun or
+  // HandleStatelessRun.
   // `trusted`: skip bearer-token checks (the start-up self-test).
   HttpResponse HandleRun(const HttpRequest& request, bool trusted = false);
   // Origin, bearer token, content type, whether runs are taken now; then decodes the body
@@ -235,12 +236,31 @@ class Service {
                                             const std::string& id,
                                             kernel::KernelManager::Acquired* acquired,
                                             storage::FileDigests* restored);
-  // Runs the programs of run.steps as cells of the acquired kernel, in order, within the
-  // run's wall time and output budget; joins their results and collects what they showed
-  // into `rich`. A cell that lost the kernel ends the run (the lease says why).
-  RunResponse RunCells(const RunRequest& run, const std::string& id,
-                       kernel::KernelManager::Acquired* acquired,
-                       std::vector<kernel::RichOutput>* rich) const;
+  // How the cells of a run ended: the kernel's last execution count, and whether a cell
+  // lost the kernel (then why, for the session's next run).
+  struct CellsEnd {
+    int execution_count = 0;
+    bool kernel_lost = false;
+    std::string lost_reason;
+  };
+  // Runs the programs of run.steps as cells of kernel `k`, in order, within the run's wall
+  // time and output budget (an install step's own wall time, as in RunSteps); joins their
+  // results and collects what they showed into `rich`. `restart_note`: why the session's
+  // previous kernel ended ("" when none did). Tracebacks name the cells of this run as
+  // blocks ("block 2, line 3") when `name_blocks`. A cell that lost the kernel ends the run.
+  RunResponse RunCells(const RunRequest& run, const std::string& id, kernel::Kernel& k,
+                       const std::string& restart_note, bool name_blocks,
+                       std::vector<kernel::RichOutput>* rich, CellsEnd* end) const;
+  // Whether `run` is a notebook run (notebook_run.cc): not stateful, `notebook` (unset: on
+  // for markdown), two Python programs or more and only Python and bash ones, no prepared
+  // environment, a host with cgroups. Else its steps run as separate programs.
+  bool IsNotebookRun(const RunRequest& run) const;
+  // A notebook run: its Python blocks are cells of a kernel of its own (bash blocks %%bash
+  // cells), started for it in a workspace filled as a stateless run's (session, input
+  // files, saved blocks) and ended after the response; then ExportAndRespond as any run.
+  HttpResponse HandleNotebookRun(const HttpRequest& request, const RunRequest& run,
+                                 const config::Config& live, RunPreamble preamble,
+                                 const storage::SessionLock& session, const std::string& id);
   // The response's displays from the kernel's `rich` outputs, images published as
   // figure-N.png under the run's id + "-displays".
   void PublishDisplays(const HttpRequest& request, const RunRequest& run,

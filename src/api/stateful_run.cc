@@ -2,13 +2,21 @@
 // live IPython kernel (src/kernel/), so variables, imports and loaded data stay between
 // runs. Locking, admission, export and the session's save are those of every run
 // (HandleRun, ExportAndRespond); only the steps run differently.
+//
+// A notebook run (a markdown answer with several Python blocks) runs the same way in a
+// kernel of its own, started for the run and ended after it (IsNotebookRun,
+// HandleNotebookRun): block 2 sees the imports and variables of block 1.
 #include <algorithm>
 #include <cctype>
 #include <chrono>
+#include <cstdlib>
+#include <map>
+#include <memory>
 
 #include "api/packages.h"
 #include "api/run_steps.h"
 #include "api/service.h"
+#include "python/support_files.h"
 #include "storage/artifact_store.h"
 #include "storage/digest.h"
 #include "storage/export.h"
@@ -39,7 +47,8 @@ RunStatus StatusOfCell(kernel::ExecuteStatus status) {
 }
 
 // The stderr line saying which limit stopped the cell and what became of the kernel.
-std::string KernelNote(const kernel::ExecuteResult& r, const config::Limits& limits) {
+std::string KernelNote(const kernel::ExecuteResult& r, const config::Limits& limits,
+                       bool session_kernel) {
   using kernel::ExecuteStatus;
   std::string what;
   switch (r.status) {
@@ -64,6 +73,8 @@ std::string KernelNote(const kernel::ExecuteResult& r, const config::Limits& lim
     default:
       return "";
   }
+  // A notebook run's kernel is the run's own: nothing of it outlives the run anyway.
+  if (!session_kernel) return "sandrun: stopped: " + what;
   const std::string fate =
       r.kernel_lost   ? "the kernel was ended: the next run starts a new one, without "
                         "the variables of earlier runs"
@@ -86,6 +97,24 @@ int BashExitCode(const std::string& evalue) {
     code = code * 10 + (evalue[i] - '0');
   }
   return i > at + marker.size() ? code : -1;
+}
+
+// A cell that called sys.exit(`evalue`): as a program that did, not as a failure of the cell
+// (IPython reports SystemExit as an error): no code, 0 or None is ok; a number is the exit
+// code; anything else is printed on stderr, exit code 1. The later cells still run after an
+// exit code 0, as the next program of a program run does.
+void DescribeExit(const std::string& evalue, StepResult* sr) {
+  if (evalue.empty() || evalue == "0" || evalue == "None") {
+    sr->status = RunStatus::kOk;
+    sr->exit_code = 0;
+    return;
+  }
+  const bool number = evalue.size() <= 9 && std::all_of(evalue.begin(), evalue.end(), [](char c) {
+                        return std::isdigit(static_cast<unsigned char>(c)) || c == '-';
+                      });
+  sr->exit_code = number ? (std::atoi(evalue.c_str()) & 0xff) : 1;
+  if (!number) AppendLine(sr->stderr_stream.text, evalue);
+  sr->status = sr->exit_code == 0 ? RunStatus::kOk : RunStatus::kError;
 }
 
 // Writes the images of `displays` as figure-N.png into `dir` (the daemon's own directory,
@@ -137,6 +166,14 @@ kernel::KernelSpec KernelSpecFor(const config::Config& config, const RunRequest&
   spec.host_gid = static_cast<gid_t>(config.sandbox_gid);
   spec.network.enabled = run.network;
   spec.network.allow_cidrs = config.network_allow_cidrs;
+  // The kernel's set-up (python/sandrun_kernel.py): tables as a program run shows them
+  // (sitecustomize's), and input() from the run's stdin.
+  for (const auto& file : python::SupportFiles()) {
+    const std::string name = file.name;
+    if (name == "sandrun_kernel.py") spec.setup_files.emplace_back("setup.py", file.content);
+    if (name == "sitecustomize.py") spec.setup_files.emplace_back(name, file.content);
+  }
+  if (!run.stdin_data.empty()) spec.setup_files.emplace_back("stdin", run.stdin_data);
   return spec;
 }
 
@@ -161,11 +198,13 @@ StepResult DescribeCell(const config::Config& config, const RunRequest& run, siz
   }
   if (bash_exit > 0) {
     sr.exit_code = bash_exit;
+  } else if (er.ename == "SystemExit" && er.status == kernel::ExecuteStatus::kError) {
+    DescribeExit(er.evalue, &sr);
   } else {
     sr.stderr_stream.text += er.traceback;
   }
   sr.wall_ms = er.wall_ms;
-  if (std::string note = KernelNote(er, run.limits); !note.empty()) {
+  if (std::string note = KernelNote(er, run.limits, run.stateful); !note.empty()) {
     AppendLine(sr.stderr_stream.text, note);
   }
   if (std::string note = PipNote(step, er, config, run.network); !note.empty()) {
@@ -266,7 +305,10 @@ HttpResponse Service::HandleStatefulRun(const HttpRequest& request, const RunReq
   // kernel's code may have planted).
   if (auto refused = PlaceRunFiles(run, k.workspace(), &digests)) return *refused;
   std::vector<kernel::RichOutput> rich;
-  RunResponse response = RunCells(run, id, &acquired, &rich);
+  CellsEnd end;
+  RunResponse response = RunCells(run, id, k, acquired.note, run.markdown.has_value(), &rich, &end);
+  if (end.kernel_lost) acquired.lease.SetLostReason(end.lost_reason);
+  response.kernel = KernelInfo{acquired.status, end.execution_count, end.kernel_lost};
   std::optional<std::vector<PlanEntry>>& plan = preamble.plan;
   if (plan && response.steps) MarkBlocksNotRun(run.steps, *response.steps, response.status, &*plan);
   response.plan = std::move(plan);
@@ -275,35 +317,27 @@ HttpResponse Service::HandleStatefulRun(const HttpRequest& request, const RunReq
   return ExportAndRespond(request, run, live, k.workspace(), "", &digests, session, response);
 }
 
-RunResponse Service::RunCells(const RunRequest& run, const std::string& id,
-                              kernel::KernelManager::Acquired* acquired,
-                              std::vector<kernel::RichOutput>* rich) const {
+RunResponse Service::RunCells(const RunRequest& run, const std::string& id, kernel::Kernel& k,
+                              const std::string& restart_note, bool name_blocks,
+                              std::vector<kernel::RichOutput>* rich, CellsEnd* end) const {
   const config::Limits& limits = run.limits;
   RunResponse response;
   response.id = id;
   response.status = RunStatus::kOk;
   response.limits = limits;
-  if (!acquired->note.empty()) {
+  if (!restart_note.empty()) {
     AppendLine(response.stderr_stream.text,
-               "sandrun: a new kernel: " + acquired->note +
+               "sandrun: a new kernel: " + restart_note +
                    "; the variables of earlier runs are gone (the session's files are kept)");
   }
   const std::vector<size_t> programs = PartitionSteps(run.steps).programs;
   if (MultiStep(run)) response.steps.emplace();
-  kernel::Kernel& k = acquired->lease.kernel();
-  const auto start = std::chrono::steady_clock::now();
+  int64_t program_ms = 0;  // wall time of the program cells (install cells have their own)
   uint64_t output_used = 0;
-  int execution_count = 0;
-  bool ended = false;
+  std::map<int, std::string> blocks;  // execution count -> the block's name in tracebacks
   for (size_t i : programs) {
     const CodeStep& step = run.steps[i];
-    StepBudget budget;
-    budget.wall_ms =
-        limits.wall_time_s * 1000 - std::chrono::duration_cast<std::chrono::milliseconds>(
-                                        std::chrono::steady_clock::now() - start)
-                                        .count();
-    budget.output_bytes = static_cast<uint64_t>(limits.output_bytes) -
-                          std::min<uint64_t>(output_used, limits.output_bytes);
+    const StepBudget budget = BudgetLeft(config_, run, step, program_ms, output_used);
     if (const std::string spent = BudgetSpent(budget); !spent.empty()) {
       response.status = budget.wall_ms <= 0 ? RunStatus::kTimeout : RunStatus::kOutputLimit;
       AppendLine(response.stderr_stream.text,
@@ -313,24 +347,28 @@ RunResponse Service::RunCells(const RunRequest& run, const std::string& id,
     const std::string code = step.language->name == "bash" ? "%%bash\n" + step.code : step.code;
     kernel::ExecuteResult er =
         k.Execute(code, {budget.wall_ms, limits.cpu_time_s * 1000, budget.output_bytes});
+    if (name_blocks && er.execution_count > 0) {
+      blocks[er.execution_count] = BlockName(run, i);
+      er.traceback = NameCells(er.traceback, blocks);
+    }
     StepResult sr = DescribeCell(config_, run, i, er);
     if (std::string note = DiskFullNote(run, k.workspace()); !note.empty()) {
       AppendLine(sr.stderr_stream.text, note);
     }
     const bool failed = sr.status != RunStatus::kOk;
-    if (er.execution_count > 0) execution_count = er.execution_count;
+    if (er.execution_count > 0) end->execution_count = er.execution_count;
+    if (!IsInstallStep(step)) program_ms += er.wall_ms;
     output_used += er.stdout_text.size() + er.stderr_text.size();
     JoinCell(std::move(sr), er, programs.size() > 1, step.title, &response);
     for (auto& d : er.displays) rich->push_back(std::move(d));
     if (er.kernel_lost) {
-      ended = true;
-      acquired->lease.SetLostReason("the previous run stopped it (" +
-                                    std::string(RunStatusName(StatusOfCell(er.status))) + ")");
+      end->kernel_lost = true;
+      end->lost_reason = "the previous run stopped it (" +
+                         std::string(RunStatusName(StatusOfCell(er.status))) + ")";
       break;
     }
     if (failed && !run.continue_on_error) break;
   }
-  response.kernel = KernelInfo{acquired->status, execution_count, ended};
   return response;
 }
 
@@ -355,13 +393,81 @@ void Service::PublishDisplays(const HttpRequest& request, const RunRequest& run,
     out.mime = d.mime;
     if (d.kind == "image") {
       if (next_image >= published_images.size()) continue;
-      out.file = published_images[next_image++];
+      out.file = published_images[next_image];
+      // A shown figure is a file of the run too, as a program run's figure-N.png is.
+      response->files.push_back(published_images[next_image++]);
     } else {
       out.text = util::SanitizeUtf8(d.text);
     }
     response->displays.push_back(std::move(out));
   }
   (void)sys::RemoveTree(images_dir);
+}
+
+bool Service::IsNotebookRun(const RunRequest& run) const {
+  if (run.stateful || !run.notebook.value_or(run.markdown.has_value())) return false;
+  // Kernels need cgroups (CheckStateful), and a prepared environment is mounted only into
+  // program runs: then the blocks run as separate programs, as before.
+  if (runner_->cgroups() == nullptr || !run.environment_dir.empty()) return false;
+  int python = 0;
+  for (size_t i : PartitionSteps(run.steps).programs) {
+    const std::string& lang = run.steps[i].language->name;
+    if (lang == "python") {
+      ++python;
+    } else if (lang != "bash") {
+      return false;
+    }
+  }
+  return python >= 2;
+}
+
+HttpResponse Service::HandleNotebookRun(const HttpRequest& request, const RunRequest& run,
+                                        const config::Config& live, RunPreamble preamble,
+                                        const storage::SessionLock& session,
+                                        const std::string& id) {
+  // The run changes the session's files under the session's own kernel: it ends, as with a
+  // stateless run.
+  if (session.held()) {
+    kernels_.End(KernelKey(run), "a stateless run of the session changed its files");
+  }
+  kernel::KernelSpec spec = KernelSpecFor(config_, run);
+  // Installed packages land in the workspace (~/.local), as in MakeRunDir.
+  if (std::any_of(run.steps.begin(), run.steps.end(), IsInstallStep)) {
+    spec.limits.disk_bytes += static_cast<uint64_t>(config_.install_disk_mb) << 20;
+  }
+  std::optional<HttpResponse> refused;
+  storage::FileDigests before;
+  auto started =
+      kernels_.StartForRun(spec, [&](const std::string& workspace, sandbox::RunCgroup* cgroup) {
+        if (!session.held()) return OkStatus();
+        refused = RestoreSession(session, workspace, id, run.limits, cgroup, &before);
+        return refused ? Status(MakeError(ErrorKind::kRefused, "session restore")) : OkStatus();
+      });
+  if (refused) return *refused;
+  if (!started.ok()) {
+    if (started.error().kind == ErrorKind::kUnavailable) {
+      HttpResponse r = ErrorResponse(503, "stopping", started.error().message + "; retry shortly");
+      r.headers["Retry-After"] = "5";
+      return r;
+    }
+    CountSandboxError();
+    return ErrorResponse(500, "sandbox_error", "run " + id + ": " + started.error().message);
+  }
+  std::shared_ptr<kernel::Kernel> k = std::move(*started);
+  if (auto placed = PlaceRunFiles(run, k->workspace(), &before)) return *placed;
+  std::vector<kernel::RichOutput> rich;
+  CellsEnd end;
+  RunResponse response = RunCells(run, id, *k, "", true, &rich, &end);
+  std::optional<std::vector<PlanEntry>>& plan = preamble.plan;
+  if (plan && response.steps) MarkBlocksNotRun(run.steps, *response.steps, response.status, &*plan);
+  response.plan = std::move(plan);
+  response.session_restarted = preamble.session_restarted;
+  response.environment = std::move(preamble.environment);
+  PublishDisplays(request, run, live, id, rich, &response);
+  HttpResponse http =
+      ExportAndRespond(request, run, live, k->workspace(), "", &before, session, response);
+  http.after_send = std::move(k);  // ended (and its tmpfs unmounted) off the client's clock
+  return http;
 }
 
 }  // namespace sandrun::api

@@ -49,13 +49,17 @@ constexpr const char* kBoundSocketNames[] = {"k-1", "k-2", "k-3", "k-4", "k-5"};
 //     comment on system_piped names this switch;
 //   - the user site (~/.local/lib/pythonX.Y/site-packages, where pip installs: kPipConfig)
 //     is made and put on sys.path before the system's, as site.py does when it exists at
-//     start-up, so a package installed by one cell imports in the next.
+//     start-up, so a package installed by one cell imports in the next;
+//   - setup.py of KernelSpec::setup_files, when there is one, is run.
 constexpr char kKernelSetup[] =
     R"py(exec('import os, site, sys\n)py"
     R"py(ip = get_ipython()\nip.system = ip.system_raw\n)py"
     R"py(p = site.getusersitepackages()\nos.makedirs(p, exist_ok=True)\n)py"
     R"py(at = [i for i, d in enumerate(sys.path) if d.endswith(("site-packages", "dist-packages"))]\n)py"
-    R"py(p in sys.path or sys.path.insert(at[0] if at else len(sys.path), p)', )py"
+    R"py(p in sys.path or sys.path.insert(at[0] if at else len(sys.path), p)\n)py"
+    R"py(s = "/tmp/.sandrun-kernel/setup.py"\n)py"
+    R"py(os.path.exists(s) and exec(compile(open(s).read(), s, "exec"), )py"
+    R"py({"get_ipython": get_ipython, "__name__": "sandrun_kernel_setup"})', )py"
     R"py({'get_ipython': get_ipython}))py";
 
 Error KernelError(const std::string& what) { return MakeError(ErrorKind::kSystem, what); }
@@ -185,6 +189,11 @@ Result<std::unique_ptr<Kernel>> Kernel::Create(std::string dir, std::string id, 
                      0600);
   if (s.ok() && ::chown(connection.c_str(), uid, gid) != 0) {
     s = sys::ErrnoError("chown " + connection);
+  }
+  // Root's (the daemon's), readable by the kernel: its code cannot change them.
+  for (const auto& [name, content] : k->spec_.setup_files) {
+    if (!s.ok()) break;
+    s = sys::WriteFile(socket_dir + "/" + name, content, 0644);
   }
   if (!s.ok()) return KernelError(s.error().message);
   return k;
@@ -392,8 +401,10 @@ void TakeDisplay(CellProgress& cell, const std::string& msg_type, const rapidjso
   auto data = c.FindMember("data");
   if (data == c.MemberEnd() || !data->value.IsObject()) return;
   std::optional<RichOutput> rich = RichForm(data->value);
-  // A notebook shows the plain form of a result; every client sees it in stdout.
-  if (msg_type == "execute_result" || !rich) {
+  // A value is shown once: a table or an image as that display only; any other result also
+  // as its plain form in stdout, as a program run shows it (sitecustomize.show_value).
+  const bool shown_rich = rich && (rich->kind == "table" || rich->kind == "image");
+  if ((msg_type == "execute_result" && !shown_rich) || !rich) {
     std::string plain = Member(data->value, "text/plain");
     if (!plain.empty()) plain.push_back('\n');
     AddOutput(cell, cell.r.stdout_text, plain);

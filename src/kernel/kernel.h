@@ -28,6 +28,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "sandbox/runner.h"
@@ -49,6 +50,11 @@ struct KernelSpec {
   gid_t host_gid = 64000;
   std::string python = "/usr/bin/python3";
   int64_t start_timeout_ms = 30'000;  // until the kernel answers kernel_info
+  // Files (name, content) written into the kernel's private directory (/tmp/.sandrun-kernel,
+  // root's once the kernel has started; readable, never writable, by its code) before it
+  // starts. One named setup.py is run by the kernel before the first cell, in a namespace of
+  // its own; the others are for it to read (the run's stdin, helpers).
+  std::vector<std::pair<std::string, std::string>> setup_files;
 };
 
 // Bounds of one execute_request.

@@ -198,6 +198,15 @@ Result<KernelManager::Acquired> KernelManager::Acquire(const std::string& key,
   return out;
 }
 
+Result<std::unique_ptr<Kernel>> KernelManager::StartForRun(const KernelSpec& spec,
+                                                           const Populate& populate) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (stopping_) return MakeError(ErrorKind::kUnavailable, "sandrun is stopping");
+  }
+  return StartKernel(spec, populate);
+}
+
 void KernelManager::End(const std::string& key, const std::string& why) {
   std::unique_ptr<Kernel> gone;
   std::lock_guard<std::mutex> lock(mu_);

@@ -74,6 +74,12 @@ class KernelManager {
   Result<Acquired> Acquire(const std::string& key, const KernelSpec& spec,
                            const Populate& populate);
 
+  // A kernel of one run only (a notebook run): started as Acquire starts one, but not
+  // entered among the live kernels (no key, not counted against max_kernels: the run's
+  // admission slot bounds it) and ended by its owner. Errors as Acquire's, but for
+  // kUnavailable only when the daemon stops.
+  Result<std::unique_ptr<Kernel>> StartForRun(const KernelSpec& spec, const Populate& populate);
+
   // Ends the kernel of `key` if one lives and is not leased (a stateless run changed its
   // session's files); its next run says restarted with `why`.
   void End(const std::string& key, const std::string& why);

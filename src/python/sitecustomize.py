@@ -282,8 +282,8 @@ def markdown_table(obj):
 
 
 def show_value(value):
-    """Shows one value as a notebook does: an image for figures and PIL images, a text table
-    plus a Markdown table for pandas objects, repr in general. The text form goes to stdout."""
+    """Shows one value as a notebook does: an image for figures and PIL images, a Markdown
+    table for pandas objects (not also their text), repr on stdout in general."""
     if _is_figure(value):
         if _shown is not None:
             _shown[value] = True
@@ -302,10 +302,11 @@ def show_value(value):
 
             _show_png(write)
             return
-    print(repr(value))
-    if _is_pandas(value):
+    if _is_pandas(value) and _OUTPUTS:
+        # Shown once: as the table, not also as text (an IPython kernel of sandrun likewise).
         _write_entry({"kind": "table", "mime": "text/markdown", "text": markdown_table(value)})
         return
+    print(repr(value))
     markdown = getattr(value, "_repr_markdown_", None) if not isinstance(value, type) else None
     if callable(markdown):
         text = markdown()

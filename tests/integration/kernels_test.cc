@@ -240,11 +240,37 @@ BOOST_AUTO_TEST_CASE(figures_and_tables_are_displays) {
   BOOST_TEST(png.status == 200);
   BOOST_TEST(png.body.substr(1, 3) == "PNG");
   const auto& table = r["displays"][1];
+  // A trailing DataFrame is a Markdown table, as a program run's (sitecustomize's table),
+  // and shown once: not also as text in stdout.
   BOOST_TEST(Str(table, "kind") == "table");
-  BOOST_TEST(Str(table, "text").find("Oslo") != std::string::npos);
-  // The plain form is in stdout, as a notebook shows it; the image is not in the workspace.
-  BOOST_TEST(Str(r, "stdout").find("Oslo") != std::string::npos);
-  BOOST_TEST(r["files"].Size() == 0u);
+  BOOST_TEST(Str(table, "mime") == "text/markdown");
+  BOOST_TEST(Str(table, "text") ==
+             "|  | city | n |\n"
+             "|---|---|---|\n"
+             "| 0 | Oslo | 1 |\n"
+             "| 1 | Rome | 2 |");
+  BOOST_TEST(Str(r, "stdout").find("Oslo") == std::string::npos, Str(r, "stdout"));
+  BOOST_TEST(Str(r, "stdout").find("<") == std::string::npos, Str(r, "stdout"));
+  // The shown figure is a file of the run as well as a display (not in the workspace).
+  BOOST_TEST_REQUIRE(r["files"].Size() == 1u);
+  BOOST_TEST(Str(r["files"][0], "path") == "figure-1.png");
+  BOOST_TEST(Str(r["files"][0], "sha256") == Str(image["file"], "sha256"));
+  BOOST_TEST(Str(r["files"][0], "sha256") == Sha256Hex(png.body));
+  // A second run of the session shows a Series the same way, and lists no stale figure.
+  auto again = PostRun(Stateful("alice", "plots", "pd.Series([1.5, 2.5], name='x')"));
+  BOOST_TEST(Str(again, "status") == "ok", Str(again, "stderr"));
+  BOOST_TEST_REQUIRE(again["displays"].Size() == 1u);
+  BOOST_TEST(Str(again["displays"][0], "text") == "|  | x |\n|---|---|\n| 0 | 1.5 |\n| 1 | 2.5 |");
+  BOOST_TEST(Str(again, "stdout") == "");
+  BOOST_TEST(again["files"].Size() == 0u);
+}
+
+BOOST_AUTO_TEST_CASE(input_in_a_stateful_cell_ends_in_eoferror) {
+  auto r = PostRun(Stateful("alice", "input", "print('asking')\nname = input('Name? ')"));
+  BOOST_TEST(Str(r, "status") == "error");
+  BOOST_TEST(Str(r, "stdout") == "asking\nName? ");
+  BOOST_TEST(Str(r, "stderr").find("EOFError") != std::string::npos, Str(r, "stderr"));
+  BOOST_TEST(Str(r, "stderr").find("StdinNotImplementedError") == std::string::npos);
 }
 
 BOOST_AUTO_TEST_CASE(timeout_interrupts_the_cell_and_the_kernel_stays_usable) {

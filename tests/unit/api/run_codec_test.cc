@@ -248,6 +248,18 @@ BOOST_AUTO_TEST_CASE(snippets_become_steps_in_order) {
   BOOST_TEST(r.continue_on_error);
 }
 
+BOOST_AUTO_TEST_CASE(notebook_is_an_optional_bool) {
+  api::RunRequest r;
+  BOOST_TEST(!Decode(R"j({"markdown":"```python\n1\n```"})j", &r));
+  BOOST_TEST(!r.notebook.has_value());  // unset: the markdown default applies
+  BOOST_TEST(!Decode(R"j({"code":"1","language":"py","notebook":false})j", &r));
+  BOOST_TEST((r.notebook == std::optional<bool>(false)));
+  auto err = Decode(R"j({"code":"1","language":"py","notebook":"yes"})j");
+  BOOST_TEST_REQUIRE(err.has_value());
+  BOOST_TEST(err->code == "wrong_type");
+  BOOST_TEST(err->field == "notebook");
+}
+
 BOOST_AUTO_TEST_CASE(snippet_errors_name_the_index) {
   auto err =
       Decode(R"j({"snippets":[{"language":"py","code":"1"},{"language":"cobol","code":"2"}]})j");
