@@ -435,7 +435,7 @@ BOOST_AUTO_TEST_CASE(block_after_a_failed_block_is_not_run_and_says_why) {
   BOOST_TEST(!plan[1].run);
   BOOST_TEST(plan[1].reason == "example output");  // never meant to run: unchanged
   BOOST_TEST(!plan[2].run);
-  BOOST_TEST(plan[2].reason == "not run: block 0 failed (error); planned: main code");
+  BOOST_TEST(plan[2].reason == "not run: block 1 failed (error); planned: main code");
 }
 
 BOOST_AUTO_TEST_CASE(every_block_ran_leaves_the_plan_as_it_was) {
@@ -466,12 +466,12 @@ BOOST_AUTO_TEST_CASE(spent_budget_and_failed_install_line_are_named) {
 }
 
 BOOST_AUTO_TEST_CASE(saved_blocks_are_not_program_steps) {
-  std::vector<api::PlanEntry> plan = {{0, "python", false, "saved as app.py and run by block 1"},
+  std::vector<api::PlanEntry> plan = {{0, "python", false, "ran as app.py (by block 2)"},
                                       {1, "bash", true, "runs app.py"}};
   api::MarkBlocksNotRun({Step(0, "app.py"), Step(1)}, {Ran(1, api::RunStatus::kOk)},
                         api::RunStatus::kOk, &plan);
   BOOST_TEST(!plan[0].run);
-  BOOST_TEST(plan[0].reason == "saved as app.py and run by block 1");
+  BOOST_TEST(plan[0].reason == "ran as app.py (by block 2)");
   BOOST_TEST(plan[1].run);
 }
 
