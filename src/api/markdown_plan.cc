@@ -27,8 +27,7 @@ void MarkBlocksNotRun(const std::vector<CodeStep>& steps, const std::vector<Step
       why = "an install line of this block failed first (" +
             std::string(RunStatusName(failed->status)) + ")";
     } else if (failed != nullptr) {
-      why = "block " + std::to_string(failed->index) + " failed (" + RunStatusName(failed->status) +
-            ")";
+      why = markdown::BlockLabel(failed->index) + " failed (" + RunStatusName(failed->status) + ")";
     } else if (run_status == RunStatus::kTimeout) {
       why = "the run's wall-clock time was spent";
     } else if (run_status == RunStatus::kOutputLimit) {
@@ -78,11 +77,12 @@ std::optional<ApiError> Service::PlanMarkdown(const std::string& markdown, int b
     step.code = s.code;
     step.save_as = s.save_as;
     step.install = s.kind == markdown::Step::Kind::kInstall;
+    step.reads_stdin = s.reads_stdin;
     if (s.kind != markdown::Step::Kind::kSave) {
       step.language = config::FindLanguage(config_, s.language);
       if (step.language == nullptr) {
         return ApiError{400, "unknown_language",
-                        "block " + std::to_string(s.block_index) + ": language '" + s.language +
+                        markdown::BlockLabel(s.block_index) + ": language '" + s.language +
                             "' is not configured",
                         "markdown"};
       }

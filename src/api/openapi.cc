@@ -212,7 +212,7 @@ constexpr char kSpec[] = R"json({
         "type": "object",
         "required": ["index", "language", "status", "exit_code", "signal", "stdout", "stderr", "wall_ms"],
         "properties": {
-          "index": {"type": "integer", "minimum": 0},
+          "index": {"type": "integer", "minimum": 0, "description": "0-based: the snippet's, or with `markdown` the block's, position (texts count blocks from 1)."},
           "language": {"type": "string"},
           "status": {"type": "string"},
           "exit_code": {"type": ["integer", "null"]},
@@ -227,10 +227,10 @@ constexpr char kSpec[] = R"json({
         "type": "object",
         "required": ["index", "language", "run", "reason"],
         "properties": {
-          "index": {"type": "integer", "minimum": 0},
+          "index": {"type": "integer", "minimum": 0, "description": "0-based position of the block in the message."},
           "language": {"type": "string"},
           "run": {"type": "boolean"},
-          "reason": {"type": "string"}
+          "reason": {"type": "string", "description": "Why it runs or not; counts blocks from 1 as a reader does, e.g. 'ran as app.py (by block 2)'."}
         }
       },
       "Error": {

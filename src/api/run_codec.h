@@ -23,6 +23,9 @@ struct CodeStep {
   std::string save_as;   // non-empty: write `code` to this workspace path instead of running
   std::string title;     // header line in the joined output, e.g. "snippet 2 (bash)"
   bool install = false;  // a markdown install step (pip install ...): the install budget
+  // With markdown: what of the step visibly reads stdin ("input() on line 4 of block 2"),
+  // "" when nothing does (markdown::Step::reads_stdin).
+  std::string reads_stdin;
 };
 
 // An input file placed in the workspace before the run.
@@ -36,7 +39,7 @@ struct RunRequest {
   std::optional<std::string> markdown;
   int block = -1;  // with markdown: only this block
   bool continue_on_error = false;
-  std::string stdin_data;  // given to the last step
+  std::string stdin_data;  // given to StdinStep (run_steps.h)
   std::vector<InputFile> files;
   std::string user = "anonymous";
   bool user_named = false;  // `user` or X-Sandrun-User was given (access.h: token binding)
@@ -150,9 +153,9 @@ struct PlanEntry {
 
 // After the run (DESIGN.md §5): a plan entry that was to run but did not, because an earlier
 // block failed or the run's time or output budget was spent, gets `run: false` and a reason
-// that says why, e.g. "not run: block 0 failed (error); planned: main code", so that `plan`
-// tells what ran. `steps` are the request's, `ran` the response's (one per program step that
-// ran, `index` its block), `run_status` the response's status. Pure.
+// that says why, e.g. "not run: block 1 failed (error); planned: main code" (blocks counted from
+// 1), so that `plan` tells what ran. `steps` are the request's, `ran` the response's (one per
+// program step that ran, `index` its block), `run_status` the response's status. Pure.
 void MarkBlocksNotRun(const std::vector<CodeStep>& steps, const std::vector<StepResult>& ran,
                       RunStatus run_status, std::vector<PlanEntry>* plan);
 

@@ -17,7 +17,6 @@
 #include "api/session_continuity.h"
 #include "python/support_files.h"
 #include "storage/artifact_store.h"
-#include "storage/digest.h"
 #include "storage/export.h"
 #include "storage/session_restore.h"
 #include "storage/workspace_file.h"
@@ -28,12 +27,6 @@
 
 namespace sandrun::api {
 namespace {
-
-std::string Sha256Hex(const std::string& data) {
-  storage::Sha256 sha;
-  sha.Update(data.data(), data.size());
-  return sha.FinalHex();
-}
 
 // Writes every program file of the run and the support files into <workspace>/.sandrun (the
 // daemon's own directory, made by RunDir::Create; nothing of the user's is in it yet).
@@ -143,7 +136,7 @@ std::optional<HttpResponse> Service::LockSession(const RunRequest& run,
 
 std::optional<HttpResponse> Service::RestoreSession(
     const storage::SessionLock& session, const std::string& workspace, const std::string& id,
-    const config::Limits& limits, sandbox::RunCgroup* cgroup, storage::FileDigests* digests) const {
+    const config::Limits& limits, sandbox::RunCgroup* cgroup, storage::FileStamps* stamps) const {
   // Copied by a helper process in the run's own cgroup, so the workspace's tmpfs pages are
   // charged to the run, not to the daemon, and stay charged there while the run's programs
   // run in the same cgroup (issue 10 item 4).
@@ -176,9 +169,9 @@ std::optional<HttpResponse> Service::RestoreSession(
   if (code != storage::kRestoreOk) {
     return ErrorResponse(500, "storage", "run " + id + ": session restore: " + message);
   }
-  auto decoded = storage::DecodeDigests(helper->stdout_text);
-  if (!decoded.ok()) return ErrorResponse(500, "storage", decoded.error().message);
-  *digests = std::move(*decoded);
+  // The helper's digests of the restored files are not what tells a file the run touched:
+  // PlaceRunFiles stamps the workspace once everything is in it.
+  stamps->clear();
   return std::nullopt;
 }
 
@@ -302,8 +295,8 @@ HttpResponse Service::HandleStatelessRun(const HttpRequest& request, const RunRe
     util::StampPhase("run_dir");
   }
   const RunPaths paths = teardown->dir.paths();
-  // The files the run starts with: exported again only when changed.
-  storage::FileDigests before;
+  // The files the run starts with: exported again only when the run touches them.
+  storage::FileStamps before;
   if (auto refused = FillWorkspace(run, session, paths, id, teardown->cgroup.get(), &before)) {
     return *refused;
   }
@@ -356,7 +349,7 @@ std::optional<HttpResponse> Service::FillWorkspace(const RunRequest& run,
                                                    const storage::SessionLock& session,
                                                    const RunPaths& paths, const std::string& id,
                                                    sandbox::RunCgroup* cgroup,
-                                                   storage::FileDigests* before) const {
+                                                   storage::FileStamps* before) const {
   PlaceFontCache(paths.tmp);
   if (session.held()) {
     if (auto refused = RestoreSession(session, paths.workspace, id, run.limits, cgroup, before)) {
@@ -375,14 +368,13 @@ std::optional<HttpResponse> Service::FillWorkspace(const RunRequest& run,
 
 std::optional<HttpResponse> Service::PlaceRunFiles(const RunRequest& run,
                                                    const std::string& workspace,
-                                                   storage::FileDigests* digests) const {
+                                                   storage::FileStamps* stamps) const {
   const uid_t uid = static_cast<uid_t>(config_.sandbox_uid);
   const gid_t gid = static_cast<gid_t>(config_.sandbox_gid);
   for (const auto& file : run.files) {
     if (Status s = storage::PlaceFile(workspace, file.path, file.content, uid, gid); !s.ok()) {
       return ErrorResponse(s.error(), "files");
     }
-    (*digests)[file.path] = Sha256Hex(file.content);
   }
   // Blocks the plan saves under a name (app.py, run by a later "python app.py") are
   // written first, like input files: not exported again unless the run changes them.
@@ -391,8 +383,19 @@ std::optional<HttpResponse> Service::PlaceRunFiles(const RunRequest& run,
     if (Status s = storage::PlaceFile(workspace, saved.save_as, saved.code, uid, gid); !s.ok()) {
       return ErrorResponse(s.error(), "markdown");
     }
-    (*digests)[saved.save_as] = Sha256Hex(saved.code);
   }
+  // What the run starts with, whoever put it there; a file whose stamp is the same at export
+  // was not touched by the run and gets no new link (storage::FileStamp says why a program
+  // cannot fake that).
+  auto found = storage::StampWorkspace(workspace, storage::ExportOptions{});
+  if (!found.ok()) return ErrorResponse(500, "storage", found.error().message);
+  stamps->clear();
+  int64_t latest_ns = 0;
+  for (const auto& [path, stamp] : *found) {
+    (*stamps)[path] = storage::EncodeStamp(stamp);
+    latest_ns = std::max({latest_ns, stamp.ctime_ns, stamp.mtime_ns});
+  }
+  storage::WaitPastTimestamp(latest_ns);
   return std::nullopt;
 }
 
@@ -449,6 +452,9 @@ Result<StepRun> Service::RunStep(const RunRequest& run, size_t i, const sandbox:
   if (std::string note = DiskFullNote(run, spec.workspace_dir); !note.empty()) {
     AppendLine(ran.step.stderr_stream.text, note);
   }
+  if (std::string note = NoInputNote(run, i, ran.step.stderr_stream.text); !note.empty()) {
+    AppendLine(ran.step.stderr_stream.text, note);
+  }
   return ran;
 }
 
@@ -473,8 +479,7 @@ storage::PublishOptions Service::MakePublishOptions(const HttpRequest& request,
 
 HttpResponse Service::ExportAndRespond(const HttpRequest& request, const RunRequest& run,
                                        const config::Config& live, const std::string& workspace,
-                                       const std::string& outputs_dir,
-                                       storage::FileDigests* digests,
+                                       const std::string& outputs_dir, storage::FileStamps* stamps,
                                        const storage::SessionLock& session, RunResponse& response) {
   const config::Limits& limits = run.limits;
   storage::ExportOptions export_options;
@@ -482,14 +487,16 @@ HttpResponse Service::ExportAndRespond(const HttpRequest& request, const RunRequ
   // A file of file_size_mb is whole; a larger one was cut by RLIMIT_FSIZE, set a block above
   // it (sandbox::RlimitFsizeBytes), and is skipped as too_large.
   export_options.max_file_bytes = static_cast<uint64_t>(limits.file_size_mb) << 20;
-  // What the program showed; a saved file it showed is exported even when unchanged.
+  // What the program showed; a saved file it showed is exported even when untouched.
   std::string displays_note;
   const DisplayManifest manifest = outputs_dir.empty()
                                        ? DisplayManifest{}
                                        : ReadDisplayManifest(outputs_dir, config_, &displays_note);
   if (!displays_note.empty()) AppendLine(response.stderr_stream.text, displays_note);
-  for (const auto& shown : WorkspaceFileNames(manifest)) digests->erase(shown);
-  export_options.unchanged_inputs.assign(digests->begin(), digests->end());
+  for (const auto& shown : WorkspaceFileNames(manifest)) stamps->erase(shown);
+  for (const auto& [path, encoded] : *stamps) {
+    if (auto stamp = storage::DecodeStamp(encoded)) export_options.untouched[path] = *stamp;
+  }
   auto walk = storage::WalkWorkspace(workspace, export_options);
   util::StampPhase("export_walked");
   uint64_t skipped_unlisted = 0;
@@ -497,7 +504,7 @@ HttpResponse Service::ExportAndRespond(const HttpRequest& request, const RunRequ
     response.files_skipped = std::move(walk->skipped);
     skipped_unlisted = walk->skipped_unlisted;
     PublishFiles(request, run, live, workspace, outputs_dir, manifest, walk->files,
-                 export_options.max_file_bytes, digests, response);
+                 export_options.max_file_bytes, response);
   } else {
     AppendLine(response.stderr_stream.text,
                "sandrun: generated files could not be listed: " + walk.error().message);
@@ -519,7 +526,7 @@ void Service::PublishFiles(const HttpRequest& request, const RunRequest& run,
                            const config::Config& live, const std::string& workspace,
                            const std::string& outputs_dir, const DisplayManifest& manifest,
                            const std::vector<storage::FoundFile>& found, uint64_t max_file_bytes,
-                           storage::FileDigests* digests, RunResponse& response) {
+                           RunResponse& response) {
   const storage::PublishOptions publish = MakePublishOptions(request, run, live);
   std::map<std::string, std::string> output_paths;
   const storage::ExtraSource outputs = PlanOutputFiles(outputs_dir, manifest, found, max_file_bytes,

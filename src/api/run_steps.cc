@@ -6,6 +6,8 @@
 #include "api/environments.h"
 #include "api/packages.h"
 #include "api/run_displays.h"
+#include "markdown/block_analysis.h"
+#include "markdown/text_util.h"
 #include "python/support_files.h"
 #include "sandbox/mounts.h"
 #include "sys/syscalls.h"
@@ -121,7 +123,7 @@ sandbox::SandboxSpec StepSpec(const config::Config& config, const RunRequest& ru
   spec.workspace_dir = paths.workspace;
   spec.readonly_workspace_dirs = {util::kProgramDir};
   spec.tmp_dir = paths.tmp;
-  if (i + 1 == run.steps.size()) spec.stdin_data = run.stdin_data;
+  if (i == StdinStep(run)) spec.stdin_data = run.stdin_data;
   spec.host_uid = static_cast<uid_t>(config.sandbox_uid);
   spec.host_gid = static_cast<gid_t>(config.sandbox_gid);
   spec.run_id = id;
@@ -349,6 +351,42 @@ std::string NameCells(const std::string& traceback, const std::map<int, std::str
   }
   out.append(traceback, from, std::string::npos);
   return out;
+}
+
+size_t StdinStep(const RunRequest& run) {
+  if (run.markdown) {
+    for (size_t i : PartitionSteps(run.steps).programs) {
+      if (!run.steps[i].reads_stdin.empty()) return i;
+    }
+  }
+  return run.steps.empty() ? 0 : run.steps.size() - 1;
+}
+
+std::string NoInputNote(const RunRequest& run, size_t i, const std::string& step_stderr) {
+  if (i == StdinStep(run) && !run.stdin_data.empty()) return "";
+  const CodeStep& step = run.steps[i];
+  std::string what = step.reads_stdin;
+  if (what.empty() && !run.markdown && step.language != nullptr) {
+    // A program sent as `code` or `snippets`: the same look at its text.
+    const std::string& lang = step.language->name;
+    what =
+        markdown::StdinReader(step.code, lang == "python"                 ? markdown::kPythonFamily
+                                         : lang == "bash" || lang == "sh" ? markdown::kShellFamily
+                                                                          : "");
+  }
+  // input() at the end of input raises this; a program that catches it, or reads sys.stdin
+  // or runs `read`, just sees the end: said whenever the plan sees such a read.
+  const bool eof_error = step_stderr.find("EOFError: EOF when reading a line") != std::string::npos;
+  const bool input_call = what.rfind("input()", 0) == 0;
+  if (eof_error) {
+    if (!input_call) what = "input()";
+  } else if (what.empty() || input_call) {
+    return "";
+  }
+  const std::string why = run.stdin_data.empty() ? "the request has no `stdin`"
+                                                 : "the request's `stdin` went to another step";
+  return "sandrun: the program asked for input (" + what + ") and got none: stdin is empty (" +
+         why + "; send the input in `stdin`)";
 }
 
 }  // namespace sandrun::api

@@ -71,10 +71,20 @@ std::string BudgetSpent(const StepBudget& budget);
 // The sandbox of program step `i` of run `id`: its argv (the language's, with its program
 // file), environment, paths, limits (the request's; an install step's time and size limits
 // are the install budget's; wall time and output what `budget` has left), network, and the
-// request's stdin for the last step. Pure.
+// request's stdin for StdinStep. Pure.
 sandbox::SandboxSpec StepSpec(const config::Config& config, const RunRequest& run, size_t i,
                               const std::string& id, const RunPaths& paths,
                               const StepBudget& budget);
+
+// The step the request's `stdin` goes to: with markdown, the first program step the plan
+// sees reading stdin (CodeStep::reads_stdin); else, and when none does, the last step. Pure.
+size_t StdinStep(const RunRequest& run);
+
+// One line for a step that waited for input and got none (the request has no `stdin`, or
+// it went to another step): "sandrun: the program asked for input (input() on line 4 of
+// block 2) and got none: ...". Said when a Python step ended in EOFError, or a step the plan
+// sees reading stdin another way (sys.stdin, bash `read`) ran without it; "" otherwise. Pure.
+std::string NoInputNote(const RunRequest& run, size_t i, const std::string& step_stderr);
 
 // The status of a step from its sandbox's result (a process limit hit is not counted here).
 RunStatus StatusOf(const sandbox::SandboxResult& result);

@@ -21,6 +21,7 @@
 #include "kernel/kernel_manager.h"
 #include "sandbox/runner.h"
 #include "storage/environment_store.h"
+#include "storage/export.h"
 #include "storage/session_store.h"
 
 namespace sandrun::api {
@@ -140,19 +141,22 @@ class Service {
                                                   const std::string& id) const;
   // The files a stateless run starts with, before any of its code runs: matplotlib's font
   // cache, the session's files (RestoreSession), the input files, the blocks saved under a
-  // name, and every program file. Fills `before` with the digests of the files the run
-  // starts with. The error response (400 for a bad input path, RestoreSession's, 500) or
-  // nullopt.
+  // name, and every program file. Fills `before` with the stamps of the files the run
+  // starts with (PlaceRunFiles). The error response (400 for a bad input path,
+  // RestoreSession's, 500) or nullopt.
   std::optional<HttpResponse> FillWorkspace(const RunRequest& run,
                                             const storage::SessionLock& session,
                                             const RunPaths& paths, const std::string& id,
                                             sandbox::RunCgroup* cgroup,
-                                            storage::FileDigests* before) const;
+                                            storage::FileStamps* before) const;
   // Places the request's input files and the blocks saved under a name (save_as) in
-  // `workspace` (storage::PlaceFile: never through a link) and records their digests. The
-  // 400 of a path that cannot be written (field "files" or "markdown") or nullopt.
+  // `workspace` (storage::PlaceFile: never through a link), then sets `stamps` to the
+  // stamps of every file the workspace then holds (storage::StampWorkspace: the session's,
+  // the placed ones, a kept kernel's from earlier runs) and waits until a write can no longer
+  // leave a stamp as it is (storage::WaitPastTimestamp). The 400 of a path that cannot be
+  // written (field "files" or "markdown"), 500 storage, or nullopt.
   std::optional<HttpResponse> PlaceRunFiles(const RunRequest& run, const std::string& workspace,
-                                            storage::FileDigests* digests) const;
+                                            storage::FileStamps* stamps) const;
   // Runs the programs of run.steps in order in one workspace (stops at the first failure
   // unless continue_on_error, or when the run's budget is spent) and joins their results.
   // An Error (code "sandbox") when a sandbox could not be built (HandleRun answers 500
@@ -190,13 +194,13 @@ class Service {
                                        std::optional<std::vector<PlanEntry>>* plan) const;
   // Copies the session's files into `workspace` from a helper in the run's `cgroup`
   // (SandboxRunner::RunHelper; null without cgroups), where the pages stay charged while the run
-  // goes on; fills `digests`. Returns the error response (400 memory_limit / file_limit
-  // naming the limit, 500 otherwise) when it could not.
+  // goes on; clears `stamps` (PlaceRunFiles takes them). Returns the error response (400
+  // memory_limit / file_limit naming the limit, 500 otherwise) when it could not.
   std::optional<HttpResponse> RestoreSession(const storage::SessionLock& session,
                                              const std::string& workspace, const std::string& id,
                                              const config::Limits& limits,
                                              sandbox::RunCgroup* cgroup,
-                                             storage::FileDigests* digests) const;
+                                             storage::FileStamps* stamps) const;
   // The prepared environment of `run` (environments.cc): with `packages`, found, built or
   // waited for (up to environment_wait_s); without, one that covers every package of the
   // markdown's install steps, if present. Fills run->environment_dir/_names, `lease` and
@@ -270,22 +274,22 @@ class Service {
   // this node's prefix), ttl and age, the user's quota less what the user's sessions hold.
   storage::PublishOptions MakePublishOptions(const HttpRequest& request, const RunRequest& run,
                                              const config::Config& live) const;
-  // Exports the files the run wrote in `workspace` (not those `digests` lists unchanged;
-  // the published ones are added to it) and those its display manifest in `outputs_dir`
-  // names (none when empty: a stateful run), saves the session and encodes the response.
-  // `live`: the request's snapshot of the live keys (quotas, link_ttl_s).
+  // Exports the files the run created or touched in `workspace` (not those whose stamp is
+  // as `stamps` lists it: the run did not touch them) and those its display manifest in
+  // `outputs_dir` names (none when empty: a stateful run), saves the session and encodes the
+  // response. `live`: the request's snapshot of the live keys (quotas, link_ttl_s).
   HttpResponse ExportAndRespond(const HttpRequest& request, const RunRequest& run,
                                 const config::Config& live, const std::string& workspace,
-                                const std::string& outputs_dir, storage::FileDigests* digests,
+                                const std::string& outputs_dir, storage::FileStamps* stamps,
                                 const storage::SessionLock& session, RunResponse& response);
   // Publishes the files the walk `found` in `workspace` and those `manifest` names in
   // `outputs_dir` (at most `max_file_bytes` each) into the artifact store; fills the
-  // response's files, displays and skipped files, adds the published ones to `digests`;
+  // response's files, displays and skipped files;
   // status file_limit, with a note, when they are over the quota or the store failed.
   void PublishFiles(const HttpRequest& request, const RunRequest& run, const config::Config& live,
                     const std::string& workspace, const std::string& outputs_dir,
                     const DisplayManifest& manifest, const std::vector<storage::FoundFile>& found,
-                    uint64_t max_file_bytes, storage::FileDigests* digests, RunResponse& response);
+                    uint64_t max_file_bytes, RunResponse& response);
   // The key of a run's kernel: its user and session (two users never share one).
   static std::string KernelKey(const RunRequest& run) {
     return std::to_string(run.user.size()) + ":" + run.user + "/" + run.session;

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <array>
+#include <cctype>
 
 #include "markdown/text_util.h"
 
@@ -186,6 +187,45 @@ void SetLanguage(AnalyzedBlock* b, const LanguageTable& langs, std::string_view 
   b->language = family == kPythonFamily ? langs.python() : langs.shell();
 }
 
+// True when some command of `script` runs a file with arguments after it (`python fib.py 15`).
+bool RunsFileWithArguments(const ShellScript& script) {
+  for (const ShellLine& line : script.lines) {
+    for (const ShellCommand& cmd : line.commands) {
+      if (cmd.kind != CommandKind::kRunFile || cmd.refs.empty()) continue;
+      std::vector<std::string_view> words =
+          Words(std::string_view(line.text).substr(cmd.begin, cmd.end - cmd.begin));
+      for (size_t k = 0; k + 1 < words.size(); ++k) {
+        std::string_view w = words[k];
+        if (w.substr(0, 2) == "./") w.remove_prefix(2);
+        if (w == cmd.refs[0].file) return true;
+      }
+    }
+  }
+  return false;
+}
+
+// A transcript: `$ ` command lines, each only running a file, at least one with arguments,
+// then the output they printed. Kept as a how-to-run block of the commands alone, so the file
+// the answer gives runs with those arguments (if no block provides it, the plan calls it
+// example output after all). False, and `b` unchanged, for anything else.
+bool TakeTranscript(AnalyzedBlock* b, const LanguageTable& langs) {
+  if (langs.shell().empty()) return false;
+  std::string_view first = FirstCodeLine(b->code);
+  if (first.substr(0, 2) != "$ ") return false;
+  PromptLines p = StripPrompts(b->code, "$ ", "");
+  if (p.all_prompts) return false;
+  ShellScript script = AnalyzeShell(p.code);
+  for (const ShellLine& line : script.lines) {
+    if (line.kind != LineKind::kRun && line.kind != LineKind::kEmpty) return false;
+  }
+  if (!RunsFileWithArguments(script)) return false;
+  SetLanguage(b, langs, kShellFamily);
+  b->code = std::move(p.code);
+  b->transcript = true;
+  b->notes.push_back("its output lines are sample output, not run");
+  return true;
+}
+
 // Untagged blocks run only as Python or shell, from a shebang, prompts or unmistakable content.
 void DetectUntagged(AnalyzedBlock* b, const LanguageTable& langs) {
   std::string_view first = FirstCodeLine(b->code);
@@ -199,6 +239,8 @@ void DetectUntagged(AnalyzedBlock* b, const LanguageTable& langs) {
   } else if (PromptLines p = StripPrompts(b->code, "$ ", ""); p.all_prompts) {
     family = kShellFamily;
     b->code = p.code;
+  } else if (TakeTranscript(b, langs)) {
+    return;
   } else if (PromptLines p = StripPrompts(b->code, ">>> ", "... "); p.all_prompts) {
     family = kPythonFamily;
     b->code = p.code;
@@ -215,14 +257,16 @@ void DetectUntagged(AnalyzedBlock* b, const LanguageTable& langs) {
   SetLanguage(b, langs, family);
 }
 
-// A session transcript in a shell or Python block: runnable when every line has a prompt.
-void StripSessionPrompts(AnalyzedBlock* b, std::string_view prompt, std::string_view more) {
+// A session transcript in a shell or Python block: runnable when every line has a prompt, or
+// (shell) when its commands run a file of the answer with arguments (TakeTranscript).
+void StripSessionPrompts(AnalyzedBlock* b, const LanguageTable& langs, std::string_view prompt,
+                         std::string_view more) {
   std::string_view first = FirstCodeLine(b->code);
   if (first != Trim(prompt) && first.substr(0, prompt.size()) != prompt) return;
   PromptLines p = StripPrompts(b->code, prompt, more);
   if (p.all_prompts) {
     b->code = p.code;
-  } else {
+  } else if (prompt != "$ " || !TakeTranscript(b, langs)) {
     NotRunnable(b, "example output", true);
   }
 }
@@ -258,7 +302,7 @@ std::vector<std::string> Imports(std::string_view code) {
 }
 
 void PreparePython(AnalyzedBlock* b, const LanguageTable& langs) {
-  StripSessionPrompts(b, ">>> ", "... ");
+  StripSessionPrompts(b, langs, ">>> ", "... ");
   if (b->kind == BlockKind::kNotRunnable) return;
   if (langs.shell().empty()) return;  // pip lines need a shell to run in
   if (LooksLikeShell(b->code)) {
@@ -332,7 +376,7 @@ void ResolveLanguage(AnalyzedBlock* b, const LanguageTable& langs) {
   if (b->tag == "console" || b->tag == "shell-session" || b->tag == "sh-session") {
     PromptLines p = StripPrompts(b->code, "$ ", "");
     if (!p.all_prompts) {
-      NotRunnable(b, "example output", true);
+      if (!TakeTranscript(b, langs)) NotRunnable(b, "example output", true);
     } else if (langs.shell().empty()) {
       NotRunnable(b, "shell commands, but no shell language is configured");
     } else {
@@ -364,6 +408,48 @@ bool IsWhitespace(std::string_view code) {
 
 }  // namespace
 
+namespace {
+
+bool IsIdentifierChar(char c) {
+  return std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '.';
+}
+
+// `name(` in `line` as a call of that name, not of `x.name(` or `myname(`.
+bool Calls(std::string_view line, std::string_view name) {
+  for (size_t at = line.find(name); at != std::string_view::npos; at = line.find(name, at + 1)) {
+    if (at > 0 && IsIdentifierChar(line[at - 1])) continue;
+    std::string_view rest = Trim(line.substr(at + name.size()));
+    if (!rest.empty() && rest[0] == '(') return true;
+  }
+  return false;
+}
+
+}  // namespace
+
+std::string StdinReader(std::string_view code, std::string_view family) {
+  if (family == kShellFamily) {
+    ShellScript script = AnalyzeShell(code);
+    for (size_t n = 0; n < script.lines.size(); ++n) {
+      for (const ShellCommand& cmd : script.lines[n].commands) {
+        if (cmd.program == "read") return "read on line " + std::to_string(n + 1);
+      }
+    }
+    return {};
+  }
+  if (family != kPythonFamily) return {};
+  size_t n = 0;
+  for (std::string_view line : SplitLines(code)) {
+    ++n;
+    std::string_view t = Trim(line);
+    if (t.empty() || t[0] == '#') continue;
+    if (Calls(t, "input")) return "input() on line " + std::to_string(n);
+    if (t.find("sys.stdin") != std::string_view::npos) {
+      return "sys.stdin on line " + std::to_string(n);
+    }
+  }
+  return {};
+}
+
 AnalyzedBlock AnalyzeBlock(FencedBlock source, const LanguageTable& langs) {
   AnalyzedBlock b;
   b.source = std::move(source);
@@ -372,7 +458,7 @@ AnalyzedBlock AnalyzeBlock(FencedBlock source, const LanguageTable& langs) {
   ReadInfo(b.source.info, &b.tag, &b.hint);
   ResolveLanguage(&b, langs);
   if (b.family == kPythonFamily) PreparePython(&b, langs);
-  if (b.family == kShellFamily) StripSessionPrompts(&b, "$ ", "");
+  if (b.family == kShellFamily) StripSessionPrompts(&b, langs, "$ ", "");
   if (b.kind != BlockKind::kNotRunnable && IsWhitespace(b.code)) NotRunnable(&b, "empty block");
   if (b.kind != BlockKind::kNotRunnable && b.family == kShellFamily) {
     b.shell = AnalyzeShell(b.code);
@@ -381,6 +467,7 @@ AnalyzedBlock AnalyzeBlock(FencedBlock source, const LanguageTable& langs) {
   if (b.hint.empty()) b.hint = HintFromComment(b.code, b.family);
   if (b.hint.empty()) b.hint = HintFromLead(b.source.lead_text, b.family);
   if (!FitsFamily(b.hint, b.family)) b.hint.clear();
+  if (b.kind != BlockKind::kNotRunnable) b.reads_stdin = StdinReader(b.code, b.family);
   return b;
 }
 

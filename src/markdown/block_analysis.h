@@ -47,7 +47,19 @@ struct AnalyzedBlock {
   ShellScript shell;                 // shell blocks only
   std::vector<std::string> imports;  // Python blocks: top-level modules they import
   std::vector<std::string> notes;    // edits made to the code, said in the reason
+  // A shell transcript (`$ python fib.py 15` then its output) kept as a how-to-run block: its
+  // commands run a file with arguments; the output lines are dropped.
+  bool transcript = false;
+  // What of the block reads standard input, for people: "input() on line 3", "read on line 2";
+  // "" when nothing visibly does.
+  std::string reads_stdin;
 };
+
+// What in `code` visibly reads standard input, for people, with its 1-based line in `code`:
+// "input() on line 3", "sys.stdin on line 5" (family kPythonFamily), "read on line 2"
+// (kShellFamily); "" when nothing does (or another family). Comment lines are not looked at.
+// Linear in the size of `code`.
+std::string StdinReader(std::string_view code, std::string_view family);
 
 // Judges one block. Never fails: a block that cannot run says why in `reason`.
 AnalyzedBlock AnalyzeBlock(FencedBlock source, const LanguageTable& languages);

@@ -84,7 +84,7 @@ class Linker {
       }
     }
     if (provider < 0 && written_.count(f)) {
-      return verb + f + " written by block " + std::to_string(written_[f]);
+      return verb + f + " written by " + BlockLabel(written_[f]);
     }
     // The single earlier block of that language with no other name ("Run it with
     // `python app.py`" after the only Python block).
@@ -96,7 +96,7 @@ class Linker {
       }
     }
     if (provider < 0) return {};
-    return verb + "block " + std::to_string(provider) + " saved as " + f;
+    return verb + BlockLabel(provider) + " saved as " + f;
   }
 
   // Makes block i available to the commands of later blocks.

@@ -1,6 +1,7 @@
 #include "markdown/run_plan.h"
 
 #include <algorithm>
+#include <map>
 
 #include "markdown/block_analysis.h"
 #include "markdown/fenced_blocks.h"
@@ -30,6 +31,8 @@ const char* StepKindName(Step::Kind kind) {
   return "main";
 }
 
+std::string BlockLabel(int index) { return "block " + std::to_string(index + 1); }
+
 namespace {
 
 // A message with this many entries in the no_runnable_code message is summarised after them.
@@ -52,11 +55,11 @@ Step::Kind StepKindOf(BlockKind kind) {
 }
 
 std::string JoinBlocks(const std::vector<int>& blocks) {
-  if (blocks.size() == 1) return "block " + std::to_string(blocks[0]);
+  if (blocks.size() == 1) return BlockLabel(blocks[0]);
   std::string out = "blocks ";
   for (size_t i = 0; i < blocks.size(); ++i) {
     if (i > 0) out += i + 1 == blocks.size() ? " and " : ", ";
-    out += std::to_string(blocks[i]);
+    out += std::to_string(blocks[i] + 1);
   }
   return out;
 }
@@ -75,10 +78,10 @@ std::string JoinFew(const std::vector<std::string>& items, const char* sep) {
 }
 
 std::string SavedReason(const BlockLinks& l) {
-  std::string who = "block " + std::to_string(l.user);
+  std::string who = BlockLabel(l.user);
   switch (l.why) {
     case SaveReason::kRunBy:
-      return "saved as " + l.save_as + " and run by " + who;
+      return "ran as " + l.save_as + " (by " + who + ")";
     case SaveReason::kImportedBy:
       return "saved as " + l.save_as + " (imported by " + who + ")";
     default:
@@ -192,10 +195,21 @@ class ShellEditor {
 class Emitter {
  public:
   Emitter(const std::vector<AnalyzedBlock>& blocks, const std::vector<std::vector<int>>& repeats,
-          const std::vector<BlockLinks>& links, const LanguageTable& langs)
-      : blocks_(blocks), repeats_(repeats), links_(links), langs_(langs) {}
+          const std::vector<Superseded>& superseded, const std::vector<BlockLinks>& links,
+          const LanguageTable& langs)
+      : blocks_(blocks), repeats_(repeats), superseded_(superseded), links_(links), langs_(langs) {}
 
   RunPlan Run() {
+    // The last block saved under each name: an earlier one saved under the same name is
+    // overwritten by it before anything runs.
+    for (size_t i = 0; i < links_.size(); ++i) {
+      const BlockLinks& l = links_[i];
+      if (l.save_as.empty()) continue;
+      last_saved_[l.save_as] = static_cast<int>(i);
+      if (l.why == SaveReason::kRunBy && !blocks_[i].reads_stdin.empty()) {
+        stdin_of_runner_.emplace(l.user, StdinText(static_cast<int>(i)));
+      }
+    }
     for (size_t i = 0; i < blocks_.size(); ++i) EmitBlock(static_cast<int>(i));
     return std::move(out_);
   }
@@ -207,14 +221,28 @@ class Emitter {
     if (!l.save_as.empty()) {
       if (!b.pip_code.empty()) AddStep(i, langs_.shell(), b.pip_code, Step::Kind::kInstall);
       AddStep(i, b.language, b.code, Step::Kind::kSave, l.save_as);
+      const int last = last_saved_.at(l.save_as);
+      if (last != i) {
+        return AddEntry(
+            i, false,
+            "superseded by " + BlockLabel(last) + " (a later version of " + l.save_as + ")");
+      }
       return AddEntry(i, false, Join(With(SavedReason(l), b.notes), "; "));
     }
     if (b.kind == BlockKind::kNotRunnable) return AddEntry(i, false, b.reason);
     if (!repeats_[i].empty())
       return AddEntry(i, false, "repeats lines of " + JoinBlocks(repeats_[i]));
+    if (const Superseded& s = superseded_[i]; s.by >= 0) {
+      return AddEntry(i, false,
+                      "superseded by " + BlockLabel(s.by) + ", its corrected version (the text " +
+                          "before it says \"" + s.word + "\", and it has " +
+                          std::to_string(s.shared) + " of this block's " + std::to_string(s.lines) +
+                          " lines)");
+    }
     if (b.family == kShellFamily) return EmitShell(i);
     if (!b.pip_code.empty()) AddStep(i, langs_.shell(), b.pip_code, Step::Kind::kInstall);
     AddStep(i, b.language, b.code, Step::Kind::kMain);
+    out_.steps.back().reads_stdin = StdinText(i);
     AddEntry(i, true, Join(With("main code", b.notes), "; "));
   }
 
@@ -224,6 +252,8 @@ class Emitter {
     ShellEditor editor(b, l);
     std::string code = editor.Edit();
     if (!editor.anything_left()) {
+      // A transcript whose command names no file of the answer is what it looked like.
+      if (b.transcript) return AddEntry(i, false, "example output");
       std::string why = b.kind == BlockKind::kHowTo && !editor.missing().empty()
                             ? "how-to-run command for " + JoinFew(editor.missing(), ", ") +
                                   ", but no earlier block provides it"
@@ -235,6 +265,8 @@ class Emitter {
     for (const std::string& n : b.notes) parts.push_back(n);
     for (const std::string& n : editor.notes()) parts.push_back(n);
     AddStep(i, b.language, code, StepKindOf(b.kind));
+    auto runs = stdin_of_runner_.find(i);
+    out_.steps.back().reads_stdin = runs != stdin_of_runner_.end() ? runs->second : StdinText(i);
     AddEntry(i, true, Join(parts, "; "));
   }
 
@@ -270,9 +302,14 @@ class Emitter {
     return out;
   }
 
+  std::string StdinText(int i) const {
+    const std::string& what = blocks_[i].reads_stdin;
+    return what.empty() ? what : what + " of " + BlockLabel(i);
+  }
+
   void AddStep(int i, const std::string& language, const std::string& code, Step::Kind kind,
                const std::string& save_as = {}) {
-    out_.steps.push_back({i, language, code, save_as, kind});
+    out_.steps.push_back({i, language, code, save_as, kind, {}});
   }
 
   void AddEntry(int i, bool run, std::string reason) {
@@ -281,14 +318,17 @@ class Emitter {
 
   const std::vector<AnalyzedBlock>& blocks_;
   const std::vector<std::vector<int>>& repeats_;
+  const std::vector<Superseded>& superseded_;
   const std::vector<BlockLinks>& links_;
   const LanguageTable& langs_;
+  std::map<std::string, int> last_saved_;       // save_as -> the last block saved under it
+  std::map<int, std::string> stdin_of_runner_;  // block -> StdinText of a saved block it runs
   RunPlan out_;
 };
 
 std::string DescribeBlock(const PlanEntry& e) {
   std::string lang = e.language.empty() ? "untagged" : e.language;
-  return "block " + std::to_string(e.index) + " (" + lang + "): " + e.reason;
+  return BlockLabel(e.index) + " (" + lang + "): " + e.reason;
 }
 
 Error NoRunnableCode(const std::vector<PlanEntry>& plan) {
@@ -314,18 +354,20 @@ Result<RunPlan> SelectedPlan(const std::vector<AnalyzedBlock>& blocks, int block
   if (b.kind == BlockKind::kNotRunnable) {
     std::string lang = b.language.empty() ? "untagged" : b.language;
     return MakeError(ErrorKind::kBadBlock,
-                     "block " + std::to_string(block) + " (" + lang + ") cannot run: " + b.reason);
+                     BlockLabel(block) + " (" + lang + ") cannot run: " + b.reason);
   }
   RunPlan out;
   for (size_t i = 0; i < blocks.size(); ++i) {
     bool chosen = static_cast<int>(i) == block;
-    out.plan.push_back({static_cast<int>(i), blocks[i].language, chosen,
-                        chosen ? "selected by block"
-                               : "not selected (only block " + std::to_string(block) + " runs)"});
+    out.plan.push_back(
+        {static_cast<int>(i), blocks[i].language, chosen,
+         chosen ? "selected by block" : "not selected (only " + BlockLabel(block) + " runs)"});
   }
   if (!b.pip_code.empty())
-    out.steps.push_back({block, langs.shell(), b.pip_code, {}, Step::Kind::kInstall});
-  out.steps.push_back({block, b.language, b.code, {}, StepKindOf(b.kind)});
+    out.steps.push_back({block, langs.shell(), b.pip_code, {}, Step::Kind::kInstall, {}});
+  out.steps.push_back({block, b.language, b.code, {}, StepKindOf(b.kind), {}});
+  if (!b.reads_stdin.empty())
+    out.steps.back().reads_stdin = b.reads_stdin + " of " + BlockLabel(block);
   return out;
 }
 
@@ -345,12 +387,13 @@ Result<RunPlan> BuildRunPlan(std::string_view markdown,
                                                std::to_string(kMaxBlocks) + " can be planned");
   }
   if (block < kAllBlocks || (block != kAllBlocks && static_cast<size_t>(block) >= fenced.size())) {
-    std::string have = fenced.empty()
-                           ? "the message has no fenced code block"
-                           : "the message has " + std::to_string(fenced.size()) +
-                                 " code blocks, numbered 0 to " + std::to_string(fenced.size() - 1);
+    // The request's `block` is a 0-based index, unlike the plan's texts: say so.
+    std::string have = fenced.empty() ? "the message has no fenced code block"
+                                      : "the message has " + std::to_string(fenced.size()) +
+                                            " code blocks; 'block' counts from 0, so 0 to " +
+                                            std::to_string(fenced.size() - 1);
     return MakeError(ErrorKind::kBadBlock,
-                     "block " + std::to_string(block) + " does not exist: " + have);
+                     "'block' " + std::to_string(block) + " does not exist: " + have);
   }
   LanguageTable langs(languages);
   std::vector<AnalyzedBlock> blocks;
@@ -358,8 +401,14 @@ Result<RunPlan> BuildRunPlan(std::string_view markdown,
   for (FencedBlock& f : fenced) blocks.push_back(AnalyzeBlock(std::move(f), langs));
   if (block != kAllBlocks) return SelectedPlan(blocks, block, langs);
   std::vector<std::vector<int>> repeats = FindRepeats(blocks);
-  std::vector<BlockLinks> links = LinkBlocks(blocks, repeats);
-  RunPlan plan = Emitter(blocks, repeats, links, langs).Run();
+  std::vector<Superseded> superseded = FindSuperseded(blocks, repeats);
+  // A superseded block provides nothing to later blocks, like an excerpt.
+  std::vector<std::vector<int>> inactive = repeats;
+  for (size_t i = 0; i < blocks.size(); ++i) {
+    if (superseded[i].by >= 0) inactive[i] = {superseded[i].by};
+  }
+  std::vector<BlockLinks> links = LinkBlocks(blocks, inactive);
+  RunPlan plan = Emitter(blocks, repeats, superseded, links, langs).Run();
   bool runs = std::any_of(plan.steps.begin(), plan.steps.end(),
                           [](const Step& s) { return s.kind != Step::Kind::kSave; });
   if (!runs) return NoRunnableCode(plan.plan);

@@ -31,7 +31,7 @@ std::vector<LanguageAliases> DefaultLanguages();
 
 // One entry of `plan`: every fenced block found, run or not, with why.
 struct PlanEntry {
-  int index = 0;         // 0-based, document order of fenced blocks
+  int index = 0;         // 0-based, document order of fenced blocks (texts say index + 1)
   std::string language;  // configured name it runs as ("python", "bash"), else the info
                          // string's first word ("json", "console"), "" when untagged
   bool run = false;      // the block runs as a step of its own; false for a saved block (the
@@ -54,10 +54,18 @@ struct Step {
   std::string code;      // program text (or file content for kSave)
   std::string save_as;   // kSave only: workspace-relative path, already checked safe
   Kind kind = Kind::kMain;
+  // What of the step visibly reads standard input, for people ("input() on line 4 of block
+  // 2"; for kRun, of the saved block it runs); "" when nothing does.
+  std::string reads_stdin;
 };
 
 // "install", "setup", "main", "run", "save".
 const char* StepKindName(Step::Kind kind);
+
+// "block 3" for the block at 0-based `index`: every text of the plan (reasons, errors) counts
+// blocks from 1, as a person reading the message does; the API's `index` and `block` fields
+// stay 0-based (DESIGN.md §5).
+std::string BlockLabel(int index);
 
 struct RunPlan {
   std::vector<PlanEntry> plan;  // one per fenced block, by index

@@ -2,12 +2,13 @@
 
 #include <fcntl.h>
 #include <sys/stat.h>
+#include <time.h>
 
 #include <algorithm>
-#include <cctype>
+#include <charconv>
+#include <limits>
 #include <map>
 
-#include "storage/digest.h"
 #include "storage/file_copy.h"
 #include "storage/fs.h"
 #include "storage/walk_limits.h"
@@ -37,12 +38,6 @@ std::string Join(const std::string& prefix, const std::string& name) {
   return prefix.empty() ? name : prefix + "/" + name;
 }
 
-std::string ToLower(std::string s) {
-  std::transform(s.begin(), s.end(), s.begin(),
-                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
-  return s;
-}
-
 class Walker {
  public:
   Walker(const ExportOptions& options, const WalkLimits& limits)
@@ -51,7 +46,6 @@ class Walker {
       while (!dir.empty() && dir.back() == '/') dir.pop_back();
       if (!dir.empty()) ignored_.push_back(std::move(dir));
     }
-    for (const auto& [path, sha256] : options.unchanged_inputs) unchanged_[path] = ToLower(sha256);
   }
 
   void WalkDir(int fd, const std::string& prefix, int depth);
@@ -63,7 +57,10 @@ class Walker {
   void VisitFile(int dirfd, const std::string& name, const std::string& path,
                  const struct stat& st);
   bool IsIgnored(const std::string& path, const std::string& name) const;
-  bool IsUnchangedInput(int dirfd, const std::string& name, const std::string& path) const;
+  bool IsUntouched(const std::string& path, const FileStamp& stamp) const {
+    const auto it = options_.untouched.find(path);
+    return it != options_.untouched.end() && it->second == stamp;
+  }
   void Skip(const std::string& path, const char* reason) {
     // Bounded: a tree of 100000 long paths must not cost the daemon gigabytes.
     if (result_.skipped.size() < limits_.max_skipped_listed &&
@@ -82,7 +79,6 @@ class Walker {
   const ExportOptions& options_;
   const WalkLimits& limits_;
   std::vector<std::string> ignored_;
-  std::map<std::string, std::string> unchanged_;
   std::vector<FoundFile> candidates_;  // regular files within max_file_bytes, any order
   WalkResult result_;
   size_t listed_ = 0;         // directory entries read so far, at most limits_.max_entries
@@ -158,10 +154,11 @@ void Walker::VisitDir(int dirfd, const std::string& name, const std::string& pat
 void Walker::VisitFile(int dirfd, const std::string& name, const std::string& path,
                        const struct stat& st) {
   const uint64_t size = static_cast<uint64_t>(st.st_size);
-  // Unchanged inputs are left out silently, not listed as skipped: the caller gave them to us
-  // (request files, or a session's earlier outputs), so listing them on every run would bury
-  // what is actually news about this run.
-  if (IsUnchangedInput(dirfd, name, path)) return;
+  // Files the run did not touch are left out silently, not listed as skipped: the caller gave
+  // them to us (request files, or a session's earlier outputs), so listing them on every run
+  // would bury what is actually news about this run.
+  const FileStamp stamp = StampOf(st);
+  if (IsUntouched(path, stamp)) return;
   if (size > options_.max_file_bytes) {
     SkipLimit(path, "too_large");
     return;
@@ -172,7 +169,7 @@ void Walker::VisitFile(int dirfd, const std::string& name, const std::string& pa
     return;
   }
   found_bytes_ += path.size();
-  candidates_.push_back({path, size, BytesOnDisk(st)});
+  candidates_.push_back({path, size, BytesOnDisk(st), stamp});
 }
 
 bool Walker::IsIgnored(const std::string& path, const std::string& name) const {
@@ -183,19 +180,6 @@ bool Walker::IsIgnored(const std::string& path, const std::string& name) const {
     if (dir == name && dir.find('/') == std::string::npos) return true;
   }
   return false;
-}
-
-bool Walker::IsUnchangedInput(int dirfd, const std::string& name, const std::string& path) const {
-  const auto it = unchanged_.find(path);
-  if (it == unchanged_.end()) return false;
-  // O_NONBLOCK: if the file was swapped for a FIFO since fstatat, open must not wait for a
-  // writer; the fstat below then rejects it.
-  UniqueFd fd(
-      openat(dirfd, name.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY | O_CLOEXEC));
-  struct stat st;
-  if (!fd.valid() || fstat(fd.get(), &st) != 0 || !S_ISREG(st.st_mode)) return false;
-  auto sha256 = Sha256OfFd(fd.get());
-  return sha256.ok() && *sha256 == it->second;
 }
 
 WalkResult Walker::Finish() {
@@ -223,6 +207,64 @@ WalkResult Walker::Finish() {
 }
 
 }  // namespace
+
+FileStamp StampOf(const struct stat& st) {
+  constexpr int64_t kNs = 1000000000;
+  return {static_cast<uint64_t>(st.st_ino), static_cast<uint64_t>(st.st_size),
+          static_cast<int64_t>(st.st_mtim.tv_sec) * kNs + st.st_mtim.tv_nsec,
+          static_cast<int64_t>(st.st_ctim.tv_sec) * kNs + st.st_ctim.tv_nsec};
+}
+
+std::string EncodeStamp(const FileStamp& s) {
+  return std::to_string(s.ino) + " " + std::to_string(s.size) + " " + std::to_string(s.mtime_ns) +
+         " " + std::to_string(s.ctime_ns);
+}
+
+std::optional<FileStamp> DecodeStamp(std::string_view text) {
+  FileStamp s;
+  const char* p = text.data();
+  const char* end = text.data() + text.size();
+  auto field = [&](auto* value, bool last) {
+    auto [next, ec] = std::from_chars(p, end, *value);
+    if (ec != std::errc() || next == p) return false;
+    p = next;
+    if (last) return p == end;
+    if (p == end || *p != ' ') return false;
+    ++p;
+    return true;
+  };
+  if (field(&s.ino, false) && field(&s.size, false) && field(&s.mtime_ns, false) &&
+      field(&s.ctime_ns, true)) {
+    return s;
+  }
+  return std::nullopt;
+}
+
+Result<std::map<std::string, FileStamp>> StampWorkspace(const std::string& workspace,
+                                                        const ExportOptions& options) {
+  ExportOptions every = options;
+  every.max_files = std::numeric_limits<int>::max();
+  every.max_file_bytes = std::numeric_limits<uint64_t>::max();
+  every.max_listed_path_bytes = std::numeric_limits<size_t>::max();
+  every.untouched.clear();
+  auto walk = WalkWorkspace(workspace, every);
+  if (!walk.ok()) return walk.error();
+  std::map<std::string, FileStamp> stamps;
+  for (const FoundFile& f : walk->files) stamps.emplace(f.path, f.stamp);
+  return stamps;
+}
+
+void WaitPastTimestamp(int64_t latest_ns) {
+  for (int waited_ms = 0; waited_ms < 100; ++waited_ms) {
+    struct timespec now;
+    // File times come from the coarse clock (a tick's granularity) on kernels without
+    // fine-grained timestamps; on those with them this returns at once.
+    ::clock_gettime(CLOCK_REALTIME_COARSE, &now);
+    if (static_cast<int64_t>(now.tv_sec) * 1000000000 + now.tv_nsec > latest_ns) return;
+    const struct timespec ms = {0, 1000000};
+    ::nanosleep(&ms, nullptr);
+  }
+}
 
 Result<WalkResult> WalkWorkspace(const std::string& workspace, const ExportOptions& options) {
   return WalkWorkspaceWithLimits(workspace, options, WalkLimits{});

@@ -1,15 +1,40 @@
 // Export walk: find the files a run generated in its workspace (DESIGN.md §4).
 #pragma once
 
+#include <sys/stat.h>
+
 #include <cstdint>
+#include <map>
+#include <optional>
 #include <set>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "util/reserved_dirs.h"
 #include "util/result.h"
 
 namespace sandrun::storage {
+
+// One state of a file, read with stat(2) only. A run that writes a file, even the same bytes,
+// truncates, chmods, hard-links or replaces it changes its stamp: every such change moves the
+// inode's ctime to the current time, and no program can set ctime (utimensat sets mtime and
+// atime, and moves ctime too); a file replaced by another has a new inode. mtime is in the
+// stamp as well, though a program can set it: ctime alone already tells the change.
+struct FileStamp {
+  uint64_t ino = 0;
+  uint64_t size = 0;
+  int64_t mtime_ns = 0;
+  int64_t ctime_ns = 0;
+  bool operator==(const FileStamp&) const = default;
+};
+FileStamp StampOf(const struct stat& st);
+// path -> EncodeStamp(...): how the run handler, and a kernel between runs, keep the stamps
+// of the files a run starts with (the same map type the session restore's digests use).
+using FileStamps = std::map<std::string, std::string>;
+// "ino size mtime_ns ctime_ns" in decimal, and back (nullopt when `text` is not that). Pure.
+std::string EncodeStamp(const FileStamp& stamp);
+std::optional<FileStamp> DecodeStamp(std::string_view text);
 
 struct ExportOptions {
   int max_files = 100;                    // files past this count are skipped as "too_many"
@@ -30,14 +55,16 @@ struct ExportOptions {
   // Workspace-relative directories that are not the user's (the launcher's program files):
   // neither exported, counted nor listed in `skipped`.
   std::vector<std::string> unlisted_dirs = {util::kProgramDir};
-  // Input files (workspace-relative path -> sha256 hex) left unchanged are not exported again.
-  std::vector<std::pair<std::string, std::string>> unchanged_inputs;
+  // Files the run started with (workspace-relative path -> their FileStamp then): those whose
+  // stamp is the same at export time were not touched by the run and are not exported again.
+  std::map<std::string, FileStamp> untouched;
 };
 
 struct FoundFile {
   std::string path;            // workspace-relative, '/'-separated, no leading "./"
   uint64_t size = 0;           // bytes (st_size)
   uint64_t bytes_on_disk = 0;  // st_blocks * 512 (file_copy.h): what quotas count
+  FileStamp stamp = {};        // as the walk found it
 };
 
 struct SkippedFile {
@@ -63,5 +90,16 @@ struct WalkResult {
 // "too_deep"; paths past the ExportOptions byte bounds as "too_long". Memory is bounded by
 // WalkLimits whatever the tree. Errors: cannot open `workspace`. Not safe after fork.
 Result<WalkResult> WalkWorkspace(const std::string& workspace, const ExportOptions& options);
+
+// The stamps of the regular files a walk with `options` would find in `workspace` (whatever
+// their number or size; WalkLimits still bounds the work), keyed by path: what the run starts
+// with, for ExportOptions::untouched. Errors: cannot open `workspace`. Not safe after fork.
+Result<std::map<std::string, FileStamp>> StampWorkspace(const std::string& workspace,
+                                                        const ExportOptions& options);
+
+// Returns once the clock file timestamps come from has moved past `latest_ns` (at most a
+// clock tick, a few ms; bounded at 100 ms): a write after that cannot give a file the ctime
+// it had at `latest_ns`, even on a kernel whose file times have a tick's granularity.
+void WaitPastTimestamp(int64_t latest_ns);
 
 }  // namespace sandrun::storage

@@ -77,8 +77,8 @@ Result<OutputScan> ScanOutputFiles(const std::string& dir, const std::vector<std
     } else if (static_cast<uint64_t>(st.st_size) > max_file_bytes) {
       scan.skipped.push_back({name, "too_large"});
     } else {
-      scan.files.push_back(
-          {name, static_cast<uint64_t>(st.st_size), static_cast<uint64_t>(st.st_blocks) * 512});
+      scan.files.push_back({name, static_cast<uint64_t>(st.st_size),
+                            static_cast<uint64_t>(st.st_blocks) * 512, StampOf(st)});
     }
   }
   return scan;

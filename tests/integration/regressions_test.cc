@@ -138,7 +138,7 @@ BOOST_AUTO_TEST_CASE(plan_says_a_block_after_a_failed_one_did_not_run) {
   BOOST_TEST(plan[0]["run"].GetBool());
   BOOST_TEST(!plan[1]["run"].GetBool());
   BOOST_TEST(std::string(plan[1]["reason"].GetString()) ==
-             "not run: block 0 failed (error); planned: main code");
+             "not run: block 1 failed (error); planned: main code");
 }
 
 // Red team: a run waiting for its session held a sandbox slot, so other users got 503 while

@@ -116,8 +116,8 @@ BOOST_AUTO_TEST_CASE(one_megabyte_message_is_planned_quickly) {
   const auto& plan = result->plan;
   BOOST_TEST_REQUIRE(plan.size() % 4 == 0u);
   for (size_t i = 0; i < plan.size(); i += 4) {
-    BOOST_TEST(plan[i].reason.find("saved as part") == 0u, plan[i].reason);
-    BOOST_TEST(plan[i + 1].reason == "repeats lines of block " + std::to_string(i));
+    BOOST_TEST(plan[i].reason.find("ran as part") == 0u, plan[i].reason);
+    BOOST_TEST(plan[i + 1].reason == "repeats lines of block " + std::to_string(i + 1));
     BOOST_TEST(!plan[i + 2].run);
     BOOST_TEST(plan[i + 3].run);
   }
@@ -132,7 +132,7 @@ BOOST_AUTO_TEST_CASE(one_huge_block_of_equal_lines_is_fast) {
   double ms = MillisecondsToPlan(md, &result);
   BOOST_TEST_MESSAGE("2 x 1 MB equal lines planned in " << ms << " ms");
   BOOST_TEST_REQUIRE(result.ok());
-  BOOST_TEST(result->plan[1].reason == "repeats lines of block 0");
+  BOOST_TEST(result->plan[1].reason == "repeats lines of block 1");
 }
 
 BOOST_AUTO_TEST_CASE(pathological_markdown_is_fast) {
@@ -271,6 +271,113 @@ BOOST_AUTO_TEST_CASE(python_without_notebook_lines_is_unchanged) {
   BOOST_TEST(!split.matplotlib_magic);
   // `!ls` is a shell line but not an install: it is left for Python to refuse.
   BOOST_TEST(SplitPipLines("!ls\n").pip_code.empty());
+}
+
+BOOST_AUTO_TEST_SUITE_END()
+
+// Original-then-fixed pairs, transcripts with arguments, and reads of stdin (DESIGN.md,
+// Additions "Answers as people write them"); the whole answers are in the corpus.
+BOOST_AUTO_TEST_SUITE(AnswerShapes)
+
+BOOST_AUTO_TEST_CASE(a_fix_word_without_shared_lines_supersedes_nothing) {
+  // "instead" before a block that shares one line with the earlier one: both run.
+  auto result = BuildRunPlan(
+      "```python\nimport math\nprint(math.pi)\nprint(math.e)\n```\n\n"
+      "Or use numpy instead:\n\n```python\nimport numpy as np\nprint(math.pi)\nprint(np.e)\n"
+      "print(np.sqrt(2))\n```\n",
+      DefaultLanguages());
+  BOOST_TEST_REQUIRE(result.ok());
+  BOOST_TEST(result->plan[0].reason == "main code");
+  BOOST_TEST(result->plan[1].reason == "main code");
+}
+
+BOOST_AUTO_TEST_CASE(shared_lines_without_a_fix_word_supersede_nothing) {
+  const std::string code = "x = 1\ny = 2\nprint(x + y)\n";
+  auto result =
+      BuildRunPlan("```python\n" + code + "```\n\nAgain, with a print of y:\n\n```python\n" + code +
+                       "print(y)\n```\n",
+                   DefaultLanguages());
+  BOOST_TEST_REQUIRE(result.ok());
+  BOOST_TEST(result->plan[0].run);
+  BOOST_TEST(result->plan[1].run);
+}
+
+BOOST_AUTO_TEST_CASE(a_fix_in_another_language_supersedes_nothing) {
+  auto result = BuildRunPlan(
+      "```bash\necho one\necho two\n```\n\nThe fixed version:\n\n```python\necho one\necho two\n"
+      "```\n",
+      DefaultLanguages());
+  BOOST_TEST_REQUIRE(result.ok());
+  BOOST_TEST(result->plan[0].run);
+}
+
+BOOST_AUTO_TEST_CASE(only_the_nearest_earlier_block_is_superseded) {
+  const std::string v1 = "a = [1, 2, 3]\nb = sum(a)\nprint(b / len(a))\n";
+  auto result = BuildRunPlan("```python\n" + v1 + "```\n\n```python\n" + v1 +
+                                 "print('two')\n```\n\nHere is the corrected code:\n\n```python\n" +
+                                 v1 + "print('three')\n```\n",
+                             DefaultLanguages());
+  BOOST_TEST_REQUIRE(result.ok());
+  // Block 2 repeats block 1's lines plus one: it is not an excerpt; the fix replaces block 2.
+  BOOST_TEST(result->plan[0].run);
+  BOOST_TEST(result->plan[1].reason.find("superseded by block 3, its corrected version (the "
+                                         "text before it says \"corrected\"") == 0u,
+             result->plan[1].reason);
+  BOOST_TEST(result->plan[2].run);
+}
+
+BOOST_AUTO_TEST_CASE(a_transcript_without_arguments_stays_example_output) {
+  auto result = BuildRunPlan(
+      "Save as `fib.py`:\n\n```python\nprint(55)\n```\n\n```bash\n$ python fib.py\n55\n```\n",
+      DefaultLanguages());
+  BOOST_TEST_REQUIRE(result.ok());
+  BOOST_TEST(result->plan[0].reason == "main code");
+  BOOST_TEST(result->plan[1].reason == "example output");
+}
+
+BOOST_AUTO_TEST_CASE(an_untagged_transcript_with_arguments_runs_the_file) {
+  auto result = BuildRunPlan(
+      "Save as `greet.py`:\n\n```python\nimport sys\nprint('hi', *sys.argv[1:])\n```\n\n"
+      "```\n$ python3 greet.py Ada Lovelace\nhi Ada Lovelace\n```\n",
+      DefaultLanguages());
+  BOOST_TEST_REQUIRE(result.ok());
+  BOOST_TEST(result->plan[0].reason == "ran as greet.py (by block 2)");
+  BOOST_TEST(result->plan[1].language == "bash");
+  BOOST_TEST_REQUIRE(result->steps.size() == 2u);
+  BOOST_TEST(result->steps[1].code == "python3 greet.py Ada Lovelace\n");
+}
+
+BOOST_AUTO_TEST_CASE(reads_of_stdin_are_named_with_block_and_line) {
+  auto result = BuildRunPlan(
+      "```python\nprint('start')\n# input() in a comment is no read\nname = input('Name? ')\n```\n"
+      "\n```bash\necho hi\nread -r x\n```\n\n```python\nimport sys\ndata = sys.stdin.read()\n```\n"
+      "\n```python\nprint(user_input('x'))\n```\n",
+      DefaultLanguages());
+  BOOST_TEST_REQUIRE(result.ok());
+  BOOST_TEST_REQUIRE(result->steps.size() == 4u);
+  BOOST_TEST(result->steps[0].reads_stdin == "input() on line 3 of block 1");
+  BOOST_TEST(result->steps[1].reads_stdin == "read on line 2 of block 2");
+  BOOST_TEST(result->steps[2].reads_stdin == "sys.stdin on line 2 of block 3");
+  BOOST_TEST(result->steps[3].reads_stdin == "");
+}
+
+BOOST_AUTO_TEST_CASE(a_how_to_step_reads_what_its_saved_block_reads) {
+  auto result = BuildRunPlan(
+      "Save as `ask.py`:\n\n```python\nx = input()\nprint(x)\n```\n\nRun:\n\n```bash\n"
+      "python ask.py\n```\n",
+      DefaultLanguages());
+  BOOST_TEST_REQUIRE(result.ok());
+  BOOST_TEST_REQUIRE(result->steps.size() == 2u);
+  BOOST_TEST(result->steps[1].reads_stdin == "input() on line 1 of block 1");
+}
+
+BOOST_AUTO_TEST_CASE(bad_block_message_says_the_field_counts_from_0) {
+  auto result =
+      BuildRunPlan("```python\nprint(1)\n```\n\n```python\nprint(2)\n```\n", DefaultLanguages(), 2);
+  BOOST_TEST_REQUIRE(!result.ok());
+  BOOST_TEST(result.error().message ==
+             "'block' 2 does not exist: the message has 2 code blocks; 'block' counts from 0, so "
+             "0 to 1");
 }
 
 BOOST_AUTO_TEST_SUITE_END()

@@ -232,18 +232,49 @@ BOOST_AUTO_TEST_CASE(files_past_max_files_are_skipped_in_sorted_order) {
   BOOST_TEST(result.limit_hit);
 }
 
-BOOST_AUTO_TEST_CASE(unchanged_inputs_are_left_out_and_changed_ones_exported) {
+// What a run starts with (a session's files) is exported again only when the run touched it:
+// rewritten with the same bytes, or changed with its mtime put back, it is exported; left
+// alone, it is not; a new file is.
+BOOST_AUTO_TEST_CASE(untouched_files_are_left_out_and_touched_ones_exported) {
   TempDir dir;
   WriteFile(dir / "in/same.csv", "a,b\n1,2\n");
-  WriteFile(dir / "in/changed.csv", "a,b\n1,3\n");
+  WriteFile(dir / "in/rewritten.csv", "a,b\n1,2\n");
+  WriteFile(dir / "in/mtime_put_back.csv", "old");
+  auto stamps = StampWorkspace(dir.path(), ExportOptions{});
+  BOOST_TEST_REQUIRE(stamps.ok());
+  BOOST_TEST_REQUIRE(stamps->size() == 3u);
   ExportOptions options;
-  // sha256 of "a,b\n1,2\n" (sha256sum); upper case to show the comparison ignores case.
-  const std::string kSha = "492D5EA496056F1A6A6592241032FAB764C321596317930B4FA0E1E8BC3B7470";
-  options.unchanged_inputs = {{"in/same.csv", kSha}, {"in/changed.csv", kSha}};
+  int64_t latest = 0;
+  for (const auto& [path, stamp] : *stamps) {
+    options.untouched[path] = stamp;
+    latest = std::max(latest, stamp.ctime_ns);
+  }
+  WaitPastTimestamp(latest);
+  WriteFile(dir / "in/rewritten.csv", "a,b\n1,2\n");
+  WriteFile(dir / "in/mtime_put_back.csv", "new");
+  const FileStamp old = options.untouched["in/mtime_put_back.csv"];
+  const struct timespec times[2] = {{0, UTIME_OMIT},
+                                    {static_cast<time_t>(old.mtime_ns / 1000000000),
+                                     static_cast<long>(old.mtime_ns % 1000000000)}};
+  BOOST_TEST_REQUIRE(::utimensat(AT_FDCWD, (dir / "in/mtime_put_back.csv").c_str(), times, 0) == 0);
+  WriteFile(dir / "new.txt", "n");
   const WalkResult result = Walk(dir, options);
-  BOOST_TEST(Paths(result.files) == std::vector<std::string>{"in/changed.csv"},
+  BOOST_TEST(Paths(result.files) ==
+                 (std::vector<std::string>{"in/mtime_put_back.csv", "in/rewritten.csv", "new.txt"}),
              boost::test_tools::per_element());
   BOOST_TEST(result.skipped.empty());  // left out silently, see export.cc
+}
+
+BOOST_AUTO_TEST_CASE(stamps_encode_and_decode) {
+  const FileStamp stamp = {123456789, 42, 1700000000123456789, -5};
+  BOOST_TEST(EncodeStamp(stamp) == "123456789 42 1700000000123456789 -5");
+  auto back = DecodeStamp(EncodeStamp(stamp));
+  BOOST_TEST_REQUIRE(back.has_value());
+  BOOST_TEST((*back == stamp));
+  for (const char* bad :
+       {"", "1 2 3", "1 2 3 4 5", "1 2 3 x", "1  2 3 4", "-1 2 3 4", "1 2 3 4 "}) {
+    BOOST_TEST(!DecodeStamp(bad).has_value(), bad);
+  }
 }
 
 BOOST_AUTO_TEST_CASE(hostile_names_are_listed_byte_for_byte) {
