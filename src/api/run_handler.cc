@@ -543,8 +543,7 @@ void Service::PublishFiles(const HttpRequest& request, const RunRequest& run,
     return;
   }
   // A kernel's shown figures (PublishDisplays) are there already: the workspace's files
-  // follow them. Only the workspace's are its digests.
-  for (const auto& f : published->files) (*digests)[f.path] = f.sha256;
+  // follow them.
   response.files.insert(response.files.end(), std::make_move_iterator(published->files.begin()),
                         std::make_move_iterator(published->files.end()));
   // A stateful run's displays come from its kernel (HandleStatefulRun), not a manifest.
