@@ -79,24 +79,25 @@ bool ParseRecordLine(std::string_view line, std::string* path, std::string* hash
   return true;
 }
 
-// `path` with "." and ".." segments resolved; "" when it is absolute or leaves the directory.
+// `path` with "." segments and each ".." after a name resolved; leading ".." kept: pip
+// --target records a console script as ../../bin/NAME (it moves bin/ into the directory
+// too), and two distributions with the same script name are one overwrite as well.
 std::string NormalPath(std::string_view path) {
-  if (path.empty() || path.front() == '/') return "";
   std::vector<std::string_view> parts;
+  const bool absolute = !path.empty() && path.front() == '/';
   while (!path.empty()) {
     const size_t slash = path.find('/');
     const std::string_view part = path.substr(0, slash);
     path = slash == std::string_view::npos ? std::string_view() : path.substr(slash + 1);
     if (part.empty() || part == ".") continue;
-    if (part == "..") {
-      if (parts.empty()) return "";
+    if (part == ".." && !parts.empty() && parts.back() != "..") {
       parts.pop_back();
     } else {
       parts.push_back(part);
     }
   }
-  std::string out;
-  for (const auto& part : parts) out += (out.empty() ? "" : "/") + std::string(part);
+  std::string out = absolute ? "/" : "";
+  for (size_t i = 0; i < parts.size(); ++i) out += (i ? "/" : "") + std::string(parts[i]);
   return out;
 }
 
@@ -200,7 +201,7 @@ std::string ReadContests(int site_fd, const std::map<std::string, std::string>& 
       at = end + 1;
       if (!row) continue;
       const std::string path = NormalPath(raw);
-      if (path.empty()) return label + " lists a file outside its directory";
+      if (path.empty()) continue;
       const std::string top = path.substr(0, path.find('/'));
       if (EndsWith(top, kDistInfo) && top != dist_info) {
         // Another distribution's metadata: never shared.
