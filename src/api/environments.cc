@@ -9,12 +9,14 @@
 #include <algorithm>
 #include <climits>
 #include <cstdlib>
-#include <set>
 
+#include "api/install_step.h"
 #include "api/packages.h"
 #include "api/requirements.h"
+#include "api/run_steps.h"
 #include "api/service.h"
 #include "sandbox/spec.h"
+#include "storage/dist_records.h"
 #include "util/text.h"
 
 namespace sandrun::api {
@@ -67,21 +69,34 @@ void AddEnvironmentToPath(std::vector<std::string>* env) {
   }
 }
 
-std::vector<std::string> InstallStepNames(const std::string& code) {
-  std::vector<std::string> names;
-  for (const auto& name : RequestedPackages(code)) names.push_back(NormalizePackageName(name));
-  return names;
+std::vector<std::vector<std::string>> PrebuildSets(const config::Config& config, bool log) {
+  std::vector<std::vector<std::string>> sets;
+  for (const auto& set : config.environments_prebuild) {
+    std::vector<Requirement> parsed;
+    for (const auto& text : set) {
+      Requirement r;
+      if (std::string why = ParseRequirement(text, &r); !why.empty()) {
+        if (log) {
+          std::fprintf(stderr, "sandrund: environments_prebuild: '%s' %s; set skipped\n",
+                       util::SanitizeUtf8(text).c_str(), why.c_str());
+        }
+        parsed.clear();
+        break;
+      }
+      parsed.push_back(std::move(r));
+    }
+    if (!parsed.empty()) sets.push_back(NormalizeSet(parsed));
+  }
+  return sets;
 }
 
 std::optional<StepResult> SatisfiedByEnvironment(const RunRequest& run, const CodeStep& step,
                                                  int index) {
-  if (run.environment_names.empty() || step.language == nullptr) return std::nullopt;
-  const std::vector<std::string> names = InstallStepNames(step.code);
-  if (names.empty()) return std::nullopt;
-  for (const auto& name : names) {
-    if (!std::binary_search(run.environment_names.begin(), run.environment_names.end(), name)) {
-      return std::nullopt;
-    }
+  if (run.environment_packages.empty() || step.language == nullptr) return std::nullopt;
+  const std::vector<std::string> wanted = InstallRequirements(step.code);
+  if (wanted.empty()) return std::nullopt;
+  for (const auto& want : wanted) {
+    if (!RequirementCovered(want, run.environment_packages)) return std::nullopt;
   }
   StepResult sr;
   sr.index = index;
@@ -89,7 +104,7 @@ std::optional<StepResult> SatisfiedByEnvironment(const RunRequest& run, const Co
   sr.code = step.code;
   sr.status = RunStatus::kOk;
   sr.exit_code = 0;
-  sr.stdout_stream.text = "sandrun: not installed again: " + Joined(names) +
+  sr.stdout_stream.text = "sandrun: not installed again: " + Joined(wanted) +
                           " come from the prepared environment " + run.environment_id + "\n";
   sr.budget = "environment";
   return sr;
@@ -162,6 +177,18 @@ storage::BuildResult Service::BuildEnvironment(const std::string& build_dir,
                   " s (environment_build_wall_time_s) reached";
   }
   out.ok = result->outcome == sandbox::RunOutcome::kExited && result->exit_code == 0;
+  if (out.ok) {
+    // One directory for every distribution of the set: one that overwrote another's files
+    // (its modules, its metadata) would hand its code to whoever imports the other.
+    if (std::string overwrite =
+            storage::FindOverwrites(build_dir + "/" + storage::kEnvironmentSite);
+        !overwrite.empty()) {
+      out.ok = false;
+      out.output += "\nsandrun: refused: " + overwrite +
+                    "; an environment whose distributions overwrite each other's files is not "
+                    "kept";
+    }
+  }
   // Found nothing because no index was reachable: say so (pip says only "versions: none").
   if (!out.ok && PipFoundNothing(out.output)) {
     if (std::string note = IndexUnreachableNote(out.output, config_); !note.empty()) {
@@ -173,20 +200,7 @@ storage::BuildResult Service::BuildEnvironment(const std::string& build_dir,
 
 void Service::PrebuildEnvironments() {
   if (!environments_) return;
-  for (const auto& set : config_.environments_prebuild) {
-    std::vector<Requirement> parsed;
-    for (const auto& text : set) {
-      Requirement r;
-      if (std::string why = ParseRequirement(text, &r); !why.empty()) {
-        std::fprintf(stderr, "sandrund: environments_prebuild: '%s' %s; set skipped\n",
-                     util::SanitizeUtf8(text).c_str(), why.c_str());
-        parsed.clear();
-        break;
-      }
-      parsed.push_back(std::move(r));
-    }
-    if (!parsed.empty()) environments_->Prebuild(NormalizeSet(parsed));
-  }
+  for (const auto& set : PrebuildSets(config_, true)) environments_->Prebuild(set);
 }
 
 int Service::SweepEnvironments() {
@@ -195,20 +209,22 @@ int Service::SweepEnvironments() {
       environments_->Evict(static_cast<uint64_t>(config_.environments_max_mb) << 20).size());
 }
 
-std::optional<storage::EnvironmentStore::Answer> Service::FindCoveringEnvironment(
+std::optional<storage::EnvironmentStore::Answer> Service::FindServingEnvironment(
     const RunRequest& run) const {
-  // The markdown plan: a present environment that covers every install step's packages.
+  // The markdown plan: the install steps' requirements, as a set. Only steps that run as
+  // install steps count (one that installs a path runs as a program, whatever is present).
   if (!run.markdown) return std::nullopt;
-  std::vector<std::string> names;
+  std::vector<std::string> wanted;
   for (const auto& step : run.steps) {
-    if (!step.install) continue;
-    for (auto& name : InstallStepNames(step.code)) names.push_back(std::move(name));
+    if (!step.save_as.empty() || !IsInstallStep(step)) continue;
+    for (auto& r : InstallRequirements(step.code)) wanted.push_back(std::move(r));
   }
-  if (names.empty()) return std::nullopt;
-  std::sort(names.begin(), names.end());
-  names.erase(std::unique(names.begin(), names.end()), names.end());
-  auto answer = environments_->FindCovering(
-      names, [](const std::string& text) { return NamesOf({text}).front(); });
+  if (wanted.empty()) return std::nullopt;
+  std::sort(wanted.begin(), wanted.end());
+  wanted.erase(std::unique(wanted.begin(), wanted.end()), wanted.end());
+  std::vector<std::string> trusted;
+  for (const auto& set : PrebuildSets(config_, false)) trusted.push_back(environments_->IdOf(set));
+  auto answer = environments_->FindServing(wanted, trusted, RequirementCovered);
   if (answer.outcome != storage::EnvironmentStore::Outcome::kCached) return std::nullopt;
   return answer;
 }
@@ -271,15 +287,15 @@ std::optional<HttpResponse> Service::PrepareEnvironment(RunRequest* run, const c
   if (!environments_ || run->stateful) return std::nullopt;
   storage::EnvironmentStore::Answer answer;
   if (run->packages.empty()) {
-    auto covering = FindCoveringEnvironment(*run);
-    if (!covering) return std::nullopt;
-    answer = std::move(*covering);
+    auto serving = FindServingEnvironment(*run);
+    if (!serving) return std::nullopt;
+    answer = std::move(*serving);
   } else if (auto refused = AcquireEnvironment(*run, live, &answer)) {
     return refused;
   }
   run->environment_dir = answer.site_dir;
   run->environment_id = answer.meta.id;
-  run->environment_names = NamesOf(answer.meta.packages);
+  run->environment_packages = answer.meta.packages;
   *report = EnvironmentReport{
       answer.meta.id, answer.meta.packages,
       answer.outcome == storage::EnvironmentStore::Outcome::kBuilt ? "built" : "cached",

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "api/run_codec.h"
+#include "config/config.h"
 
 namespace sandrun::api {
 
@@ -15,12 +16,14 @@ namespace sandrun::api {
 // the workspace. Pure.
 void AddEnvironmentToPath(std::vector<std::string>* env);
 
-// The normalised names of the packages a markdown install step (`code`) asks for. Pure.
-std::vector<std::string> InstallStepNames(const std::string& code);
+// The sets of config `environments_prebuild` that parse, normalised (NormalizeSet); a set
+// with an entry that does not parse is left out, and said on stderr when `log`.
+std::vector<std::vector<std::string>> PrebuildSets(const config::Config& config, bool log);
 
-// When every package an install step asks for is in the run's environment
-// (run.environment_names), the step's result without running it: status ok, a stdout line
-// naming the environment, budget "environment". Otherwise nullopt. Pure.
+// When every requirement of an install step (api/install_step.h) is covered by the set of
+// the run's environment (run.environment_packages, RequirementCovered), the step's result
+// without running it: status ok, a stdout line naming the environment, budget
+// "environment". Otherwise nullopt. Pure.
 std::optional<StepResult> SatisfiedByEnvironment(const RunRequest& run, const CodeStep& step,
                                                  int index);
 

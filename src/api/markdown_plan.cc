@@ -2,6 +2,8 @@
 // steps the run handler executes and the `plan` entries of the response.
 #include <map>
 
+#include "api/install_step.h"
+#include "api/run_steps.h"
 #include "api/service.h"
 #include "markdown/run_plan.h"
 
@@ -55,7 +57,8 @@ void Service::SplitCodePipLines(RunRequest* run) const {
   install.language = shell;
   install.code = std::move(split.pip_code);
   install.install = true;
-  install.title = "pip lines of the code (bash, install)";
+  install.title = std::string("pip lines of the code (bash, ") +
+                  (IsInstallStep(install) ? "install" : "program") + ")";
   run->steps.insert(run->steps.begin(), std::move(install));
 }
 
@@ -71,6 +74,7 @@ std::optional<ApiError> Service::PlanMarkdown(const std::string& markdown, int b
     const Error& error = built.error();
     return ToApiError(error, error.kind == ErrorKind::kBadBlock ? "block" : "markdown");
   }
+  std::map<int, std::string> not_install;  // block -> why its install step is a program
   for (const auto& s : built->steps) {
     CodeStep step;
     step.block_index = s.block_index;
@@ -78,6 +82,13 @@ std::optional<ApiError> Service::PlanMarkdown(const std::string& markdown, int b
     step.save_as = s.save_as;
     step.install = s.kind == markdown::Step::Kind::kInstall;
     step.reads_stdin = s.reads_stdin;
+    std::string kind = markdown::StepKindName(s.kind);
+    if (step.install) {
+      if (std::string why = ParsePureInstall(s.code, nullptr); !why.empty()) {
+        not_install[s.block_index] = std::move(why);
+        kind = "program";
+      }
+    }
     if (s.kind != markdown::Step::Kind::kSave) {
       step.language = config::FindLanguage(config_, s.language);
       if (step.language == nullptr) {
@@ -86,14 +97,21 @@ std::optional<ApiError> Service::PlanMarkdown(const std::string& markdown, int b
                             "' is not configured",
                         "markdown"};
       }
-      step.title = "block " + std::to_string(s.block_index) + " (" + step.language->name + ", " +
-                   markdown::StepKindName(s.kind) + ")";
+      step.title =
+          "block " + std::to_string(s.block_index) + " (" + step.language->name + ", " + kind + ")";
     }
     steps->push_back(std::move(step));
   }
   plan->emplace();
   for (const auto& entry : built->plan) {
-    (*plan)->push_back(PlanEntry{entry.index, entry.language, entry.run, entry.reason});
+    std::string reason = entry.reason;
+    if (auto it = not_install.find(entry.index); it != not_install.end()) {
+      reason +=
+          "; its pip installs run as a program, on the run's limits, not the install "
+          "budget: " +
+          it->second;
+    }
+    (*plan)->push_back(PlanEntry{entry.index, entry.language, entry.run, std::move(reason)});
   }
   return std::nullopt;
 }

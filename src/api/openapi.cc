@@ -220,7 +220,7 @@ constexpr char kSpec[] = R"json({
           "stdout": {"type": "string"},
           "stderr": {"type": "string"},
           "wall_ms": {"type": "integer"},
-          "budget": {"type": "string", "description": "install (an install step, on install_wall_time_s) or program (the run's limits)."}
+          "budget": {"type": "string", "description": "install (an install step: pip installs of index requirements and nothing else, on install_wall_time_s), program (the run's limits) or environment (answered from the prepared environment without running)."}
         }
       },
       "PlanEntry": {

@@ -6,6 +6,7 @@
 #include <set>
 #include <sstream>
 
+#include "api/install_step.h"
 #include "markdown/shell_script.h"
 
 namespace sandrun::api {
@@ -121,20 +122,7 @@ bool IsInstallCode(const std::string& shell_code) {
 }
 
 bool IsInstallOnlyCode(const std::string& shell_code) {
-  const markdown::ShellScript script = markdown::AnalyzeShell(shell_code);
-  if (!script.writes.empty()) return false;
-  bool installs = false;
-  for (const auto& line : script.lines) {
-    if (line.kind == markdown::LineKind::kEmpty) continue;
-    if (line.kind != markdown::LineKind::kInstall) return false;
-    for (const auto& cmd : line.commands) {
-      if (cmd.kind != markdown::CommandKind::kInstall && cmd.kind != markdown::CommandKind::kCd) {
-        return false;
-      }
-    }
-    installs = true;
-  }
-  return installs;
+  return ParsePureInstall(shell_code, nullptr).empty();
 }
 
 std::string CellInstallCode(const std::string& python_cell) {

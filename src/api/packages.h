@@ -18,10 +18,10 @@ std::vector<std::string> PipEnv(const config::Config& config);
 // markdown/shell_script.h recognises them). Pure.
 bool IsInstallCode(const std::string& shell_code);
 
-// True when a shell step does nothing but install Python packages: every non-blank line is a
-// pip install (with at most `cd`), and nothing else runs or is written. Only such a step gets
-// the install budget (install_wall_time_s of wall and CPU time, install_disk_mb), so a
-// program cannot buy that budget by adding a `pip install` line. Pure.
+// True when a shell step does nothing but install index packages (api/install_step.h
+// ParsePureInstall): only such a step gets the install budget (install_wall_time_s of wall
+// and CPU time, install_disk_mb), so neither a program nor a pip of the workspace, a path,
+// a requirements file or a URL can buy that budget by adding a `pip install` line. Pure.
 bool IsInstallOnlyCode(const std::string& shell_code);
 
 // The shell commands of a notebook cell's `%pip install ...`, `!pip install ...` and bare

@@ -56,10 +56,11 @@ struct RunRequest {
   // empty = none asked.
   std::vector<std::string> packages;
   // Set by the run handler when a prepared environment goes with the run (environments.cc):
-  // its host directory, mounted read-only on the import path, and its packages' names.
+  // its host directory, mounted read-only on the import path, and the set it was built from
+  // (canonical requirement texts).
   std::string environment_dir;
   std::string environment_id;
-  std::vector<std::string> environment_names;
+  std::vector<std::string> environment_packages;
 };
 
 // Bounds on `files` (DESIGN.md §8: hostile names never escape; sizes capped).

@@ -42,7 +42,7 @@ Status WriteProgramFiles(const RunRequest& run, const std::string& workspace,
       }
     }
     const std::string path = workspace + "/" + util::kProgramDir + "/" + ProgramPath(run, i);
-    if (Status s = sys::WriteFile(path, run.steps[i].code, 0644); !s.ok()) return s;
+    if (Status s = sys::WriteFile(path, ProgramText(run.steps[i]), 0644); !s.ok()) return s;
   }
   return OkStatus();
 }

@@ -4,6 +4,7 @@
 #include <cctype>
 
 #include "api/environments.h"
+#include "api/install_step.h"
 #include "api/packages.h"
 #include "api/run_displays.h"
 #include "markdown/block_analysis.h"
@@ -55,6 +56,30 @@ std::vector<std::string> SandboxEnv(const config::Config& config) {
   return env;
 }
 
+std::vector<std::string> InstallEnv(const config::Config& config) {
+  std::vector<std::string> env;
+  for (std::string& line : SandboxEnv(config)) {
+    const std::string key = line.substr(0, line.find('='));
+    if (key == "HOME" || key == "PATH" || key == "PYTHONPATH" || key == "PIP_CACHE_DIR" ||
+        key == "XDG_CACHE_HOME" || key == "MPLCONFIGDIR" || key == "MPLBACKEND") {
+      continue;
+    }
+    env.push_back(std::move(line));
+  }
+  env.push_back(std::string("HOME=") + kInstallHome);
+  env.push_back("PATH=/usr/local/bin:/usr/bin:/bin");
+  env.push_back("PYTHONNOUSERSITE=1");
+  env.push_back("PYTHONUSERBASE=/home/user/.local");
+  return env;
+}
+
+std::string ProgramText(const CodeStep& step) {
+  if (step.language == nullptr || step.language->name != "bash") return step.code;
+  PureInstall pure;
+  if (!ParsePureInstall(step.code, &pure).empty()) return step.code;
+  return pure.script;
+}
+
 StepParts PartitionSteps(const std::vector<CodeStep>& steps) {
   StepParts parts;
   for (size_t i = 0; i < steps.size(); ++i) {
@@ -104,6 +129,7 @@ sandbox::SandboxSpec StepSpec(const config::Config& config, const RunRequest& ru
                               const StepBudget& budget) {
   const CodeStep& step = run.steps[i];
   const config::Limits& limits = run.limits;
+  const bool install = IsInstallStep(step);
   sandbox::SandboxSpec spec;
   for (const auto& arg : step.language->argv) {
     if (arg == "{file}") {
@@ -120,6 +146,12 @@ sandbox::SandboxSpec StepSpec(const config::Config& config, const RunRequest& ru
   spec.outputs_dir = paths.outputs;
   spec.environment_dir = run.environment_dir;
   if (!run.environment_dir.empty()) AddEnvironmentToPath(&spec.env);
+  if (install) {
+    // The daemon's script (ProgramText) under the system's bash, whatever the configured
+    // shell, in an environment that names nothing of the workspace.
+    spec.argv = {"/bin/bash", std::string(kProgramDirInside) + "/" + ProgramPath(run, i)};
+    spec.env = InstallEnv(config);
+  }
   spec.workspace_dir = paths.workspace;
   spec.readonly_workspace_dirs = {util::kProgramDir};
   spec.tmp_dir = paths.tmp;
@@ -134,7 +166,7 @@ sandbox::SandboxSpec StepSpec(const config::Config& config, const RunRequest& ru
   spec.limits.output_bytes = budget.output_bytes;
   spec.limits.file_size_bytes = static_cast<uint64_t>(limits.file_size_mb) << 20;
   spec.limits.disk_bytes = static_cast<uint64_t>(limits.disk_mb) << 20;
-  if (IsInstallStep(step)) {
+  if (install) {
     // The install budget (issue 9 part 2) replaces the program's time and size limits: a
     // wheel (numpy's is 18 MB) and pip's unpacking in /tmp are bigger than a program's
     // files, and pip's CPU time is bounded by its wall time.

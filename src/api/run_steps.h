@@ -29,10 +29,22 @@ struct StepParts {
 };
 StepParts PartitionSteps(const std::vector<CodeStep>& steps);
 
-// An install step (pip install ..., and nothing else) runs on its own budget
-// (install_wall_time_s, install_disk_mb), not the program's (issue 9 part 2). The planner's
-// install steps are held to the same rule: a block that also runs something is a program.
+// An install step (pip installs of index requirements, and nothing else: api/install_step.h)
+// runs on its own budget (install_wall_time_s, install_disk_mb), not the program's. The
+// planner's install steps are held to the same rule: a block that also runs something, or
+// installs from a path, a file or a URL, is a program.
 bool IsInstallStep(const CodeStep& step);
+
+// The sandbox environment of an install step: SandboxEnv's, with HOME the read-only
+// kInstallHome (no pip.conf, ~/.pydistutils.cfg or cache of the workspace), PATH without the
+// workspace's ~/.local/bin (a build backend's `cc` is the system's), no PYTHONPATH,
+// PYTHONNOUSERSITE=1 (pip's build subprocesses see no user site either), PYTHONUSERBASE the
+// workspace's ~/.local (where `pip install --user` puts packages) and no pip cache. Pure.
+std::vector<std::string> InstallEnv(const config::Config& config);
+
+// What the program file of `step` holds: its code, or for an install step the script that
+// runs its pip installs isolated from the workspace (api/install_step.h). Pure.
+std::string ProgramText(const CodeStep& step);
 
 // A shell step with a pip install in it, install step or not: when pip finds nothing
 // without the network, it gets the network-off note.

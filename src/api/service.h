@@ -202,16 +202,17 @@ class Service {
                                              sandbox::RunCgroup* cgroup,
                                              storage::FileStamps* stamps) const;
   // The prepared environment of `run` (environments.cc): with `packages`, found, built or
-  // waited for (up to environment_wait_s); without, one that covers every package of the
-  // markdown's install steps, if present. Fills run->environment_dir/_names, `lease` and
+  // waited for (up to environment_wait_s); without, one that serves the markdown's install
+  // steps (FindServingEnvironment), if present. Fills run->environment_*, `lease` and
   // `report`. The refusal (403 network_forbidden, 503 environment_building) or the response
   // of a failed build (200, status error) otherwise.
   std::optional<HttpResponse> PrepareEnvironment(RunRequest* run, const config::Config& live,
                                                  storage::EnvironmentStore::Lease* lease,
                                                  std::optional<EnvironmentReport>* report);
-  // A markdown run without `packages`: a present environment that covers the packages of
-  // every install step, if there is one.
-  std::optional<storage::EnvironmentStore::Answer> FindCoveringEnvironment(
+  // A markdown run without `packages`: the present environment built from exactly the set of
+  // its install steps' requirements, or one of environments_prebuild (the admin's choice)
+  // that covers them (RequirementCovered of api/install_step.h); nullopt when none.
+  std::optional<storage::EnvironmentStore::Answer> FindServingEnvironment(
       const RunRequest& run) const;
   // The environment of run.packages, found, built or waited for (up to environment_wait_s):
   // nullopt with `answer` cached or built; else the refusal (403 network_forbidden, 503

@@ -312,6 +312,8 @@ ShellScript AnalyzeShell(std::string_view code) {
       cmd.begin = raw.begin;
       cmd.end = raw.end;
       ClassifyWords(raw.words, &cmd);
+      cmd.words = raw.words;
+      cmd.heredoc = !raw.heredocs.empty();
       // A command that writes files and is not itself a run-file command is setup (e.g.
       // `cat > app.py <<EOF`); `python app.py > out.txt` just captures output.
       if (cmd.kind != CommandKind::kRunFile && cmd.kind != CommandKind::kInstall) {
@@ -321,7 +323,6 @@ ShellScript AnalyzeShell(std::string_view code) {
           }
         }
         if (!raw.writes.empty() || !raw.heredocs.empty()) cmd.kind = CommandKind::kOther;
-        cmd.writes = raw.writes;
         for (const std::string& w : raw.writes) {
           std::string file = w.substr(0, 2) == "./" ? w.substr(2) : w;
           if (IsSafeRelativePath(file) && written.insert(file).second) {
@@ -329,6 +330,7 @@ ShellScript AnalyzeShell(std::string_view code) {
           }
         }
       }
+      cmd.writes = raw.writes;
       for (std::string& d : raw.heredocs) pending_heredocs.push_back(std::move(d));
       line.commands.push_back(std::move(cmd));
     }

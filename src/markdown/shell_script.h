@@ -30,9 +30,11 @@ struct ShellCommand {
   CommandKind kind = CommandKind::kOther;
   size_t begin = 0;  // byte range of the command in its line
   size_t end = 0;
-  std::string program;  // first word after sudo/env, e.g. "apt-get"
+  std::string program;             // first word after sudo/env, e.g. "apt-get"
+  std::vector<std::string> words;  // all its words, quotes removed, redirections left out
   std::vector<FileRef> refs;
   std::vector<std::string> writes;  // files written by `>`, `>>` or tee (not /dev/*, not &N)
+  bool heredoc = false;             // it reads a heredoc
 };
 
 enum class LineKind {

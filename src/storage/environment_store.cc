@@ -6,7 +6,7 @@
 #include <ctime>
 #include <filesystem>
 #include <fstream>
-#include <set>
+#include <optional>
 #include <sstream>
 
 #include "storage/digest.h"
@@ -235,21 +235,26 @@ std::vector<EnvironmentMeta> EnvironmentStore::ListPresent() const {
   return out;
 }
 
-EnvironmentStore::Answer EnvironmentStore::FindCovering(
-    const std::vector<std::string>& names,
-    const std::function<std::string(const std::string&)>& name_of) {
+EnvironmentStore::Answer EnvironmentStore::FindServing(
+    const std::vector<std::string>& packages, const std::vector<std::string>& trusted,
+    const std::function<bool(const std::string& want, const std::vector<std::string>& have)>&
+        covered) {
   Answer answer;
-  const std::set<std::string> wanted(names.begin(), names.end());
   std::lock_guard<std::mutex> lock(mu_);
-  const EnvironmentMeta* best = nullptr;
-  const std::vector<EnvironmentMeta> present = ListPresent();
-  for (const auto& meta : present) {
-    std::set<std::string> have;
-    for (const auto& p : meta.packages) have.insert(name_of(p));
-    if (!std::includes(have.begin(), have.end(), wanted.begin(), wanted.end())) continue;
-    if (best == nullptr || meta.packages.size() < best->packages.size()) best = &meta;
+  if (TakePresent(IdOf(packages), &answer)) {
+    answer.outcome = Outcome::kCached;
+    return answer;
   }
-  if (best != nullptr && TakePresent(best->id, &answer)) answer.outcome = Outcome::kCached;
+  std::optional<EnvironmentMeta> best;
+  for (const auto& id : trusted) {
+    EnvironmentMeta meta;
+    if (!IsId(id) || !ReadMeta(DirOf(id), id, &meta)) continue;
+    const bool covers = std::all_of(packages.begin(), packages.end(), [&](const std::string& p) {
+      return covered(p, meta.packages);
+    });
+    if (covers && (!best || meta.packages.size() < best->packages.size())) best = std::move(meta);
+  }
+  if (best && TakePresent(best->id, &answer)) answer.outcome = Outcome::kCached;
   return answer;
 }
 

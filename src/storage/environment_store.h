@@ -104,10 +104,17 @@ class EnvironmentStore {
   // Starts building `packages` unless present, building, or failed recently. Returns at once.
   void Prebuild(const std::vector<std::string>& packages);
 
-  // A present environment whose packages' names cover every name of `names` (normalised
-  // package names), leased; the smallest such. kAbsent when none.
-  Answer FindCovering(const std::vector<std::string>& names,
-                      const std::function<std::string(const std::string&)>& name_of);
+  // A present environment for a run that did not name one (a markdown run's install steps
+  // asking for `packages`, a sorted set of requirement texts), leased: the one built from
+  // exactly that set, whoever asked for it first (its build installed what the index gives
+  // for the set, nothing else); else the smallest of `trusted` (ids of sets the admin chose)
+  // in which every entry of `packages` is `covered`. kAbsent when none. An environment built
+  // from more than was asked is never served to a run that did not choose it: another user's
+  // extra distribution could replace or shadow the modules asked for.
+  Answer FindServing(const std::vector<std::string>& packages,
+                     const std::vector<std::string>& trusted,
+                     const std::function<bool(const std::string& want,
+                                              const std::vector<std::string>& have)>& covered);
 
   // Deletes least-recently-used environments until the store holds at most `max_bytes`;
   // never a leased one. Returns the ids removed.

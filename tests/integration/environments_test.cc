@@ -37,6 +37,26 @@ std::string WithPackages(const std::string& packages, const std::string& code) {
   return R"({"packages": )" + packages + R"(, "language": "python", "code": ")" + code + "\"}";
 }
 
+// A /run body of `markdown`, with `extra` members (`"network": true`) when given.
+std::string MarkdownBody(const std::string& markdown, const std::string& extra = "") {
+  rapidjson::Document body;
+  body.SetObject();
+  body.AddMember("markdown", rapidjson::Value(markdown.c_str(), body.GetAllocator()),
+                 body.GetAllocator());
+  rapidjson::StringBuffer buf;
+  rapidjson::Writer<rapidjson::StringBuffer> w(buf);
+  body.Accept(w);
+  std::string text = buf.GetString();
+  if (!extra.empty()) text.insert(text.size() - 1, ", " + extra);
+  return text;
+}
+
+// A message that installs `install` (what follows `pip install`) and prints `module`.VALUE.
+std::string InstallAndPrint(const std::string& install, const std::string& module) {
+  return "```bash\npip install " + install + "\n```\n\n```python\nimport " + module + "; print(" +
+         module + ".VALUE)\n```\n";
+}
+
 int64_t Ms(Clock::time_point since) {
   return std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - since).count();
 }
@@ -104,16 +124,7 @@ BOOST_AUTO_TEST_CASE(a_markdown_pip_block_is_satisfied_by_a_present_environment)
   const FakeInternet& net = Net();
   // Made by the case above (or here, if it ran alone).
   (void)PostRun(WithPackages("[\"" + net.S("package") + "\"]", "pass"));
-  const std::string md = "```bash\npip install " + net.S("package") + "\n```\n\n```python\n" +
-                         ImportCode(net) + "\n```\n";
-  rapidjson::Document body;
-  body.SetObject();
-  body.AddMember("markdown", rapidjson::Value(md.c_str(), body.GetAllocator()),
-                 body.GetAllocator());
-  rapidjson::StringBuffer buf;
-  rapidjson::Writer<rapidjson::StringBuffer> w(buf);
-  body.Accept(w);
-  auto run = PostRun(buf.GetString());
+  auto run = PostRun(MarkdownBody(InstallAndPrint(net.S("package"), net.S("module"))));
   BOOST_TEST(Str(run, "status") == "ok", Str(run, "stderr"));
   BOOST_TEST(Str(run, "stdout").find(net.S("value")) != std::string::npos, Str(run, "stdout"));
   BOOST_TEST_REQUIRE(run.HasMember("environment"));
@@ -189,6 +200,55 @@ BOOST_AUTO_TEST_CASE(a_failed_build_is_remembered_with_pip_output) {
   BOOST_TEST_MESSAGE("remembered failure answered in " << Ms(start) << " ms");
 }
 
+// Another user's environment holds what a message's install step asks for, and more: a
+// distribution of theirs could ship the asked-for modules (pip --target puts all in one
+// directory), so the message is not served from it. An environment of exactly the set is.
+BOOST_AUTO_TEST_CASE(an_environment_is_served_only_to_the_set_it_was_built_from) {
+  const FakeInternet& net = Net();
+  const std::string plain = net.S("plain_package"), module = "sandrun_plain";
+  auto other =
+      PostRun(WithPackages("[\"" + plain + "\", \"" + net.S("bulk_package") + "\"]", "pass"));
+  BOOST_TEST_REQUIRE(other.HasMember("environment"), Str(other, "stderr"));
+  const std::string other_id = Str(other["environment"], "id");
+  BOOST_TEST(Exists(EnvironmentDir(other_id)));
+  auto victim = PostRun(MarkdownBody(InstallAndPrint(plain, module), "\"network\": true"));
+  BOOST_TEST(Str(victim, "status") == "ok", Str(victim, "stderr"));
+  BOOST_TEST(!victim.HasMember("environment"), Str(victim, "stdout"));
+  BOOST_TEST(Str(victim["snippets"][0], "budget") == "install");
+  BOOST_TEST(Str(victim, "stdout").find(net.S("value")) != std::string::npos,
+             Str(victim, "stdout"));
+  // Exactly its set, built by anyone: served.
+  auto exact = PostRun(WithPackages("[\"" + plain + "\"]", "pass"));
+  BOOST_TEST_REQUIRE(exact.HasMember("environment"), Str(exact, "stderr"));
+  auto served = PostRun(MarkdownBody(InstallAndPrint(plain, module)));
+  BOOST_TEST(Str(served, "status") == "ok", Str(served, "stderr"));
+  BOOST_TEST_REQUIRE(served.HasMember("environment"), Str(served, "stdout"));
+  BOOST_TEST(Str(served["environment"], "id") == Str(exact["environment"], "id"));
+  BOOST_TEST(Str(served["snippets"][0], "budget") == "environment");
+  // A version the set did not name is not that set.
+  auto pinned = PostRun(MarkdownBody(InstallAndPrint("'" + plain + "==1.0'", module)));
+  BOOST_TEST(!pinned.HasMember("environment"), Str(pinned, "stdout"));
+}
+
+// A distribution that ships another's files (sandrun-evil depends on the fixture and ships
+// its module): the build is refused, naming both; nothing runs.
+BOOST_AUTO_TEST_CASE(a_build_where_one_distribution_overwrites_anothers_files_is_refused) {
+  const FakeInternet& net = Net();
+  const std::string evil = net.S("evil_package"), fixture = net.S("package");
+  for (const std::string& set : {"[\"" + evil + "\"]", "[\"" + fixture + "\", \"" + evil + "\"]"}) {
+    auto doc = PostRun(WithPackages(set, ImportCode(net)));
+    BOOST_TEST(Str(doc, "status") == "error", set);
+    BOOST_TEST_REQUIRE(doc.HasMember("environment"), Str(doc, "stderr"));
+    BOOST_TEST(Str(doc["environment"], "status") == "failed");
+    const std::string err = Str(doc, "stderr");
+    for (const std::string& part : {std::string("refused"), evil + " 1.0", fixture + " 1.0",
+                                    net.S("module") + "/__init__.py"}) {
+      BOOST_TEST(err.find(part) != std::string::npos, set << ": " << part << " in " << err);
+    }
+    BOOST_TEST(Str(doc, "stdout").find(net.S("evil_value")) == std::string::npos);
+  }
+}
+
 BOOST_AUTO_TEST_CASE(the_janitor_evicts_the_least_recently_used_past_the_cap) {
   const FakeInternet& net = Net();
   const std::string bulk = net.S("bulk_package");
@@ -233,6 +293,35 @@ BOOST_AUTO_TEST_CASE(only_prebuilt_sets_are_served) {
   BOOST_TEST(e.code == "network_forbidden");
   BOOST_TEST(e.field == "packages");
   BOOST_TEST(e.message.find("environments_prebuild") != std::string::npos, e.message);
+}
+
+// The admin's sets (environments_prebuild) serve a message whose install step asks for
+// any of their packages by name; a version they did not name is not served.
+BOOST_AUTO_TEST_CASE(an_admin_set_serves_a_bare_name_it_holds) {
+  const FakeInternet& net = Net();
+  const std::string plain = net.S("plain_package"), module = "sandrun_plain";
+  const std::string admin =
+      WithPackages("[\"" + net.S("bulk_package") + "\", \"" + plain + "\"]", "pass");
+  // Present or being built since the daemon started (waited for); 403 only when this case
+  // runs alone, before the index was up at start.
+  if (Post("/run", admin).status == 403) {
+    Stack& stack = Stack::Get();
+    ::kill(stack.DaemonPid(), SIGTERM);
+    stack.Restart();
+  }
+  auto set = PostRun(admin);
+  BOOST_TEST_REQUIRE(set.HasMember("environment"), Str(set, "stderr"));
+  auto served = PostRun(MarkdownBody(InstallAndPrint(plain, module)));
+  BOOST_TEST(Str(served, "status") == "ok", Str(served, "stderr"));
+  BOOST_TEST(Str(served, "stdout").find(net.S("value")) != std::string::npos,
+             Str(served, "stdout"));
+  BOOST_TEST_REQUIRE(served.HasMember("environment"), Str(served, "stdout"));
+  BOOST_TEST(Str(served["environment"], "id") == Str(set["environment"], "id"));
+  BOOST_TEST(Str(served["snippets"][0], "budget") == "environment");
+  auto pinned = PostRun(MarkdownBody(InstallAndPrint("'" + plain + "==1.0'", module)));
+  BOOST_TEST(!pinned.HasMember("environment"), Str(pinned, "stdout"));
+  BOOST_TEST(Str(pinned["snippets"][0], "budget") == "install");
+  BOOST_TEST(Str(pinned, "status") == "error", Str(pinned, "stdout"));
 }
 
 BOOST_AUTO_TEST_SUITE_END()

@@ -18,7 +18,9 @@ removed first.
 Two suites can each have one at once: FAKE_INTERNET_OCTET (default 77) is the third octet of
 the veth's 198.18.N.0/24 (host side .1, index .2), and FAKE_INTERNET_INDEX_ONLY=1 leaves out
 the refused listeners (whose addresses are fixed). The index also holds sandrun-bulk, a wheel
-of about 700 KB (integration.Environments' eviction).
+of about 700 KB (integration.Environments' eviction), sandrun-plain (a package of its own),
+sandrun-evil (depends on the fixture and ships the fixture's module too: a --target install
+of both overwrites one's files with the other's) and sandrun-big (a 12 MiB file).
 """
 import base64
 import hashlib
@@ -86,6 +88,10 @@ while True:
 PACKAGE = "sandrun-fixture"
 MODULE = "sandrun_fixture"
 VALUE = "fixture-value-42"
+PLAIN = "sandrun-plain"
+EVIL = "sandrun-evil"
+EVIL_VALUE = "evil-value-666"
+BIG = "sandrun-big"
 
 
 def sh(*args, check=True):
@@ -101,28 +107,33 @@ def pidfile(directory, what):
     return os.path.join(directory, what + ".pid")
 
 
-def build_wheel(directory, package=PACKAGE, module=MODULE, extra=None):
-    """A wheel is a zip: the module, METADATA, WHEEL and a RECORD with hashes."""
+def build_wheel(directory, package=PACKAGE, module=MODULE, extra=None, requires=()):
+    """A wheel is a zip: the module, METADATA, WHEEL and a RECORD with hashes. `extra` adds
+    files (text or bytes), `requires` Requires-Dist lines."""
     simple = os.path.join(directory, "index", "simple", package)
     os.makedirs(simple, exist_ok=True)
     dist = module + "-1.0.dist-info"
+    metadata = "Metadata-Version: 2.1\nName: %s\nVersion: 1.0\n" % package
+    metadata += "".join("Requires-Dist: %s\n" % r for r in requires)
     files = {
         module + "/__init__.py": 'VALUE = "%s"\n' % VALUE,
-        dist + "/METADATA": "Metadata-Version: 2.1\nName: %s\nVersion: 1.0\n" % package,
+        dist + "/METADATA": metadata,
         dist + "/WHEEL": "Wheel-Version: 1.0\nGenerator: sandrun-test\nRoot-Is-Purelib: true\n"
         "Tag: py3-none-any\n",
     }
     files.update(extra or {})
+    files = {path: (data if isinstance(data, bytes) else data.encode()) for path, data in
+             files.items()}
     record = []
-    for path, text in files.items():
-        digest = base64.urlsafe_b64encode(hashlib.sha256(text.encode()).digest()).rstrip(b"=")
-        record.append("%s,sha256=%s,%d" % (path, digest.decode(), len(text.encode())))
+    for path, data in files.items():
+        digest = base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=")
+        record.append("%s,sha256=%s,%d" % (path, digest.decode(), len(data)))
     record.append(dist + "/RECORD,,")
-    files[dist + "/RECORD"] = "\n".join(record) + "\n"
+    files[dist + "/RECORD"] = ("\n".join(record) + "\n").encode()
     wheel = os.path.join(simple, module + "-1.0-py3-none-any.whl")
-    with zipfile.ZipFile(wheel, "w") as z:
-        for path, text in files.items():
-            z.writestr(path, text)
+    with zipfile.ZipFile(wheel, "w", zipfile.ZIP_DEFLATED) as z:
+        for path, data in files.items():
+            z.writestr(path, data)
     # http.server's directory listing is a valid PEP 503 project page (links to the files).
     return wheel
 
@@ -181,6 +192,14 @@ def up(name, directory):
     # Incompressible bytes as text (hex), stored in the zip: about 700 KB installed.
     build_wheel(directory, "sandrun-bulk", "sandrun_bulk",
                 {"sandrun_bulk/blob.txt": os.urandom(350 * 1024).hex()})
+    # Another package of its own (a set only the environments' poisoning test uses).
+    build_wheel(directory, PLAIN, PLAIN.replace("-", "_"))
+    # A distribution that depends on the fixture and ships the fixture's module as well:
+    # pip --target lets it overwrite the fixture's files.
+    build_wheel(directory, EVIL, EVIL.replace("-", "_"),
+                {MODULE + "/__init__.py": 'VALUE = "%s"\n' % EVIL_VALUE}, requires=[PACKAGE])
+    # A package with a 12 MiB file (zeros: small in the wheel), past a program's file_size_mb.
+    build_wheel(directory, BIG, BIG.replace("-", "_"), {"sandrun_big/data.bin": bytes(12 << 20)})
     sh("ip", "netns", "add", n["ns"])
     sh("ip", "link", "add", n["host_if"], "type", "veth", "peer", "name", n["ns_if"])
     sh("ip", "link", "set", n["ns_if"], "netns", n["ns"])
@@ -234,7 +253,9 @@ def up(name, directory):
                       "host_side": HOST_SIDE, "host_port": HOST_PORT,
                       "refused": REFUSED_IN_NS, "package": PACKAGE, "module": MODULE,
                       "value": VALUE, "dir": directory, "bulk_package": "sandrun-bulk",
-                      "sink_port": SINK_PORT, "sink_max": SINK_MAX}))
+                      "sink_port": SINK_PORT, "sink_max": SINK_MAX,
+                      "plain_package": PLAIN, "evil_package": EVIL, "evil_value": EVIL_VALUE,
+                      "big_package": BIG}))
 
 
 def down(name, directory=None):

@@ -3,6 +3,7 @@
 #define BOOST_TEST_MODULE environment_store
 #include "storage/environment_store.h"
 
+#include <algorithm>
 #include <atomic>
 #include <boost/test/unit_test.hpp>
 #include <filesystem>
@@ -153,18 +154,34 @@ BOOST_AUTO_TEST_CASE(eviction_takes_the_least_recently_used_and_never_a_leased_o
   BOOST_TEST(store.Evict(1000).empty());
 }
 
-BOOST_AUTO_TEST_CASE(covering_finds_the_smallest_present_set_with_every_name) {
+BOOST_AUTO_TEST_CASE(serving_is_the_exact_set_or_a_covering_trusted_one) {
   TempDir tmp;
   EnvironmentStore store(Options(tmp),
                          [](const std::string& d, const Set& p) { return WriteSite(d, p, 1); });
+  // Someone's set with more in it than a run asks for: never served to that run.
   (void)store.Acquire({"numpy", "pandas>=2"}, true, std::chrono::seconds(30));
   (void)store.Acquire({"numpy", "pandas>=2", "scipy"}, true, std::chrono::seconds(30));
-  auto name_of = [](const std::string& t) { return t.substr(0, t.find_first_of("<>=!~[")); };
-  auto found = store.FindCovering({"pandas"}, name_of);
+  auto name_only = [](const std::string& want, const Set& have) {
+    return std::any_of(have.begin(), have.end(), [&](const std::string& h) {
+      return h.substr(0, h.find_first_of("<>=!~[")) == want;
+    });
+  };
+  auto untrusted = store.FindServing({"pandas"}, {}, name_only);
+  BOOST_TEST(static_cast<int>(untrusted.outcome) == static_cast<int>(Outcome::kAbsent));
+  BOOST_TEST(!untrusted.lease.held());
+  // The same set exactly: served, whoever built it.
+  auto exact = store.FindServing({"numpy", "pandas>=2"}, {}, name_only);
+  BOOST_TEST(static_cast<int>(exact.outcome) == static_cast<int>(Outcome::kCached));
+  BOOST_TEST(exact.lease.held());
+  // Sets the admin chose cover what they hold: the smallest that covers.
+  const Set trusted = {store.IdOf({"numpy", "pandas>=2", "scipy"}),
+                       store.IdOf({"numpy", "pandas>=2"}), store.IdOf({"absent"}),
+                       "not-an-id/../x"};
+  auto found = store.FindServing({"pandas"}, trusted, name_only);
   BOOST_TEST(static_cast<int>(found.outcome) == static_cast<int>(Outcome::kCached));
   BOOST_TEST(found.meta.packages == (Set{"numpy", "pandas>=2"}), boost::test_tools::per_element());
   BOOST_TEST(found.lease.held());
-  auto none = store.FindCovering({"pandas", "torch"}, name_of);
+  auto none = store.FindServing({"pandas", "torch"}, trusted, name_only);
   BOOST_TEST(static_cast<int>(none.outcome) == static_cast<int>(Outcome::kAbsent));
 }
 
