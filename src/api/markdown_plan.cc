@@ -98,7 +98,7 @@ std::optional<ApiError> Service::PlanMarkdown(const std::string& markdown, int b
                         "markdown"};
       }
       step.title =
-          "block " + std::to_string(s.block_index) + " (" + step.language->name + ", " + kind + ")";
+          markdown::BlockLabel(s.block_index) + " (" + step.language->name + ", " + kind + ")";
     }
     steps->push_back(std::move(step));
   }

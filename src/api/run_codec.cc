@@ -173,7 +173,7 @@ std::optional<ApiError> DecodeSnippets(const Value& v, const config::Config& con
       return Bad("missing_field", "'" + field + ".code' is required", field + ".code");
     if (auto err = FindLanguage(config, language, field + ".language", &step.language)) return err;
     if (auto err = CheckCode(step.code, field + ".code")) return err;
-    step.title = "snippet " + std::to_string(i) + " (" + step.language->name + ")";
+    step.title = "snippet " + std::to_string(i + 1) + " (" + step.language->name + ")";
     steps->push_back(std::move(step));
   }
   return std::nullopt;

@@ -80,6 +80,22 @@ std::string ProgramText(const CodeStep& step) {
   return pure.script;
 }
 
+namespace {
+std::string ShellQuote(const std::string& word) {
+  std::string quoted = "'";
+  for (char c : word) quoted += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return quoted + "'";
+}
+}  // namespace
+
+std::string InstallCell(const config::Config& config, const CodeStep& step) {
+  // The daemon's script (ProgramText), under env -i with InstallEnv: the kernel's environment
+  // (PYTHONPATH, the user site with whatever .pth the workspace holds) never reaches pip.
+  std::string cell = "%%bash\nexec env -i";
+  for (const std::string& line : InstallEnv(config)) cell += " " + ShellQuote(line);
+  return cell + " /bin/bash -c " + ShellQuote(ProgramText(step)) + "\n";
+}
+
 StepParts PartitionSteps(const std::vector<CodeStep>& steps) {
   StepParts parts;
   for (size_t i = 0; i < steps.size(); ++i) {
@@ -250,11 +266,12 @@ void JoinStreams(const StepResult& sr, bool headers, const std::string& title, i
     response->net_rx_bytes = response->net_rx_bytes.value_or(0) + net_rx_bytes;
     response->net_tx_bytes = response->net_tx_bytes.value_or(0) + net_tx_bytes;
   }
-  if (headers) {
+  // Headers count steps from 1, as the plan does; a stream the step wrote nothing to gets none.
+  if (headers && !sr.stdout_stream.text.empty()) {
     AppendLine(response->stdout_stream.text, "--- " + title + " ---");
-    if (!sr.stderr_stream.text.empty()) {
-      AppendLine(response->stderr_stream.text, "--- " + title + " ---");
-    }
+  }
+  if (headers && !sr.stderr_stream.text.empty()) {
+    AppendLine(response->stderr_stream.text, "--- " + title + " ---");
   }
   response->stdout_stream.text += sr.stdout_stream.text;
   response->stderr_stream.text += sr.stderr_stream.text;

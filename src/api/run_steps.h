@@ -42,6 +42,10 @@ bool IsInstallStep(const CodeStep& step);
 // workspace's ~/.local (where `pip install --user` puts packages) and no pip cache. Pure.
 std::vector<std::string> InstallEnv(const config::Config& config);
 
+// A kernel cell (%%bash) that runs an install step as RunSteps does: the daemon's script of its
+// pure pip installs (ProgramText) under /bin/bash with InstallEnv only.
+std::string InstallCell(const config::Config& config, const CodeStep& step);
+
 // What the program file of `step` holds: its code, or for an install step the script that
 // runs its pip installs isolated from the workspace (api/install_step.h). Pure.
 std::string ProgramText(const CodeStep& step);

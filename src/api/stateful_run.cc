@@ -335,16 +335,25 @@ RunResponse Service::RunCells(const RunRequest& run, const std::string& id, kern
   int64_t program_ms = 0;  // wall time of the program cells (install cells have their own)
   uint64_t output_used = 0;
   std::map<int, std::string> blocks;  // execution count -> the block's name in tracebacks
+  bool ran_program = false;           // a program cell of this run has started
   for (size_t i : programs) {
     const CodeStep& step = run.steps[i];
-    const StepBudget budget = BudgetLeft(config_, run, step, program_ms, output_used);
+    StepBudget budget = BudgetLeft(config_, run, step, program_ms, output_used);
+    // Code of this run's earlier cells may still run in the kernel (a thread, a child): after
+    // the first program cell, an install cell gets no more wall time than a program cell.
+    if (IsInstallStep(step) && ran_program) {
+      budget.wall_ms = std::min<int64_t>(budget.wall_ms, limits.wall_time_s * 1000 - program_ms);
+    }
     if (const std::string spent = BudgetSpent(budget); !spent.empty()) {
       response.status = budget.wall_ms <= 0 ? RunStatus::kTimeout : RunStatus::kOutputLimit;
       AppendLine(response.stderr_stream.text,
                  "sandrun: " + step.title + " not run: the run's " + spent + " budget is spent");
       break;
     }
-    const std::string code = step.language->name == "bash" ? "%%bash\n" + step.code : step.code;
+    const std::string code = IsInstallStep(step)             ? InstallCell(config_, step)
+                             : step.language->name == "bash" ? "%%bash\n" + step.code
+                                                             : step.code;
+    if (!IsInstallStep(step)) ran_program = true;
     kernel::ExecuteResult er =
         k.Execute(code, {budget.wall_ms, limits.cpu_time_s * 1000, budget.output_bytes});
     if (name_blocks && er.execution_count > 0) {

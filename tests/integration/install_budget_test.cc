@@ -115,6 +115,32 @@ BOOST_AUTO_TEST_CASE(a_pth_in_the_user_site_never_runs_on_the_install_budget) {
   }
 }
 
+// The same in a notebook run (two Python blocks: one kernel for the answer): the install cell
+// runs the daemon's script under env -i, so pip reads neither the kernel's environment nor the
+// user site; and after a program cell it gets no more wall time than a program cell.
+BOOST_AUTO_TEST_CASE(an_install_cell_of_a_notebook_run_is_pips_alone) {
+  const std::string md = "```python\n" +
+                         PlantPth(
+                             "import time; print('PTH-RAN', flush=True); "
+                             "time.sleep(3600)") +
+                         "```\n\n```bash\npip install pip\n```\n\n"
+                         "```python\nprint('after')\n```\n";
+  const auto start = Clock::now();
+  auto doc = PostRun(R"({"markdown": )" + Q(md) + ", " + kLimits + "}");
+  const int64_t took = SecondsSince(start);
+  BOOST_TEST_REQUIRE(doc.HasMember("snippets"), Output(doc));
+  const auto& steps = doc["snippets"];
+  BOOST_TEST_REQUIRE(steps.Size() == 3u, Output(doc));
+  BOOST_TEST(Str(steps[1], "status") == "ok", Output(doc));
+  BOOST_TEST(
+      Str(steps[1], "stdout").find("Requirement already satisfied: pip") != std::string::npos,
+      Output(doc));
+  BOOST_TEST(Output(doc).find("PTH-RAN") == std::string::npos, Output(doc));
+  BOOST_TEST(Str(steps[2], "stdout") == "after\n", Output(doc));
+  BOOST_TEST(Str(doc, "status") == "ok", Output(doc));
+  BOOST_TEST(took < 25, took << " s: " << Output(doc));  // the install budget is 30 s
+}
+
 // `./pip install x`: the workspace's pip is the run's program.
 BOOST_AUTO_TEST_CASE(a_pip_of_the_workspace_runs_on_the_programs_budget) {
   const std::string md =

@@ -57,7 +57,7 @@ BOOST_AUTO_TEST_CASE(snippets_share_workspace_and_tmp_in_order) {
   BOOST_TEST_REQUIRE(doc["snippets"].Size() == 2u);
   BOOST_TEST(Str(doc["snippets"][0], "stdout") == "setup\n");
   BOOST_TEST(Str(doc["snippets"][1], "status") == "ok");
-  BOOST_TEST(Str(doc, "stdout").find("--- snippet 1 (python) ---") != std::string::npos);
+  BOOST_TEST(Str(doc, "stdout").find("--- snippet 2 (python) ---") != std::string::npos);
 }
 
 BOOST_AUTO_TEST_CASE(snippets_stop_at_first_failure_unless_asked) {
