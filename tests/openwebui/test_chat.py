@@ -8,11 +8,9 @@ Run by ctest as `openwebui.chat`; by hand (as root, after a build):
 """
 
 import os
-import re
 import shutil
 import tempfile
 import unittest
-import urllib.request
 import uuid
 
 import owui
@@ -20,11 +18,7 @@ import owui_chat
 from owui_chat import OpenWebUI
 from stack import Stack
 
-REPO = os.environ.get("SANDRUN_SOURCE_DIR") or os.path.abspath(
-    os.path.join(os.path.dirname(__file__), "..", "..")
-)
-ACTION_FILE = os.path.join(REPO, "openwebui", "sandrun_action.py")
-TOOL_FILE = os.path.join(REPO, "openwebui", "sandrun_tool.py")
+from plugin_files import ACTION_FILE, TOOL_FILE, fetch, markdown_links
 PNG = b"\x89PNG\r\n\x1a\n"
 
 STACK = None
@@ -38,19 +32,6 @@ def setUpModule():
 def tearDownModule():
     if STACK is not None:
         STACK.stop()
-
-
-def fetch(url: str) -> tuple:
-    with urllib.request.urlopen(url, timeout=30) as r:
-        return r.status, r.headers.get("Content-Type", ""), r.read()
-
-
-MD_LINK = re.compile(r"(!?)\[([^\]]+)\]\((<[^>]+>|[^)\s]+)\)")
-
-
-def markdown_links(text: str) -> dict:
-    """name -> (is_image, url) for every markdown link or image in text."""
-    return {m.group(2): (m.group(1) == "!", m.group(3).strip("<>")) for m in MD_LINK.finditer(text)}
 
 
 # One Python block: it prints, shows a chart, saves a CSV and ends on a DataFrame.

@@ -21,11 +21,7 @@ import uuid
 import owui
 from stack import Stack, free_loopback_port
 
-REPO = os.environ.get("SANDRUN_SOURCE_DIR") or os.path.abspath(
-    os.path.join(os.path.dirname(__file__), "..", "..")
-)
-ACTION_FILE = os.path.join(REPO, "openwebui", "sandrun_action.py")
-TOOL_FILE = os.path.join(REPO, "openwebui", "sandrun_tool.py")
+from plugin_files import ACTION_FILE, TOOL_FILE, fetch, markdown_links
 
 STACK = None
 
@@ -38,19 +34,6 @@ def setUpModule():
 def tearDownModule():
     if STACK is not None:
         STACK.stop()
-
-
-def fetch(url: str) -> tuple:
-    with urllib.request.urlopen(url, timeout=30) as r:
-        return r.status, r.headers.get("Content-Type", ""), r.read()
-
-
-MD_LINK = re.compile(r"(!?)\[([^\]]+)\]\((<[^>]+>|[^)\s]+)\)")
-
-
-def markdown_links(text: str) -> dict:
-    """name -> (is_image, url) for every markdown link or image in text."""
-    return {m.group(2): (m.group(1) == "!", m.group(3).strip("<>")) for m in MD_LINK.finditer(text)}
 
 
 class PluginFiles(unittest.TestCase):
