@@ -15,7 +15,6 @@ import re
 import threading
 import time
 import unittest
-import urllib.request
 import uuid
 
 import owui
