@@ -449,6 +449,7 @@ Result<StepRun> Service::RunStep(const RunRequest& run, size_t i, const sandbox:
   if (warm_start && !result.ok() && !warm->used()) result = runner_->Run(spec, cgroup);
   if (!result.ok()) return result.error();
   StepRun ran = DescribeStep(config_, run, i, *result);
+  ran.step.stderr_stream.text = NameStepFile(run, i, ran.step.stderr_stream.text);
   if (std::string note = DiskFullNote(run, spec.workspace_dir); !note.empty()) {
     AppendLine(ran.step.stderr_stream.text, note);
   }

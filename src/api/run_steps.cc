@@ -402,6 +402,24 @@ std::string NameCells(const std::string& traceback, const std::map<int, std::str
   return out;
 }
 
+std::string NameStepFile(const RunRequest& run, size_t i, const std::string& stderr_text) {
+  const CodeStep& step = run.steps[i];
+  if (!run.markdown || step.block_index < 0 || step.language == nullptr) return stderr_text;
+  const std::string file =
+      "File \"" + std::string(kProgramDirInside) + "/" + ProgramPath(run, i) + "\", line";
+  const std::string named = BlockName(run, i) + ", line";
+  std::string out;
+  size_t from = 0;
+  for (size_t at = stderr_text.find(file); at != std::string::npos;
+       at = stderr_text.find(file, from)) {
+    out.append(stderr_text, from, at - from);
+    out += named;
+    from = at + file.size();
+  }
+  out.append(stderr_text, from, std::string::npos);
+  return out;
+}
+
 size_t StdinStep(const RunRequest& run) {
   if (run.markdown) {
     for (size_t i : PartitionSteps(run.steps).programs) {

@@ -171,4 +171,8 @@ std::string BlockName(const RunRequest& run, size_t i);
 // other cells keep IPython's. Pure.
 std::string NameCells(const std::string& traceback, const std::map<int, std::string>& blocks);
 
+// The traceback lines of step `i` of a markdown run (`File "/home/user/.sandrun/<i>/main.py",
+// line 3`) name its block as a notebook run's do (`block 2, line 3`); other text unchanged.
+std::string NameStepFile(const RunRequest& run, size_t i, const std::string& stderr_text);
+
 }  // namespace sandrun::api

@@ -210,6 +210,12 @@ StepResult DescribeCell(const config::Config& config, const RunRequest& run, siz
   if (std::string note = PipNote(step, er, config, run.network); !note.empty()) {
     AppendLine(sr.stderr_stream.text, note);
   }
+  // A notebook run's cells read the run's one stdin; a stateful run has none to give.
+  if (!run.stateful && run.stdin_data.empty()) {
+    if (std::string note = NoInputNote(run, i, sr.stderr_stream.text); !note.empty()) {
+      AppendLine(sr.stderr_stream.text, note);
+    }
+  }
   return sr;
 }
 

@@ -16,6 +16,8 @@ It makes a kernel show what a program run shows, the same way:
 - a print loop's output comes back in messages of about 1 MiB, not one message of all that
   was written in 0.2 s (over 16 MiB it was lost with the connection), so the output limit
   stops it;
+- a figure saved with savefig as a raster file in the workspace is shown as that file, not
+  drawn again (closed before the inline backend shows it);
 - input() reads the run's stdin (the file `stdin` beside this one, when the run has stdin)
   and raises EOFError at its end, as `python3 main.py < stdin` does. ipykernel's input()
   asks a front end for a line, and sandrun has none (it raised StdinNotImplementedError).
@@ -103,6 +105,83 @@ def _bound_output_messages():
     OutStream.write = bounded_write
 
 
+# A figure the cell saved itself with savefig as a PNG/JPEG/GIF/WebP in the workspace is shown
+# as that file (it is in the answer's files), not drawn again: as in a program run, once.
+_RASTER = (".png", ".jpg", ".jpeg", ".gif", ".webp")
+
+
+def _saves_raster(fname, kwargs):
+    if not isinstance(fname, (str, os.PathLike)):
+        return False
+    path = os.path.realpath(os.fspath(fname))
+    if not path.startswith("/home/user/"):
+        return False
+    fmt = kwargs.get("format")
+    return path.lower().endswith(_RASTER) if fmt is None else str(fmt).lower() in (
+        "png", "jpg", "jpeg", "gif", "webp")
+
+
+def _close_saved_figures():
+    pyplot = sys.modules.get("matplotlib.pyplot")
+    if pyplot is None:
+        return
+    for num in list(pyplot.get_fignums()):
+        if getattr(pyplot.figure(num), "_sandrun_saved", False):
+            pyplot.close(num)
+
+
+def _patch_figure(module):
+    original = module.Figure.savefig
+
+    def savefig(self, fname, *args, **kwargs):
+        result = original(self, fname, *args, **kwargs)
+        self._sandrun_saved = _saves_raster(fname, kwargs)
+        return result
+
+    module.Figure.savefig = savefig
+
+
+def _patch_inline(module):
+    original = module.show
+
+    def show(*args, **kwargs):
+        _close_saved_figures()
+        return original(*args, **kwargs)
+
+    # The module keeps its state on its show function (show._to_draw, show._draw_called),
+    # read through the module's global: the wrapper has the same attributes, not a copy.
+    show.__dict__ = original.__dict__
+    module.show = show
+
+
+_PATCHES = {"matplotlib.figure": _patch_figure, "matplotlib_inline.backend_inline": _patch_inline}
+
+
+class _PatchOnImport:
+    """A meta path finder that lets the normal finders find a module of _PATCHES and patches it
+    once it has run, so that nothing of matplotlib is imported before the cell does."""
+
+    def find_spec(self, name, path=None, target=None):
+        patch = _PATCHES.get(name)
+        if patch is None:
+            return None
+        sys.meta_path.remove(self)
+        try:
+            spec = importlib.util.find_spec(name)
+        finally:
+            sys.meta_path.insert(0, self)
+        if spec is None or spec.loader is None:
+            return spec
+        exec_module = spec.loader.exec_module
+
+        def exec_and_patch(module):
+            exec_module(module)
+            patch(module)
+
+        spec.loader.exec_module = exec_and_patch
+        return spec
+
+
 def _setup():
     import warnings
 
@@ -110,6 +189,12 @@ def _setup():
     _register_tables(ip)
     _bound_output_messages()
     ip.events.register("pre_run_cell", _before_cell)
+    # Before the inline backend's own post_execute (registered when pyplot is imported).
+    ip.events.register("post_execute", _close_saved_figures)
+    for name, patch in _PATCHES.items():
+        if name in sys.modules:
+            patch(sys.modules[name])
+    sys.meta_path.insert(0, _PatchOnImport())
     warnings.filterwarnings("ignore", message="To exit: use 'exit', 'quit', or Ctrl-D.")
     sys.argv[:] = [_MAIN]
     ip.user_ns["__file__"] = _MAIN

@@ -586,6 +586,54 @@ BOOST_AUTO_TEST_CASE(input_in_a_notebook_run_reads_stdin_then_ends_in_eoferror) 
   BOOST_TEST(err.find("block 2, line 3") != std::string::npos, err);
 }
 
+BOOST_AUTO_TEST_CASE(input_without_stdin_in_a_notebook_run_is_said_in_one_line) {
+  const std::string markdown =
+      "```python\ngreeting = 'hello'\n```\n\n```python\nname = input('Name? ')\n```\n";
+  auto doc = PostRun(Json([&](auto& w) { Field(w, "markdown", markdown); }));
+  BOOST_TEST(Str(doc, "status") == "error");
+  const std::string err = Str(doc, "stderr");
+  BOOST_TEST(err.find("sandrun: the program asked for input (input() on line 1 of block 2) and "
+                      "got none") != std::string::npos,
+             err);
+}
+
+// plt.savefig('chart.png') in a cell: the chart is the workspace file, not also a drawn
+// figure-N.png, with or without plt.show(); a figure shown and not saved is one figure-N.png.
+BOOST_AUTO_TEST_CASE(a_figure_saved_in_a_notebook_run_is_shown_once) {
+  for (const std::string show : {"plt.show()\n", ""}) {
+    const std::string markdown =
+        "```python\nimport matplotlib.pyplot as plt\nplt.plot([1, 2, 3])\n"
+        "plt.savefig('chart.png')\n" +
+        show + "```\n\n```python\nprint('next')\n```\n";
+    auto doc = PostRun(Json([&](auto& w) { Field(w, "markdown", markdown); }));
+    BOOST_TEST(Str(doc, "status") == "ok", Str(doc, "stderr"));
+    const auto& files = Array(doc, "files");
+    BOOST_TEST_REQUIRE(files.Size() == 1u, show);
+    BOOST_TEST(Str(files[0], "path") == "chart.png");
+    BOOST_TEST(Array(doc, "displays").Size() == 0u, show);
+  }
+  const std::string shown =
+      "```python\nimport matplotlib.pyplot as plt\nplt.plot([1, 2, 3])\nplt.show()\n```\n\n"
+      "```python\nprint('next')\n```\n";
+  auto doc = PostRun(Json([&](auto& w) { Field(w, "markdown", shown); }));
+  BOOST_TEST_REQUIRE(Array(doc, "files").Size() == 1u);
+  BOOST_TEST(Str(Array(doc, "files")[0], "path") == "figure-1.png");
+  BOOST_TEST(Array(doc, "displays").Size() == 1u);
+}
+
+// One Python block after a bash block runs as a program (no kernel): its traceback names the
+// block the same way, not the program file's path.
+BOOST_AUTO_TEST_CASE(a_programs_traceback_names_its_block) {
+  const std::string markdown =
+      "```bash\necho setup\n```\n\n```python\nx = 1\nprint(x)\nprint(y)\n```\n";
+  auto doc = PostRun(Json([&](auto& w) { Field(w, "markdown", markdown); }));
+  BOOST_TEST(Str(doc, "status") == "error");
+  const std::string err = Str(doc, "stderr");
+  BOOST_TEST(err.find("block 2, line 3, in <module>") != std::string::npos, err);
+  BOOST_TEST(err.find(".sandrun/1/main.py") == std::string::npos, err);
+  BOOST_TEST(err.find("NameError: name 'y' is not defined") != std::string::npos, err);
+}
+
 BOOST_AUTO_TEST_CASE(script_habits_work_in_a_notebook_run) {
   // argparse, __file__, and sys.exit(main()) of an answer written as a script.
   const std::string markdown =
