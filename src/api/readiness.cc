@@ -1,5 +1,6 @@
-// GET /readyz (docs/OPERATIONS.md "Run like a service"): whether a run could start now. Cheap: counters
-// and one statvfs(2), no sandbox; /healthz stays the check that the host can sandbox at all.
+// GET /readyz (docs/OPERATIONS.md "Run like a service"): whether a run could start now. Cheap:
+// counters and one statvfs(2), no sandbox; /healthz stays the check that the host can sandbox at
+// all.
 #include <rapidjson/stringbuffer.h>
 #include <rapidjson/writer.h>
 

@@ -1,5 +1,6 @@
 // SIGHUP: which config keys a running daemon takes over from a reloaded file, and which need
-// a restart (docs/OPERATIONS.md "Run like a service"). Pure functions on loaded configs; thread-safe.
+// a restart (docs/OPERATIONS.md "Run like a service"). Pure functions on loaded configs;
+// thread-safe.
 #pragma once
 
 #include <string>
