@@ -249,4 +249,11 @@ rapidjson::Document RunWithProbe(const std::string& command, const std::string& 
   return PostRun(text);
 }
 
+std::string Q(const std::string& text) {
+  rapidjson::StringBuffer buf;
+  rapidjson::Writer<rapidjson::StringBuffer> w(buf);
+  w.String(text.c_str(), static_cast<rapidjson::SizeType>(text.size()));
+  return buf.GetString();
+}
+
 }  // namespace sandrun::integration

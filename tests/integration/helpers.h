@@ -84,4 +84,7 @@ int64_t NowEpochS();
 // Whole content of a file, "" if it cannot be read.
 std::string ReadFile(const std::string& path);
 
+// A JSON string literal of `text` (quotes and escapes by RapidJSON), for building bodies.
+std::string Q(const std::string& text);
+
 }  // namespace sandrun::integration

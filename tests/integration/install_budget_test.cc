@@ -18,13 +18,6 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-std::string Q(const std::string& text) {
-  rapidjson::StringBuffer buf;
-  rapidjson::Writer<rapidjson::StringBuffer> w(buf);
-  w.String(text.c_str(), static_cast<rapidjson::SizeType>(text.size()));
-  return buf.GetString();
-}
-
 // One entry of a request's `files`.
 std::string File(const std::string& path, const std::string& content) {
   std::string b64(4 * ((content.size() + 2) / 3) + 1, '\0');

@@ -30,14 +30,6 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-// A JSON string literal of `text`.
-std::string Q(const std::string& text) {
-  rapidjson::StringBuffer buf;
-  rapidjson::Writer<rapidjson::StringBuffer> w(buf);
-  w.String(text.c_str(), static_cast<rapidjson::SizeType>(text.size()));
-  return buf.GetString();
-}
-
 std::string InstallThenImport(const FakeInternet& net) {
   return "Install the package first:\n\n```bash\npip install " + net.S("package") +
          "\n```\n\nThen use it:\n\n```python\nimport " + net.S("module") + "\nprint(" +
