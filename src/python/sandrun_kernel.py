@@ -44,8 +44,11 @@ def _display_module():
     return module
 
 
+_DISPLAY = _display_module()
+
+
 def _register_tables(ip):
-    display = _display_module()
+    display = _DISPLAY
     if display is None:
         return
     table = display.markdown_table
@@ -107,20 +110,6 @@ def _bound_output_messages():
 
 # A figure the cell saved itself with savefig as a PNG/JPEG/GIF/WebP in the workspace is shown
 # as that file (it is in the answer's files), not drawn again: as in a program run, once.
-_RASTER = (".png", ".jpg", ".jpeg", ".gif", ".webp")
-
-
-def _saves_raster(fname, kwargs):
-    if not isinstance(fname, (str, os.PathLike)):
-        return False
-    path = os.path.realpath(os.fspath(fname))
-    if not path.startswith("/home/user/"):
-        return False
-    fmt = kwargs.get("format")
-    return path.lower().endswith(_RASTER) if fmt is None else str(fmt).lower() in (
-        "png", "jpg", "jpeg", "gif", "webp")
-
-
 def _close_saved_figures():
     pyplot = sys.modules.get("matplotlib.pyplot")
     if pyplot is None:
@@ -135,7 +124,7 @@ def _patch_figure(module):
 
     def savefig(self, fname, *args, **kwargs):
         result = original(self, fname, *args, **kwargs)
-        self._sandrun_saved = _saves_raster(fname, kwargs)
+        self._sandrun_saved = _DISPLAY is not None and _DISPLAY.saved_raster(fname, kwargs) is not None
         return result
 
     module.Figure.savefig = savefig

@@ -168,14 +168,21 @@ def _fig_show(self, warn=True):
     show_figure(self)
 
 
-def _savefig(self, fname, *args, **kwargs):
-    result = _original_savefig(self, fname, *args, **kwargs)
+def saved_raster(fname, kwargs):
+    """The workspace path a savefig(fname, **kwargs) wrote a PNG/JPEG/GIF/WebP to, else None
+    (also used by the kernels' set-up, sandrun_kernel.py)."""
     rel = _workspace_path(fname) if isinstance(fname, (str, os.PathLike)) else None
     fmt = kwargs.get("format")
-    raster = rel is not None and (
-        rel.lower().endswith(_RASTER) if fmt is None else str(fmt).lower() in ("png", "jpg", "jpeg", "gif", "webp")
-    )
-    if raster:
+    if rel is None:
+        return None
+    raster = rel.lower().endswith(_RASTER) if fmt is None else str(fmt).lower() in ("png", "jpg", "jpeg", "gif", "webp")
+    return rel if raster else None
+
+
+def _savefig(self, fname, *args, **kwargs):
+    result = _original_savefig(self, fname, *args, **kwargs)
+    rel = saved_raster(fname, kwargs)
+    if rel is not None:
         _saved[self] = rel
     else:
         _saved.pop(self, None)
