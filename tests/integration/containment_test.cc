@@ -343,7 +343,12 @@ BOOST_AUTO_TEST_CASE(sandbox_dies_with_a_killed_daemon_and_restart_sweeps) {
   const int64_t cpu0 = RunCgroupCpuMs();
   std::this_thread::sleep_for(std::chrono::seconds(1));
   const int64_t cpu1 = RunCgroupCpuMs();
-  run.get();
+  // The request in flight: nginx's JSON 502 with Retry-After (a cluster front and the plugins
+  // retry on it), never an HTML page. (scripts/serve then stops nginx too.)
+  const HttpResponse gone = run.get();
+  BOOST_TEST(gone.status == 502, gone.status << " " << gone.body);
+  BOOST_TEST(gone.Header("Retry-After") == "1");
+  BOOST_TEST(gone.body.find("\"unavailable\"") != std::string::npos, gone.body);
   BOOST_TEST_MESSAGE("kill -9 of the daemon: sandbox processes gone after "
                      << gone_s << " s; run cgroup CPU +" << (cpu1 - cpu0)
                      << " ms in the next second");
