@@ -15,6 +15,7 @@
 #include "api/requirements.h"
 #include "api/run_steps.h"
 #include "api/service.h"
+#include "run/sandbox_specs.h"
 #include "sandbox/spec.h"
 #include "storage/dist_records.h"
 #include "util/text.h"
@@ -131,7 +132,12 @@ storage::BuildResult Service::BuildEnvironment(const std::string& build_dir,
     out.output = "sandrun: cannot prepare the build directory " + build_dir;
     return out;
   }
-  sandbox::SandboxSpec spec;
+  // A package's build step is untrusted code: it runs like a run, with the run's network,
+  // under the ceilings' memory and processes.
+  sandbox::SandboxSpec spec = run::BaseSpec(
+      config_, config_.ceilings, run::SandboxUse::kEnvironmentBuild,
+      "env-" + build_dir.substr(build_dir.size() - std::min<size_t>(12, build_dir.size())),
+      /*network=*/true);
   // Every requirement was checked against api/requirements.h's grammar (no option, path or
   // URL); "--" ends pip's options all the same.
   spec.argv = {"/usr/bin/python3", "-m", "pip", "install", "--target", "/home/user/site",
@@ -151,20 +157,6 @@ storage::BuildResult Service::BuildEnvironment(const std::string& build_dir,
               "PIP_TIMEOUT=15"};
   for (std::string& line : PipEnv(config_)) spec.env.push_back(std::move(line));
   spec.workspace_dir = ws;
-  spec.host_uid = uid;
-  spec.host_gid = gid;
-  spec.run_id =
-      "env-" + build_dir.substr(build_dir.size() - std::min<size_t>(12, build_dir.size()));
-  spec.limits.wall_time_ms = config_.environment_build_wall_time_s * 1000;
-  spec.limits.cpu_time_s = config_.environment_build_wall_time_s;
-  spec.limits.memory_bytes = static_cast<uint64_t>(config_.ceilings.memory_mb) << 20;
-  spec.limits.processes = config_.ceilings.processes;
-  spec.limits.output_bytes = 1 << 20;
-  spec.limits.file_size_bytes = static_cast<uint64_t>(config_.install_disk_mb) << 20;
-  spec.limits.disk_bytes = static_cast<uint64_t>(config_.install_disk_mb) << 20;
-  // A package's build step is untrusted code: it runs like a run, with the run's network.
-  spec.network.enabled = true;
-  spec.network.allow_cidrs = config_.network_allow_cidrs;
   auto result = runner_->Run(spec);
   if (!result.ok()) {
     out.output = "sandrun: the build sandbox could not start: " + result.error().message;

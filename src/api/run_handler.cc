@@ -16,6 +16,7 @@
 #include "api/service.h"
 #include "api/session_continuity.h"
 #include "python/support_files.h"
+#include "run/sandbox_specs.h"
 #include "storage/artifact_store.h"
 #include "storage/export.h"
 #include "storage/session_restore.h"
@@ -326,10 +327,8 @@ Result<std::shared_ptr<RunTeardown>> Service::MakeRunDir(const RunRequest& run,
   // what one of them leaves charged (the restored files, a step's files in /tmp or the
   // workspace) counts against memory_mb for the rest of the run. RunTeardown removes it
   // after the tmpfs charged to it is unmounted.
-  sandbox::CgroupLimits cgroup_limits;
-  cgroup_limits.memory_bytes = static_cast<uint64_t>(run.limits.memory_mb) << 20;
-  cgroup_limits.processes = run.limits.processes;
-  auto cgroup = runner_->CreateCgroup(id, cgroup_limits);
+  auto cgroup =
+      runner_->CreateCgroup(id, run::CgroupLimitsFor(config_, run.limits, run::SandboxUse::kStep));
   if (!cgroup.ok()) return cgroup.error();
   auto teardown =
       std::make_shared<RunTeardown>(std::move(*cgroup), config_.runs_dir + "/" + id, run_tmpfs_);

@@ -17,6 +17,7 @@
 #include "api/run_steps.h"
 #include "api/service.h"
 #include "python/support_files.h"
+#include "run/sandbox_specs.h"
 #include "storage/artifact_store.h"
 #include "storage/digest.h"
 #include "storage/export.h"
@@ -155,17 +156,14 @@ std::string PipNote(const CodeStep& step, const kernel::ExecuteResult& er,
 // (memory, processes, file size, disk) and its network, as a stateless run's (config
 // "always" turns it on); a kernel with other ones is replaced (KernelManager::Acquire).
 kernel::KernelSpec KernelSpecFor(const config::Config& config, const RunRequest& run) {
-  const config::Limits& limits = run.limits;
+  const sandbox::SandboxSpec base =
+      run::BaseSpec(config, run.limits, run::SandboxUse::kKernel, "", run.network);
   kernel::KernelSpec spec;
   spec.env = SandboxEnv(config);
-  spec.limits.memory_bytes = static_cast<uint64_t>(limits.memory_mb) << 20;
-  spec.limits.processes = limits.processes;
-  spec.limits.file_size_bytes = static_cast<uint64_t>(limits.file_size_mb) << 20;
-  spec.limits.disk_bytes = static_cast<uint64_t>(limits.disk_mb) << 20;
-  spec.host_uid = static_cast<uid_t>(config.sandbox_uid);
-  spec.host_gid = static_cast<gid_t>(config.sandbox_gid);
-  spec.network.enabled = run.network;
-  spec.network.allow_cidrs = config.network_allow_cidrs;
+  spec.limits = base.limits;
+  spec.host_uid = base.host_uid;
+  spec.host_gid = base.host_gid;
+  spec.network = base.network;
   // The kernel's set-up (python/sandrun_kernel.py): tables as a program run shows them
   // (sitecustomize's), and input() from the run's stdin.
   for (const auto& file : python::SupportFiles()) {
