@@ -38,7 +38,7 @@ std::string Joined(const std::vector<std::string>& items) {
 }
 
 HttpResponse Building(const std::string& message, int64_t retry_after_s) {
-  HttpResponse r = ErrorResponse(503, "environment_building", message, "packages");
+  HttpResponse r = ErrorResponse(ApiCode::kEnvironmentBuilding, message, "packages");
   r.headers["Retry-After"] = std::to_string(std::max<int64_t>(1, retry_after_s));
   return r;
 }
@@ -248,7 +248,7 @@ std::optional<HttpResponse> Service::AcquireEnvironment(const RunRequest& run,
       return std::nullopt;
     case Outcome::kAbsent:
       return ErrorResponse(
-          403, "network_forbidden",
+          ApiCode::kNetworkForbidden,
           "the environment for " + Joined(run.packages) +
               " is not prepared on this server, and building it needs the network, which is "
               "off for runs (config \"network\" is \"off\"); the admin can list the set in "
@@ -271,7 +271,7 @@ std::optional<HttpResponse> Service::PrepareEnvironment(RunRequest* run, const c
                                                         storage::EnvironmentStore::Lease* lease,
                                                         std::optional<EnvironmentReport>* report) {
   if (run->stateful && !run->packages.empty()) {
-    return ErrorResponse(400, "conflicting_fields",
+    return ErrorResponse(ApiCode::kConflictingFields,
                          "'packages' does not go with 'stateful' (a kernel does not mount a "
                          "prepared environment); send one of them",
                          "packages");

@@ -43,8 +43,4 @@ struct HttpResponse {
   std::shared_ptr<void> after_send;
 };
 
-// {"error":{"code","message","field"}} with `status`. `field` omitted when empty.
-HttpResponse ErrorResponse(int status, const std::string& code, const std::string& message,
-                           const std::string& field = "");
-
 }  // namespace sandrun::api

@@ -238,27 +238,27 @@ void JoinCell(StepResult sr, const kernel::ExecuteResult& er, bool headers,
 
 std::optional<HttpResponse> Service::CheckStateful(const RunRequest& run) const {
   if (runner_->cgroups() == nullptr) {
-    return ErrorResponse(503, "unavailable",
+    return ErrorResponse(ApiCode::kUnavailable,
                          "stateful runs need cgroups (a kernel's CPU time is bounded per run from "
                          "its cgroup); this host runs without them",
                          "stateful");
   }
   if (!runner_->cgroups()->can_freeze()) {
-    return ErrorResponse(503, "unavailable",
+    return ErrorResponse(ApiCode::kUnavailable,
                          "stateful runs need the cgroup freezer (a kernel is frozen between "
                          "runs); this host's cgroup v1 has no freezer hierarchy mounted at "
                          "/sys/fs/cgroup/freezer",
                          "stateful");
   }
   if (!run.stdin_data.empty()) {
-    return ErrorResponse(400, "conflicting_fields",
+    return ErrorResponse(ApiCode::kConflictingFields,
                          "'stdin' goes with a program run; a stateful run's cells have no stdin",
                          "stdin");
   }
   for (size_t i : PartitionSteps(run.steps).programs) {
     const std::string& lang = run.steps[i].language->name;
     if (lang != "python" && lang != "bash") {
-      return ErrorResponse(400, "conflicting_fields",
+      return ErrorResponse(ApiCode::kConflictingFields,
                            "'stateful' runs Python (and bash as %%bash cells), not " + lang,
                            "stateful");
     }
@@ -284,11 +284,11 @@ std::optional<HttpResponse> Service::AcquireKernel(const RunRequest& run,
   if (refused) return refused;
   if (!got.ok()) {
     if (got.error().kind == ErrorKind::kUnavailable) {
-      HttpResponse r = ErrorResponse(503, "busy", got.error().message + "; retry shortly");
+      HttpResponse r = ErrorResponse(ApiCode::kBusy, got.error().message + "; retry shortly");
       r.headers["Retry-After"] = "5";
       return r;
     }
-    return ErrorResponse(500, "sandbox_error", "run " + id + ": " + got.error().message);
+    return ErrorResponse(ApiCode::kSandboxError, "run " + id + ": " + got.error().message);
   }
   *acquired = std::move(*got);
   return std::nullopt;
@@ -459,12 +459,13 @@ HttpResponse Service::HandleNotebookRun(const HttpRequest& request, const RunReq
   if (refused) return *refused;
   if (!started.ok()) {
     if (started.error().kind == ErrorKind::kUnavailable) {
-      HttpResponse r = ErrorResponse(503, "stopping", started.error().message + "; retry shortly");
+      HttpResponse r =
+          ErrorResponse(ApiCode::kStopping, started.error().message + "; retry shortly");
       r.headers["Retry-After"] = "5";
       return r;
     }
     CountSandboxError();
-    return ErrorResponse(500, "sandbox_error", "run " + id + ": " + started.error().message);
+    return ErrorResponse(ApiCode::kSandboxError, "run " + id + ": " + started.error().message);
   }
   std::shared_ptr<kernel::Kernel> k = std::move(*started);
   if (auto placed = PlaceRunFiles(run, k->workspace(), &before)) return *placed;
