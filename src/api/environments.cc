@@ -1,4 +1,4 @@
-// Prepared environments (issue 9 part 4): the request's `packages` mapped onto the store
+// Prepared environments: the request's `packages` mapped onto the store
 // (storage/environment_store.h), the build in a sandbox with the network, and the bounded
 // wait of the requests that ask for a set while it builds.
 #include "api/environments.h"

@@ -1,4 +1,4 @@
-// Packages and network in the run pipeline (issue 9 parts 2 and 3): what pip inside the
+// Packages and network in the run pipeline: what pip inside the
 // sandbox is told by the config, which steps are install steps (their own budget), and the
 // line that explains a failed install when the run has no network.
 #pragma once

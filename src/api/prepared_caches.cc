@@ -1,5 +1,5 @@
-// What every fresh sandbox would otherwise rebuild, built once at start-up in a sandbox
-// (issue 11 parts 1 and 3): matplotlib's font cache, copied into each run's MPLCONFIGDIR
+// What every fresh sandbox would otherwise rebuild, built once at start-up in a sandbox:
+// matplotlib's font cache, copied into each run's MPLCONFIGDIR
 // (/tmp/matplotlib), so that `import matplotlib.pyplot` does not scan the fonts (and run
 // fc-list); and the bytecode of the Python support files, placed in each run's
 // .sandrun/python/__pycache__, so that every Python start does not compile them (~3 ms).

@@ -138,7 +138,7 @@ std::optional<HttpResponse> Service::RestoreSession(
     const config::Limits& limits, sandbox::RunCgroup* cgroup, storage::FileStamps* stamps) const {
   // Copied by a helper process in the run's own cgroup, so the workspace's tmpfs pages are
   // charged to the run, not to the daemon, and stay charged there while the run's programs
-  // run in the same cgroup (issue 10 item 4).
+  // run in the same cgroup.
   std::vector<std::string> argv = {"/proc/self/exe", "restore-session"};
   for (auto& arg :
        storage::RestoreHelperArgs(session.dir(), workspace, static_cast<uid_t>(config_.sandbox_uid),
@@ -272,7 +272,7 @@ HttpResponse Service::HandleStatelessRun(const HttpRequest& request, const RunRe
   if (session.held()) {
     kernels_.End(KernelKey(run), "a stateless run of the session changed its files");
   }
-  // The run's one cgroup, for the session's restore and then every step (issue 10 item 4):
+  // The run's one cgroup, for the session's restore and then every step:
   // what one of them leaves charged (the restored files, a step's files in /tmp or the
   // workspace) counts against memory_mb for the rest of the run. RunTeardown removes it
   // after the tmpfs charged to it is unmounted.
@@ -321,7 +321,7 @@ HttpResponse Service::HandleStatelessRun(const HttpRequest& request, const RunRe
 
 Result<std::shared_ptr<RunTeardown>> Service::MakeRunDir(const RunRequest& run,
                                                          const std::string& id) const {
-  // The run's one cgroup, for the session's restore and then every step (issue 10 item 4):
+  // The run's one cgroup, for the session's restore and then every step:
   // what one of them leaves charged (the restored files, a step's files in /tmp or the
   // workspace) counts against memory_mb for the rest of the run. RunTeardown removes it
   // after the tmpfs charged to it is unmounted.

@@ -302,7 +302,7 @@ StepRun DescribeStep(const config::Config& config, const RunRequest& run, size_t
   } else if (std::string note = LimitNote(result, run.limits); !note.empty()) {
     AppendLine(sr.stderr_stream.text, note);
   }
-  // Part 3 of issue 9: an install that found nothing because the run has no network says
+  // An install that found nothing because the run has no network says
   // so, and what is there already.
   if (MentionsInstall(step) && !run.network &&
       PipFoundNothing(sr.stdout_stream.text + sr.stderr_stream.text)) {

@@ -1,4 +1,4 @@
-// POST /run with "stateful": true (issue 14 part 4): the run's Python goes to its session's
+// POST /run with "stateful": true: the run's Python goes to its session's
 // live IPython kernel (src/kernel/), so variables, imports and loaded data stay between
 // runs. Locking, admission, export and the session's save are those of every run
 // (HandleRun, ExportAndRespond); only the steps run differently.

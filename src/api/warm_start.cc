@@ -1,4 +1,4 @@
-// The run side of the warm pool (issue 11 part 2; warm_pool.h): which runs fit a pooled
+// The run side of the warm pool (warm_pool.h): which runs fit a pooled
 // sandbox, and how one is made.
 #include <cstdio>
 

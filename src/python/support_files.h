@@ -1,4 +1,4 @@
-// The Python files of notebook display (issue 14), embedded in the daemon at build time:
+// The Python files of notebook display, embedded in the daemon at build time:
 // sitecustomize.py (display(), figures and images shown by the program, the display manifest)
 // and sandrun_main.py (runs a program as __main__ and shows its trailing expression).
 #pragma once

@@ -263,7 +263,7 @@ MountPlan BuildTemplatePlan(const std::string& root, const std::string& name) {
   }
   // The workspace's second name (models trained on ChatGPT write there): a symlink, not a
   // second bind of each run's workspace and of its read-only directories, which cost three
-  // mount(2) calls per run and their teardown (issue 11).
+  // mount(2) calls per run and their teardown.
   b.Symlink("/home/user", "/mnt/data");
   for (const auto& path : SystemBinds()) AddHostPath(b, path);
   AddLeanNamespacePths(b, root);

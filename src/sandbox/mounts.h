@@ -43,7 +43,7 @@ constexpr char kPipConfig[] = "[install]\nuser = true\n";
 // setuptools' namespace-package line (setuptools/namespaces.py `_nspkg_tmpl`), as Debian's
 // python3-matplotlib ships it in matplotlib-*-nspkg.pth: site.py runs it at every interpreter
 // start, and its __import__('importlib.util') and ('importlib.machinery') load about ten
-// modules (7 ms of a 28 ms `python3 -c pass` on the benchmark machine, issue 11). Returns
+// modules (7 ms of a 28 ms `python3 -c pass` on the benchmark machine). Returns
 // `text` with those two names replaced by the interpreter's own frozen modules that define
 // the same functions (importlib.util.module_from_spec is _frozen_importlib.module_from_spec,
 // importlib.machinery.PathFinder is _frozen_importlib_external.PathFinder): the line then

@@ -1,4 +1,4 @@
-// Prepared environments (issue 9 part 4), against the fake internet of fake_internet.py (its
+// Prepared environments, against the fake internet of fake_internet.py (its
 // own octet, index only). Suite Environments: "network": "on_request", the index allowed and
 // named (tests/integration/CMakeLists.txt), environments_max_mb 1 and a janitor every second
 // (eviction). Suite EnvironmentsOff: "network": "off" with environments_prebuild.

@@ -289,7 +289,7 @@ BOOST_AUTO_TEST_CASE(hostile_names_are_listed_byte_for_byte) {
   BOOST_TEST(Paths(result.files) == expected, boost::test_tools::per_element());
 }
 
-// Issue 10 item 17: a file 1000 directories deep was skipped as "too_many"; it is "too_deep".
+// A file 1000 directories deep was skipped as "too_many"; it is "too_deep".
 BOOST_AUTO_TEST_CASE(directory_past_depth_bound_is_skipped_as_too_deep) {
   TempDir dir;
   std::string rel;
@@ -307,7 +307,7 @@ BOOST_AUTO_TEST_CASE(directory_past_depth_bound_is_skipped_as_too_deep) {
   BOOST_TEST(result.limit_hit);
 }
 
-// Issue 10 item 9: 4000 files with long paths made a 263 MB response. A path over
+// 4000 files with long paths made a 263 MB response. A path over
 // max_path_bytes is "too_long"; so are the files past the listed-path byte budget.
 BOOST_AUTO_TEST_CASE(long_paths_and_the_listed_byte_budget_give_too_long) {
   TempDir dir;
