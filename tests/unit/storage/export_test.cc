@@ -14,6 +14,7 @@
 #include <boost/test/unit_test.hpp>
 #include <cerrno>
 #include <cstring>
+#include <iostream>
 #include <string>
 #include <vector>
 
@@ -121,9 +122,12 @@ BOOST_AUTO_TEST_CASE(skips_fifo_and_socket_without_opening_them) {
 
 BOOST_AUTO_TEST_CASE(skips_device_nodes) {
   TempDir dir;
-  // mknod needs CAP_MKNOD (root on the CI machines); without it there is nothing to test.
+  // mknod needs CAP_MKNOD (root on the CI machines); without it there is nothing to test,
+  // and ctest counts the case as skipped (its own entry, unit.storage.export_devices, matches
+  // this line with SKIP_REGULAR_EXPRESSION).
   if (mknod((dir / "null").c_str(), S_IFCHR | 0666, makedev(1, 3)) != 0) {
-    BOOST_TEST_MESSAGE("skipped: mknod failed (" << std::strerror(errno) << "), needs CAP_MKNOD");
+    std::cout << "SKIPPED: mknod failed (" << std::strerror(errno) << "), needs CAP_MKNOD"
+              << std::endl;
     return;
   }
   const WalkResult result = Walk(dir);
