@@ -23,4 +23,9 @@ struct SupportFile {
 // Every support file. Safe anywhere (static data, built on first call).
 const std::vector<SupportFile>& SupportFiles();
 
+// The text of the Python the daemon itself runs in a sandbox, not written into runs
+// (build_caches.py: the caches built at start-up, api/prepared_caches.cc); empty for another
+// name. Safe anywhere.
+std::string_view DaemonScript(std::string_view name);
+
 }  // namespace sandrun::python
