@@ -30,8 +30,18 @@ struct RootTemplatePaths {
 // Host paths bound read-only into the sandbox (when present on the host); symlinks (merged
 // /usr: /bin -> usr/bin) are recreated as symlinks.
 const std::vector<std::string>& SystemBinds();
-// /etc entries interpreters need (DESIGN.md §3), bound read-only when present.
+// /etc entries interpreters need (DESIGN.md §3), bound read-only when present: /etc/python3
+// and /etc/python3.X of each HostPythonVersions() among them.
 const std::vector<std::string>& EtcEntries();
+
+// The one probe of the host's Python: the python3.X directories under /usr/lib and
+// /usr/local/lib ("python3.11"), sorted, each once.
+std::vector<std::string> HostPythonVersions();
+
+// The host's directories of Python distributions, as the sandbox sees them (same paths):
+// /usr/lib/python3/dist-packages, then /usr/lib/python3.X/{dist,site}-packages and the same
+// under /usr/local for each HostPythonVersions(), present or not.
+std::vector<std::string> HostPythonSiteDirs();
 
 // pip's configuration for runs (PIP_CONFIG_FILE, api/run_steps.cc): `pip install` goes to the
 // user site (~/.local) as users type it, while `pip list` and `pip freeze` still see every
