@@ -152,7 +152,7 @@ BOOST_AUTO_TEST_CASE(session_waiter_holds_no_sandbox_slot) {
     Post("/run", R"j({"language":"bash","user":"gina","session":"S","code":"sleep 6"})j");
     a_done = ++order;
   });
-  std::this_thread::sleep_for(std::chrono::milliseconds(600));
+  WaitForActiveRuns(1);  // A holds its session and a slot
   auto b = std::async(std::launch::async, [&] {
     Post("/run", R"j({"language":"bash","user":"gina","session":"S","code":"true"})j");
   });

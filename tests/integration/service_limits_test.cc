@@ -89,7 +89,7 @@ BOOST_AUTO_TEST_CASE(session_waiters_do_not_starve_the_workers) {
   const std::string session_run =
       R"({"language":"bash","user":"ivy","session":"busy","code":"sleep 3"})";
   auto holder = std::async(std::launch::async, [&] { return PostWithin(session_run, 60); });
-  std::this_thread::sleep_for(std::chrono::milliseconds(800));
+  WaitForActiveRuns(1);  // the holder has its session and its sandbox
   constexpr int kOthers = 23;
   std::vector<std::future<std::pair<HttpResponse, double>>> others;
   for (int i = 0; i < kOthers; ++i) {
