@@ -18,15 +18,13 @@
 #include "config/config_path.h"
 #include "config/runs_dir.h"
 #include "sandbox/cgroup.h"
-#include "sandbox/host_check.h"
+#include "sandbox/host.h"
 #include "sandbox/launcher.h"
 #include "sandbox/root_template.h"
-#include "sandbox/seccomp.h"
 #include "server/fcgi_server.h"
 #include "storage/janitor.h"
 #include "storage/runs_dir.h"
 #include "storage/session_restore.h"
-#include "sys/namespace_probe.h"
 #include "sys/syscalls.h"
 #include "util/memory.h"
 #include "version.h"
@@ -52,97 +50,26 @@ void Usage() {
 // The root template's directory in the runs directory (hidden: the runs' sweep passes it by).
 constexpr char kRootTemplateDir[] = ".root-template";
 
-struct Host {
-  std::unique_ptr<sandbox::RootTemplate> root_template;  // outlives the launcher's sandboxes
-  std::unique_ptr<sandbox::Launcher> launcher;
-  std::string problems;                    // "" when the host can sandbox
-  std::vector<std::string> weaker_limits;  // without cgroups (require_cgroups: false)
-  bool cgroups_unavailable = false;        // sandbox::CgroupsUnavailable of the problems
-};
-
-// Output of `nginx -V` (it prints to stderr), "" when nginx is not installed.
-std::string NginxVersionOutput() {
-  FILE* pipe = ::popen("nginx -V 2>&1", "r");
-  if (pipe == nullptr) return "";
-  std::string out;
-  char buf[4096];
-  while (size_t n = std::fread(buf, 1, sizeof buf, pipe)) out.append(buf, n);
-  return ::pclose(pipe) == 0 ? out : "";
-}
-
-// The root template at `dir` (a leftover there swept first), owned by the sandbox's root
-// (launcher.cc WriteIdMaps: host id + 1); null and a line in `problems` when it fails.
-std::unique_ptr<sandbox::RootTemplate> BuildRootTemplate(const config::Config& config,
-                                                         const std::string& dir,
-                                                         std::string& problems) {
-  auto built = sandbox::RootTemplate::Build(dir, static_cast<uid_t>(config.sandbox_uid + 1),
-                                            static_cast<gid_t>(config.sandbox_gid + 1));
-  if (built.ok()) return std::move(*built);
-  problems += "root template: " + built.error().message + "\n";
-  return nullptr;
-}
-
-// The host checks of sandbox/host_check.h, then the pieces a launcher needs, with the root
-// template in `template_dir`. `check_nginx`: only `sandrund check` looks at nginx (the daemon
-// does not run it).
-Host PrepareHost(const config::Config& config, const std::string& template_dir, bool verbose,
-                 bool check_nginx) {
-  Host host;
-  sandbox::HostFacts facts = sandbox::ReadHostFacts();
-  facts.check_nginx = check_nginx;
-  // The namespaces themselves, as the launcher makes them: a chroot or a container's policy
-  // refuses them whatever the sysctls say.
-  Status trial = sys::ProbeNamespaces(static_cast<uid_t>(config.sandbox_uid),
-                                      sandbox::SandboxNamespaceFlags());
-  if (!trial.ok()) {
-    facts.userns_error = trial.error().message;
-    facts.userns_errno = trial.error().err;
-  }
-  auto chroot = sys::InChroot();
-  facts.in_chroot = chroot.ok() && *chroot;
-  if (check_nginx) facts.nginx_version_output = NginxVersionOutput();
-  auto filter = sandbox::SeccompFilter::Compile();
-  if (!filter.ok()) host.problems += "seccomp: " + filter.error().message + "\n";
-  std::unique_ptr<sandbox::CgroupManager> cgroups;
-  auto detected = sandbox::DetectCgroups(config.cgroup_name);
-  if (detected.ok()) {
-    cgroups = std::move(*detected);
-    facts.cgroup_version = cgroups->version();
-    int stale = cgroups->SweepStale();
-    if (verbose) {
-      std::fprintf(stderr, "sandrund: cgroup %s; swept %d stale run cgroups\n",
-                   cgroups->version().c_str(), stale);
-    }
-  } else {
-    facts.cgroup_error = detected.error().message;
-  }
-  const auto checked = sandbox::CheckHost(facts, config.require_cgroups);
-  host.cgroups_unavailable = sandbox::CgroupsUnavailable(checked);
-  for (const auto& problem : checked) {
-    host.problems += problem.what + "\n  fix: " + problem.fix + "\n";
-  }
-  host.weaker_limits = sandbox::WeakerLimits(facts);
-  for (const auto& weaker : host.weaker_limits) {
-    std::fprintf(stderr, "sandrund: WARNING: no cgroups (%s); weaker limit: %s\n",
-                 facts.cgroup_error.c_str(), weaker.c_str());
-  }
-  auto init = sandbox::OpenInitExecutable();
-  if (!init.ok()) host.problems += "sandrun-init: " + init.error().message + "\n";
-  if (filter.ok() && init.ok() && host.problems.empty()) {
-    host.root_template = BuildRootTemplate(config, template_dir, host.problems);
-  }
-  if (host.root_template) {
-    host.launcher = std::make_unique<sandbox::Launcher>(
-        std::move(*filter), std::move(cgroups), host.root_template->paths(), std::move(*init));
-  }
-  return host;
+// What PrepareHost needs of the config, with the root template in `template_dir`.
+sandbox::HostOptions HostOptionsOf(const config::Config& config, const std::string& template_dir,
+                                   bool verbose, bool check_nginx) {
+  sandbox::HostOptions options;
+  options.sandbox_uid = static_cast<uid_t>(config.sandbox_uid);
+  options.sandbox_gid = static_cast<gid_t>(config.sandbox_gid);
+  options.cgroup_name = config.cgroup_name;
+  options.require_cgroups = config.require_cgroups;
+  options.template_dir = template_dir;
+  options.verbose = verbose;
+  options.check_nginx = check_nginx;
+  return options;
 }
 
 int Check(const config::Config& config) {
   // Beside a live daemon: a template of its own, not the daemon's.
   const std::string template_dir =
       config.runs_dir + "/" + kRootTemplateDir + "-check-" + std::to_string(::getpid());
-  Host host = PrepareHost(config, template_dir, false, /*check_nginx=*/true);
+  sandbox::Host host = sandbox::PrepareHost(HostOptionsOf(config, template_dir, /*verbose=*/false,
+                                                          /*check_nginx=*/true));
   if (!host.problems.empty()) {
     std::fputs(host.problems.c_str(), stdout);
     return 1;
@@ -311,8 +238,8 @@ int RunDaemon(const Flags& flags, const config::Config& started, const config::C
   }
   int swept = storage::SweepRunsDir(config.runs_dir);
 
-  Host host = PrepareHost(config, config.runs_dir + "/" + kRootTemplateDir, true,
-                          /*check_nginx=*/false);
+  sandbox::Host host = sandbox::PrepareHost(HostOptionsOf(
+      config, config.runs_dir + "/" + kRootTemplateDir, /*verbose=*/true, /*check_nginx=*/false));
   if (!host.problems.empty()) {
     std::fprintf(stderr, "sandrund: this host cannot run sandboxes:\n%s", host.problems.c_str());
   }

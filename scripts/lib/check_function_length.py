@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Keeps two house rules of docs/STYLE.md true in src/ (issue 12 part 5).
+"""Keeps two house rules of docs/STYLE.md true in src/.
 
 1. No function in src/**/*.cc is longer than MAX_LINES lines (from the first line of its
    signature to its closing brace; lambdas count as part of the function that holds them).

@@ -108,13 +108,13 @@ std::optional<ApiError> CheckHealthAccess(const std::string& remote_addr,
   if (!authorization.empty() && Authenticate(authorization, config).token != nullptr) {
     return std::nullopt;
   }
-  return ApiError{403, "forbidden",
-                  "health and metrics answer only this host, the addresses of the config key "
-                  "health_allow, and requests with a bearer token (Authorization: Bearer "
-                  "<token>); this request came from " +
-                      (remote_addr.empty() ? std::string("an unknown address")
-                                           : util::SanitizeUtf8(remote_addr)),
-                  "health_allow"};
+  return MakeApiError(ApiCode::kForbidden,
+                      "health and metrics answer only this host, the addresses of the config key "
+                      "health_allow, and requests with a bearer token (Authorization: Bearer "
+                      "<token>); this request came from " +
+                          (remote_addr.empty() ? std::string("an unknown address")
+                                               : util::SanitizeUtf8(remote_addr)),
+                      "health_allow");
 }
 
 Caller Authenticate(const std::string& authorization, const config::Config& config) {
@@ -145,14 +145,14 @@ std::optional<ApiError> ApplyTokenBinding(const Caller& caller, RunRequest* run)
   const std::string& own = caller.token->user;
   if (run->user_named && run->user != own) {
     const bool plain = caller.token->kind == config::Token::Kind::kOwnUser;
-    return ApiError{403, "user_forbidden",
-                    "this bearer token may not act for user '" + util::SanitizeUtf8(run->user) +
-                        "' (field 'user' or header X-Sandrun-User): it is bound to user '" + own +
-                        "'" +
-                        (plain ? " (a plain token; mark a front end's token `front_end` in "
-                                 "tokens_file to let it name users)"
-                               : ""),
-                    "user"};
+    return MakeApiError(ApiCode::kUserForbidden,
+                        "this bearer token may not act for user '" + util::SanitizeUtf8(run->user) +
+                            "' (field 'user' or header X-Sandrun-User): it is bound to user '" +
+                            own + "'" +
+                            (plain ? " (a plain token; mark a front end's token `front_end` in "
+                                     "tokens_file to let it name users)"
+                                   : ""),
+                        "user");
   }
   run->user = own;
   return std::nullopt;
@@ -177,13 +177,13 @@ std::optional<ApiError> CheckContentType(const std::string& content_type) {
     ok = value == "utf-8" || value == "utf8";
   }
   if (ok) return std::nullopt;
-  return ApiError{415, "unsupported_media_type",
-                  "POST /run takes a JSON body with the header Content-Type: application/json "
-                  "(got " +
-                      (content_type.empty() ? std::string("none")
-                                            : "'" + util::SanitizeUtf8(content_type) + "'") +
-                      ")",
-                  "Content-Type"};
+  return MakeApiError(ApiCode::kUnsupportedMediaType,
+                      "POST /run takes a JSON body with the header Content-Type: application/json "
+                      "(got " +
+                          (content_type.empty() ? std::string("none")
+                                                : "'" + util::SanitizeUtf8(content_type) + "'") +
+                          ")",
+                      "Content-Type");
 }
 
 std::optional<ApiError> CheckOrigin(const std::string& origin,
@@ -194,11 +194,11 @@ std::optional<ApiError> CheckOrigin(const std::string& origin,
   for (const auto& entry : allowed) {
     if (::strcasecmp(entry.c_str(), given.c_str()) == 0) return std::nullopt;
   }
-  return ApiError{403, "origin_forbidden",
-                  "requests from web pages of origin '" + util::SanitizeUtf8(origin) +
-                      "' (header Origin) are not allowed; list it in the config key "
-                      "allowed_origins to allow them",
-                  "Origin"};
+  return MakeApiError(ApiCode::kOriginForbidden,
+                      "requests from web pages of origin '" + util::SanitizeUtf8(origin) +
+                          "' (header Origin) are not allowed; list it in the config key "
+                          "allowed_origins to allow them",
+                      "Origin");
 }
 
 }  // namespace sandrun::api

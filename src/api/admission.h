@@ -52,7 +52,7 @@ class Admission {
 };
 
 // Bounds the requests that wait for a busy session, each holding a worker thread meanwhile:
-// at most `per_key` for one session and `total` for all (issue 10, item 7: 24 waiters held
+// at most `per_key` for one session and `total` for all (24 waiters held
 // all 22 workers). Past that the caller answers 409 at once. Thread-safe.
 class WaiterGate {
  public:

@@ -1,4 +1,4 @@
-// The display manifest of a run (issue 14): what src/python/sitecustomize.py wrote to the
+// The display manifest of a run: what src/python/sitecustomize.py wrote to the
 // outputs area, one JSON object per line, read back by the daemon after the run. The program
 // could have written anything there, so every line is checked and bounded here, and only the
 // files it names are published. Pure functions: no I/O.

@@ -1,4 +1,4 @@
-// `displays` of a run's response (issue 14 part 3): the rich outputs a program showed, in the
+// `displays` of a run's response: the rich outputs a program showed, in the
 // order it showed them. The stateless loader (src/python/) and a stateful kernel fill the same
 // list; run_codec.cc encodes it.
 //

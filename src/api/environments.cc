@@ -1,4 +1,4 @@
-// Prepared environments (issue 9 part 4): the request's `packages` mapped onto the store
+// Prepared environments: the request's `packages` mapped onto the store
 // (storage/environment_store.h), the build in a sandbox with the network, and the bounded
 // wait of the requests that ask for a set while it builds.
 #include "api/environments.h"
@@ -15,6 +15,7 @@
 #include "api/requirements.h"
 #include "api/run_steps.h"
 #include "api/service.h"
+#include "run/sandbox_specs.h"
 #include "sandbox/spec.h"
 #include "storage/dist_records.h"
 #include "util/text.h"
@@ -37,7 +38,7 @@ std::string Joined(const std::vector<std::string>& items) {
 }
 
 HttpResponse Building(const std::string& message, int64_t retry_after_s) {
-  HttpResponse r = ErrorResponse(503, "environment_building", message, "packages");
+  HttpResponse r = ErrorResponse(ApiCode::kEnvironmentBuilding, message, "packages");
   r.headers["Retry-After"] = std::to_string(std::max<int64_t>(1, retry_after_s));
   return r;
 }
@@ -131,7 +132,12 @@ storage::BuildResult Service::BuildEnvironment(const std::string& build_dir,
     out.output = "sandrun: cannot prepare the build directory " + build_dir;
     return out;
   }
-  sandbox::SandboxSpec spec;
+  // A package's build step is untrusted code: it runs like a run, with the run's network,
+  // under the ceilings' memory and processes.
+  sandbox::SandboxSpec spec = run::BaseSpec(
+      config_, config_.ceilings, run::SandboxUse::kEnvironmentBuild,
+      "env-" + build_dir.substr(build_dir.size() - std::min<size_t>(12, build_dir.size())),
+      /*network=*/true);
   // Every requirement was checked against api/requirements.h's grammar (no option, path or
   // URL); "--" ends pip's options all the same.
   spec.argv = {"/usr/bin/python3", "-m", "pip", "install", "--target", "/home/user/site",
@@ -151,20 +157,6 @@ storage::BuildResult Service::BuildEnvironment(const std::string& build_dir,
               "PIP_TIMEOUT=15"};
   for (std::string& line : PipEnv(config_)) spec.env.push_back(std::move(line));
   spec.workspace_dir = ws;
-  spec.host_uid = uid;
-  spec.host_gid = gid;
-  spec.run_id =
-      "env-" + build_dir.substr(build_dir.size() - std::min<size_t>(12, build_dir.size()));
-  spec.limits.wall_time_ms = config_.environment_build_wall_time_s * 1000;
-  spec.limits.cpu_time_s = config_.environment_build_wall_time_s;
-  spec.limits.memory_bytes = static_cast<uint64_t>(config_.ceilings.memory_mb) << 20;
-  spec.limits.processes = config_.ceilings.processes;
-  spec.limits.output_bytes = 1 << 20;
-  spec.limits.file_size_bytes = static_cast<uint64_t>(config_.install_disk_mb) << 20;
-  spec.limits.disk_bytes = static_cast<uint64_t>(config_.install_disk_mb) << 20;
-  // A package's build step is untrusted code: it runs like a run, with the run's network.
-  spec.network.enabled = true;
-  spec.network.allow_cidrs = config_.network_allow_cidrs;
   auto result = runner_->Run(spec);
   if (!result.ok()) {
     out.output = "sandrun: the build sandbox could not start: " + result.error().message;
@@ -256,7 +248,7 @@ std::optional<HttpResponse> Service::AcquireEnvironment(const RunRequest& run,
       return std::nullopt;
     case Outcome::kAbsent:
       return ErrorResponse(
-          403, "network_forbidden",
+          ApiCode::kNetworkForbidden,
           "the environment for " + Joined(run.packages) +
               " is not prepared on this server, and building it needs the network, which is "
               "off for runs (config \"network\" is \"off\"); the admin can list the set in "
@@ -279,7 +271,7 @@ std::optional<HttpResponse> Service::PrepareEnvironment(RunRequest* run, const c
                                                         storage::EnvironmentStore::Lease* lease,
                                                         std::optional<EnvironmentReport>* report) {
   if (run->stateful && !run->packages.empty()) {
-    return ErrorResponse(400, "conflicting_fields",
+    return ErrorResponse(ApiCode::kConflictingFields,
                          "'packages' does not go with 'stateful' (a kernel does not mount a "
                          "prepared environment); send one of them",
                          "packages");

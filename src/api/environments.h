@@ -1,4 +1,4 @@
-// Prepared environments in the run pipeline (issue 9 part 4; the store is
+// Prepared environments in the run pipeline (the store is
 // storage/environment_store.h, the Service side api/environments.cc). Pure helpers.
 #pragma once
 

@@ -1,4 +1,4 @@
-// The daemon's periodic housekeeping (moved out of main.cc, issue 12 part 5): one janitor
+// The daemon's periodic housekeeping: one janitor
 // thread sweeps the artifact store, then idle sessions (DESIGN.md §6) and prepared
 // environments past environments_max_mb, and logs what it removed.
 #pragma once

@@ -38,13 +38,9 @@ struct HttpResponse {
   std::string body;
   LogFields log;  // for the server's log line; not sent
   // Held until the response has been sent, then released by the server: what a handler
-  // must still clean up but the client need not wait for (a run's tmpfs and cgroup, issue
-  // 11: ~6-10 ms of unmount and rmdir). Its destructor runs on the worker thread.
+  // must still clean up but the client need not wait for (a run's tmpfs and cgroup:
+  // ~6-10 ms of unmount and rmdir). Its destructor runs on the worker thread.
   std::shared_ptr<void> after_send;
 };
-
-// {"error":{"code","message","field"}} with `status`. `field` omitted when empty.
-HttpResponse ErrorResponse(int status, const std::string& code, const std::string& message,
-                           const std::string& field = "");
 
 }  // namespace sandrun::api

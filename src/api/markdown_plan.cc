@@ -92,10 +92,10 @@ std::optional<ApiError> Service::PlanMarkdown(const std::string& markdown, int b
     if (s.kind != markdown::Step::Kind::kSave) {
       step.language = config::FindLanguage(config_, s.language);
       if (step.language == nullptr) {
-        return ApiError{400, "unknown_language",
-                        markdown::BlockLabel(s.block_index) + ": language '" + s.language +
-                            "' is not configured",
-                        "markdown"};
+        return MakeApiError(ApiCode::kUnknownLanguage,
+                            markdown::BlockLabel(s.block_index) + ": language '" + s.language +
+                                "' is not configured",
+                            "markdown");
       }
       step.title =
           markdown::BlockLabel(s.block_index) + " (" + step.language->name + ", " + kind + ")";

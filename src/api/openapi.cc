@@ -5,6 +5,8 @@
 #include <rapidjson/prettywriter.h>
 #include <rapidjson/stringbuffer.h>
 
+#include "api/errors.h"
+
 namespace sandrun::api {
 namespace {
 
@@ -300,14 +302,14 @@ std::string OpenApiJson(const config::Config& config) {
 
 HttpResponse OpenApiResponse(const HttpRequest& request, const config::Config& config) {
   if (request.method != "GET" && request.method != "HEAD") {
-    HttpResponse r = ErrorResponse(405, "method_not_allowed", "use GET /openapi.json");
+    HttpResponse r = ErrorResponse(ApiCode::kMethodNotAllowed, "use GET /openapi.json");
     r.headers["Allow"] = "GET, HEAD";
     return r;
   }
   HttpResponse response;
   response.body = OpenApiJson(config);
   if (response.body.empty()) {
-    return ErrorResponse(500, "internal", "the built-in OpenAPI document is broken");
+    return ErrorResponse(ApiCode::kInternal, "the built-in OpenAPI document is broken");
   }
   return response;
 }

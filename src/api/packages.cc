@@ -8,6 +8,7 @@
 
 #include "api/install_step.h"
 #include "markdown/shell_script.h"
+#include "sandbox/mounts.h"
 
 namespace sandrun::api {
 namespace {
@@ -218,21 +219,7 @@ std::vector<std::string> AvailablePackages(const std::vector<std::string>& reque
   return out;
 }
 
-std::vector<std::string> HostSiteDirs() {
-  std::vector<std::string> dirs = {"/usr/lib/python3/dist-packages"};
-  for (const char* base : {"/usr/local/lib", "/usr/lib"}) {
-    DIR* d = ::opendir(base);
-    if (d == nullptr) continue;
-    while (const dirent* e = ::readdir(d)) {
-      const std::string name = e->d_name;
-      if (name.rfind("python3.", 0) != 0) continue;
-      dirs.push_back(std::string(base) + "/" + name + "/dist-packages");
-      dirs.push_back(std::string(base) + "/" + name + "/site-packages");
-    }
-    ::closedir(d);
-  }
-  return dirs;
-}
+std::vector<std::string> HostSiteDirs() { return sandbox::HostPythonSiteDirs(); }
 
 std::string NetworkOffNote(const std::vector<std::string>& requested,
                            const std::vector<std::string>& available,

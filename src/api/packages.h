@@ -1,4 +1,4 @@
-// Packages and network in the run pipeline (issue 9 parts 2 and 3): what pip inside the
+// Packages and network in the run pipeline: what pip inside the
 // sandbox is told by the config, which steps are install steps (their own budget), and the
 // line that explains a failed install when the run has no network.
 #pragma once
@@ -48,7 +48,8 @@ std::vector<std::string> AvailablePackages(const std::vector<std::string>& reque
                                            const std::string& pip_output,
                                            const std::vector<std::string>& site_dirs);
 
-// The host's directories of Python distributions, as the sandbox sees them (same paths).
+// The host's directories of Python distributions, as the sandbox sees them (same paths):
+// sandbox::HostPythonSiteDirs(), the one probe of the host's Python.
 std::vector<std::string> HostSiteDirs();
 
 // The stderr line of part 3: why pip found nothing (config `network` is "off": the network

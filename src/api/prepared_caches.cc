@@ -1,5 +1,5 @@
-// What every fresh sandbox would otherwise rebuild, built once at start-up in a sandbox
-// (issue 11 parts 1 and 3): matplotlib's font cache, copied into each run's MPLCONFIGDIR
+// What every fresh sandbox would otherwise rebuild, built once at start-up in a sandbox:
+// matplotlib's font cache, copied into each run's MPLCONFIGDIR
 // (/tmp/matplotlib), so that `import matplotlib.pyplot` does not scan the fonts (and run
 // fc-list); and the bytecode of the Python support files, placed in each run's
 // .sandrun/python/__pycache__, so that every Python start does not compile them (~3 ms).
@@ -16,34 +16,6 @@
 
 namespace sandrun::api {
 namespace {
-
-// Prints one JSON object: "cache_tag", the interpreter's (PEP 3147: "cpython-311"), and
-// "bytecode", {<support file name>: <base64 of its .pyc>} (unchecked-hash .pyc, PEP 552: Python
-// loads it without reading the source; compiled with the path the runs see, so tracebacks name
-// it); "font_cache", {"name": <cache file name>, "content": <its text>}, when matplotlib is
-// installed.
-constexpr char kBuildCaches[] = R"py(import base64, json, os, py_compile, sys
-here = os.path.dirname(os.path.abspath(sys.modules["sitecustomize"].__file__))
-out = {"cache_tag": sys.implementation.cache_tag or "", "bytecode": {}}
-if out["cache_tag"]:
-    for name in sorted(os.listdir(here)):
-        if name.endswith(".py"):
-            cfile = "/tmp/sandrun-support.pyc"
-            py_compile.compile(os.path.join(here, name), cfile=cfile, doraise=True,
-                               invalidation_mode=py_compile.PycInvalidationMode.UNCHECKED_HASH)
-            with open(cfile, "rb") as f:
-                out["bytecode"][name] = base64.b64encode(f.read()).decode()
-try:
-    import matplotlib
-    import matplotlib.font_manager as fm
-    path = os.path.join(matplotlib.get_cachedir(), "fontlist-v%s.json" % fm.FontManager.__version__)
-    if os.path.isfile(path):
-        with open(path, encoding="utf-8") as f:
-            out["font_cache"] = {"name": os.path.basename(path), "content": f.read()}
-except ImportError:
-    pass
-print(json.dumps(out))
-)py";
 
 // A plain file name of matplotlib's font cache: fontlist-v<digits>.json.
 bool FontCacheName(const std::string& name) {
@@ -115,7 +87,8 @@ std::vector<std::string> Service::PrepareCaches() {
     w.Key("language");
     w.String("python");
     w.Key("code");
-    w.String(kBuildCaches);
+    const std::string_view script = python::DaemonScript("build_caches.py");
+    w.String(script.data(), static_cast<rapidjson::SizeType>(script.size()));
     w.Key("user");
     w.String("self-test");
     w.Key("limits");

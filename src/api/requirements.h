@@ -1,4 +1,4 @@
-// The `packages` of a run (issue 9 part 4): PEP 508 requirement strings of a strict subset,
+// The `packages` of a run: PEP 508 requirement strings of a strict subset,
 // and the normalised set that names a prepared environment. Pure.
 #pragma once
 

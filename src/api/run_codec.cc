@@ -22,13 +22,13 @@ namespace {
 
 using rapidjson::Value;
 
-ApiError Bad(const std::string& code, const std::string& message, const std::string& field) {
-  return ApiError{400, code, message, field};
+ApiError Bad(ApiCode code, const std::string& message, const std::string& field) {
+  return MakeApiError(code, message, field);
 }
 
 std::optional<ApiError> GetString(const Value& v, const char* field, std::string* out) {
   if (!v.IsString())
-    return Bad("wrong_type", std::string("'") + field + "' must be a string", field);
+    return Bad(ApiCode::kWrongType, std::string("'") + field + "' must be a string", field);
   out->assign(v.GetString(), v.GetStringLength());
   return std::nullopt;
 }
@@ -42,22 +42,22 @@ std::optional<ApiError> DecodeLimits(const Value& v, const config::Config& confi
   const std::string field = "limits." + error->name;
   switch (error->kind) {
     case config::LimitError::Kind::kNotObject:
-      return Bad("wrong_type", "'limits' must be an object", "limits");
+      return Bad(ApiCode::kWrongType, "'limits' must be an object", "limits");
     case config::LimitError::Kind::kUnknown: {
       std::string known;
       for (const auto& k : config::LimitKeys())
         known += std::string(known.empty() ? "" : ", ") + k.name;
-      return Bad("unknown_field",
+      return Bad(ApiCode::kUnknownField,
                  "unknown limit '" + util::SanitizeUtf8(error->name) + "' (known: " + known + ")",
                  util::SanitizeUtf8(field));
     }
     case config::LimitError::Kind::kNotInteger:
-      return Bad("wrong_type", "'" + field + "' must be an integer", field);
+      return Bad(ApiCode::kWrongType, "'" + field + "' must be an integer", field);
     case config::LimitError::Kind::kBelowMinimum:
-      return Bad("limit_below_minimum",
+      return Bad(ApiCode::kLimitBelowMinimum,
                  "'" + field + "' must be at least " + std::to_string(error->key->min), field);
     case config::LimitError::Kind::kAboveCeiling:
-      return Bad("limit_above_ceiling",
+      return Bad(ApiCode::kLimitAboveCeiling,
                  "'" + field + "' is " + std::to_string(error->value) +
                      ", above the configured ceiling " + std::to_string(error->ceiling),
                  field);
@@ -122,7 +122,7 @@ std::optional<ApiError> CheckCode(const std::string& code, const std::string& fi
   // bytes"; bash drops it silently, changing the program): refuse rather than run a mangled
   // program.
   if (size_t nul = code.find('\0'); nul != std::string::npos) {
-    return Bad("invalid_code",
+    return Bad(ApiCode::kInvalidCode,
                "'" + field + "' contains a null byte (U+0000) at byte offset " +
                    std::to_string(nul) + "; source code cannot contain null bytes",
                field);
@@ -136,7 +136,7 @@ std::optional<ApiError> FindLanguage(const config::Config& config, const std::st
   if (*out != nullptr) return std::nullopt;
   std::string known;
   for (const auto& l : config.languages) known += std::string(known.empty() ? "" : ", ") + l.name;
-  return Bad("unknown_language",
+  return Bad(ApiCode::kUnknownLanguage,
              "unknown language '" + util::SanitizeUtf8(name) + "' (configured: " + known + ")",
              field);
 }
@@ -144,14 +144,14 @@ std::optional<ApiError> FindLanguage(const config::Config& config, const std::st
 std::optional<ApiError> DecodeSnippets(const Value& v, const config::Config& config,
                                        std::vector<CodeStep>* steps) {
   if (!v.IsArray() || v.Empty()) {
-    return Bad("wrong_type", "'snippets' must be a non-empty array of {language, code}",
+    return Bad(ApiCode::kWrongType, "'snippets' must be a non-empty array of {language, code}",
                "snippets");
   }
-  if (v.Size() > 64) return Bad("too_large", "at most 64 snippets per request", "snippets");
+  if (v.Size() > 64) return Bad(ApiCode::kTooLarge, "at most 64 snippets per request", "snippets");
   for (rapidjson::SizeType i = 0; i < v.Size(); ++i) {
     const std::string field = "snippets[" + std::to_string(i) + "]";
     const Value& s = v[i];
-    if (!s.IsObject()) return Bad("wrong_type", "'" + field + "' must be an object", field);
+    if (!s.IsObject()) return Bad(ApiCode::kWrongType, "'" + field + "' must be an object", field);
     CodeStep step;
     std::string language;
     for (auto it = s.MemberBegin(); it != s.MemberEnd(); ++it) {
@@ -162,15 +162,17 @@ std::optional<ApiError> DecodeSnippets(const Value& v, const config::Config& con
       } else if (name == "code") {
         err = GetString(it->value, (field + ".code").c_str(), &step.code);
       } else {
-        return Bad("unknown_field", "unknown field '" + util::SanitizeUtf8(name) + "' in " + field,
+        return Bad(ApiCode::kUnknownField,
+                   "unknown field '" + util::SanitizeUtf8(name) + "' in " + field,
                    field + "." + util::SanitizeUtf8(name));
       }
       if (err) return err;
     }
     if (language.empty())
-      return Bad("missing_field", "'" + field + ".language' is required", field + ".language");
+      return Bad(ApiCode::kMissingField, "'" + field + ".language' is required",
+                 field + ".language");
     if (!s.HasMember("code"))
-      return Bad("missing_field", "'" + field + ".code' is required", field + ".code");
+      return Bad(ApiCode::kMissingField, "'" + field + ".code' is required", field + ".code");
     if (auto err = FindLanguage(config, language, field + ".language", &step.language)) return err;
     if (auto err = CheckCode(step.code, field + ".code")) return err;
     step.title = "snippet " + std::to_string(i + 1) + " (" + step.language->name + ")";
@@ -182,35 +184,38 @@ std::optional<ApiError> DecodeSnippets(const Value& v, const config::Config& con
 std::optional<ApiError> DecodeFiles(const Value& v, const config::Limits& limits,
                                     std::vector<InputFile>* files) {
   if (!v.IsArray())
-    return Bad("wrong_type", "'files' must be an array of {path, content_base64}", "files");
+    return Bad(ApiCode::kWrongType, "'files' must be an array of {path, content_base64}", "files");
   if (v.Size() > kMaxInputFiles) {
-    return Bad("too_large", "at most " + std::to_string(kMaxInputFiles) + " input files", "files");
+    return Bad(ApiCode::kTooLarge, "at most " + std::to_string(kMaxInputFiles) + " input files",
+               "files");
   }
   for (rapidjson::SizeType i = 0; i < v.Size(); ++i) {
     const std::string field = "files[" + std::to_string(i) + "]";
     const Value& f = v[i];
     if (!f.IsObject() || !f.HasMember("path") || !f["path"].IsString() ||
         !f.HasMember("content_base64") || !f["content_base64"].IsString() || f.MemberCount() != 2) {
-      return Bad("wrong_type",
+      return Bad(ApiCode::kWrongType,
                  "'" + field + "' must be {\"path\": string, \"content_base64\": string}", field);
     }
     InputFile file;
     file.path.assign(f["path"].GetString(), f["path"].GetStringLength());
     if (std::string why = CheckRelativePath(file.path); !why.empty()) {
-      return Bad("invalid_path", "'" + field + ".path' " + why, field + ".path");
+      return Bad(ApiCode::kInvalidPath, "'" + field + ".path' " + why, field + ".path");
     }
     for (const auto& earlier : *files) {
       if (earlier.path == file.path)
-        return Bad("invalid_path", "'" + field + ".path' repeats an earlier path", field + ".path");
+        return Bad(ApiCode::kInvalidPath, "'" + field + ".path' repeats an earlier path",
+                   field + ".path");
     }
     auto content = util::DecodeBase64(
         std::string_view(f["content_base64"].GetString(), f["content_base64"].GetStringLength()));
     if (!content) {
-      return Bad("invalid_base64", "'" + field + ".content_base64' is not valid base64 (RFC 4648)",
+      return Bad(ApiCode::kInvalidBase64,
+                 "'" + field + ".content_base64' is not valid base64 (RFC 4648)",
                  field + ".content_base64");
     }
     if (content->size() >= static_cast<uint64_t>(limits.file_size_mb) << 20) {
-      return Bad("too_large", "'" + field + "' is larger than file_size_mb", field);
+      return Bad(ApiCode::kTooLarge, "'" + field + "' is larger than file_size_mb", field);
     }
     file.content = std::move(*content);
     files->push_back(std::move(file));
@@ -284,7 +289,7 @@ std::optional<ApiError> ParseBounded(const std::string& body, rapidjson::Documen
   const std::string why = handler.exceeded() != nullptr
                               ? std::string(handler.exceeded())
                               : rapidjson::GetParseError_En(reader.GetParseErrorCode());
-  return Bad("invalid_json",
+  return Bad(ApiCode::kInvalidJson,
              "request body is not valid JSON: " + why + " (at byte offset " +
                  std::to_string(reader.GetErrorOffset()) + ")",
              "");
@@ -312,9 +317,10 @@ void File(Writer& w, const storage::ArtifactFile& f) {
 
 // `packages`: an array of at most kMaxPackages requirement strings (api/requirements.h).
 std::optional<ApiError> DecodePackages(const Value& v, std::vector<std::string>* out) {
-  if (!v.IsArray()) return Bad("wrong_type", "'packages' must be an array of strings", "packages");
+  if (!v.IsArray())
+    return Bad(ApiCode::kWrongType, "'packages' must be an array of strings", "packages");
   if (v.Size() > kMaxPackages) {
-    return Bad("invalid_package",
+    return Bad(ApiCode::kInvalidPackage,
                "'packages' has " + std::to_string(v.Size()) + " entries; at most " +
                    std::to_string(kMaxPackages) + " are allowed",
                "packages");
@@ -322,7 +328,7 @@ std::optional<ApiError> DecodePackages(const Value& v, std::vector<std::string>*
   std::vector<Requirement> parsed;
   for (const auto& item : v.GetArray()) {
     if (!item.IsString()) {
-      return Bad("wrong_type", "'packages' must be an array of strings", "packages");
+      return Bad(ApiCode::kWrongType, "'packages' must be an array of strings", "packages");
     }
     const std::string text(item.GetString(), item.GetStringLength());
     Requirement r;
@@ -331,7 +337,7 @@ std::optional<ApiError> DecodePackages(const Value& v, std::vector<std::string>*
       for (char& c : shown) {
         if (static_cast<unsigned char>(c) < 0x20) c = '?';
       }
-      return Bad("invalid_package",
+      return Bad(ApiCode::kInvalidPackage,
                  "package '" + shown + (text.size() > 80 ? "...'" : "'") + " " + why, "packages");
     }
     parsed.push_back(std::move(r));
@@ -352,18 +358,18 @@ struct Sources {
 };
 
 std::optional<ApiError> DecodeBool(const Value& v, const std::string& name, bool* out) {
-  if (!v.IsBool()) return Bad("wrong_type", "'" + name + "' must be true or false", name);
+  if (!v.IsBool()) return Bad(ApiCode::kWrongType, "'" + name + "' must be true or false", name);
   *out = v.GetBool();
   return std::nullopt;
 }
 
 std::optional<ApiError> DecodeNetwork(const Value& v, const config::Config& config, bool* out) {
-  if (!v.IsBool()) return Bad("wrong_type", "'network' must be true or false", "network");
+  if (!v.IsBool()) return Bad(ApiCode::kWrongType, "'network' must be true or false", "network");
   if (v.GetBool() && config.network == "off") {
-    return ApiError{403, "network_forbidden",
-                    "network access is disabled on this server (config \"network\" is "
-                    "\"off\")",
-                    "network"};
+    return MakeApiError(ApiCode::kNetworkForbidden,
+                        "network access is disabled on this server (config \"network\" is "
+                        "\"off\")",
+                        "network");
   }
   *out = v.GetBool() || config.network == "always";
   return std::nullopt;
@@ -400,7 +406,7 @@ std::optional<ApiError> DecodeMember(const std::string& name, const Value& v,
   }
   if (name == "block") {
     if (!v.IsInt() || v.GetInt() < 0)
-      return Bad("wrong_type", "'block' must be an integer >= 0", "block");
+      return Bad(ApiCode::kWrongType, "'block' must be an integer >= 0", "block");
     out->block = v.GetInt();
     src->has_block = true;
     return std::nullopt;
@@ -416,7 +422,7 @@ std::optional<ApiError> DecodeMember(const std::string& name, const Value& v,
   if (name == "files") return DecodeFiles(v, out->limits, &out->files);
   if (name == "packages") return DecodePackages(v, &out->packages);
   if (name == "network") return DecodeNetwork(v, config, &out->network);
-  return Bad("unknown_field", "unknown field '" + util::SanitizeUtf8(name) + "'",
+  return Bad(ApiCode::kUnknownField, "unknown field '" + util::SanitizeUtf8(name) + "'",
              util::SanitizeUtf8(name));
 }
 
@@ -431,7 +437,7 @@ std::optional<ApiError> DecodeMembers(const Value& root, const config::Config& c
     // RFC 8259 §4 leaves duplicate names to the parser; RapidJSON keeps both. Refuse rather
     // than guess which `code` the client meant.
     if (!seen.insert(name).second) {
-      return Bad("duplicate_field", "field '" + util::SanitizeUtf8(name) + "' appears twice",
+      return Bad(ApiCode::kDuplicateField, "field '" + util::SanitizeUtf8(name) + "' appears twice",
                  util::SanitizeUtf8(name));
     }
     if (name == "limits") continue;  // decoded first
@@ -445,20 +451,20 @@ std::optional<ApiError> ApplySources(const config::Config& config, Sources* src,
   const int sources =
       (src->has_code ? 1 : 0) + (src->has_snippets ? 1 : 0) + (src->has_markdown ? 1 : 0);
   if (sources == 0) {
-    return Bad("missing_field",
+    return Bad(ApiCode::kMissingField,
                "one of 'code' (with 'language'), 'snippets' or 'markdown' is required", "code");
   }
   if (sources > 1) {
-    return Bad("conflicting_fields", "send exactly one of 'code', 'snippets' and 'markdown'",
+    return Bad(ApiCode::kConflictingFields, "send exactly one of 'code', 'snippets' and 'markdown'",
                src->has_markdown ? "markdown" : "snippets");
   }
   if (src->has_block && !src->has_markdown)
-    return Bad("conflicting_fields", "'block' goes with 'markdown'", "block");
+    return Bad(ApiCode::kConflictingFields, "'block' goes with 'markdown'", "block");
   if (src->has_language && !src->has_code)
-    return Bad("conflicting_fields", "'language' goes with 'code'", "language");
+    return Bad(ApiCode::kConflictingFields, "'language' goes with 'code'", "language");
   if (src->has_code) {
     if (!src->has_language)
-      return Bad("missing_field", "'language' is required with 'code'", "language");
+      return Bad(ApiCode::kMissingField, "'language' is required with 'code'", "language");
     CodeStep step;
     if (auto err = FindLanguage(config, src->language, "language", &step.language)) return err;
     if (auto err = CheckCode(src->code, "code")) return err;
@@ -475,24 +481,24 @@ std::optional<ApiError> ApplyIdentity(const Sources& src, const std::string& hea
   // The body and a header naming different users or sessions: refused, not resolved silently
   // (a front end's header would lose to whatever the body says).
   if (src.has_user && !header_user.empty() && header_user != out->user) {
-    return Bad("conflicting_fields",
+    return Bad(ApiCode::kConflictingFields,
                "the body's 'user' and the X-Sandrun-User header name different users", "user");
   }
   if (src.has_session && !header_session.empty() && header_session != out->session) {
-    return Bad("conflicting_fields",
+    return Bad(ApiCode::kConflictingFields,
                "the body's 'session' and the X-Sandrun-Session header name different sessions",
                "session");
   }
   out->user_named = src.has_user || !header_user.empty();
   if (!src.has_user && !header_user.empty()) out->user = header_user;
   if (out->user.empty() || out->user.size() > 256) {
-    return Bad("wrong_type", "'user' must be 1 to 256 bytes", "user");
+    return Bad(ApiCode::kWrongType, "'user' must be 1 to 256 bytes", "user");
   }
   if (!src.has_session && !header_session.empty()) out->session = header_session;
   if (out->session.size() > 256)
-    return Bad("wrong_type", "'session' must be at most 256 bytes", "session");
+    return Bad(ApiCode::kWrongType, "'session' must be at most 256 bytes", "session");
   if (out->stateful && out->session.empty()) {
-    return Bad("missing_session",
+    return Bad(ApiCode::kMissingSession,
                "'stateful': true needs a 'session' (or X-Sandrun-Session): the kernel that keeps "
                "the variables is the session's",
                "stateful");
@@ -508,7 +514,7 @@ Result<RunRequest, ApiError> DecodeRunRequest(const std::string& body,
                                               const config::Config& config) {
   rapidjson::Document doc;
   if (auto err = ParseBounded(body, &doc)) return *err;
-  if (!doc.IsObject()) return Bad("wrong_type", "request body must be a JSON object", "");
+  if (!doc.IsObject()) return Bad(ApiCode::kWrongType, "request body must be a JSON object", "");
   RunRequest out;
   out.limits = config.limits;
   out.network = config.network == "always";

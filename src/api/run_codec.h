@@ -44,7 +44,7 @@ struct RunRequest {
   std::string user = "anonymous";
   bool user_named = false;  // `user` or X-Sandrun-User was given (access.h: token binding)
   std::string session;      // "" = fresh workspace
-  bool stateful = false;    // run the Python in the session's live kernel (issue 14 part 4)
+  bool stateful = false;    // run the Python in the session's live kernel
   // `notebook`: the run's Python blocks share one interpreter (a kernel of the run's own,
   // notebook_run.cc). Unset: on for `markdown`, off for `snippets` (DESIGN.md).
   std::optional<bool> notebook;
@@ -52,7 +52,7 @@ struct RunRequest {
   // Outbound network for this run: the request's "network" under config network
   // "on_request", always under "always"; a request for it under "off" is refused (403).
   bool network = false;
-  // `packages` (issue 9 part 4): canonical requirement texts, sorted (api/requirements.h);
+  // `packages`: canonical requirement texts, sorted (api/requirements.h);
   // empty = none asked.
   std::vector<std::string> packages;
   // Set by the run handler when a prepared environment goes with the run (environments.cc):
@@ -70,7 +70,7 @@ constexpr size_t kMaxInputNameBytes = 255;
 
 // Bounds of the JSON parse, enforced while parsing (a request nests 3 deep and holds a few
 // hundred values): each value costs the document ~16 bytes and each level of nesting more,
-// so without them 16 MiB of `[` took 400 MB (issue 10, item 8).
+// so without them 16 MiB of `[` took 400 MB.
 constexpr int kMaxJsonDepth = 32;
 constexpr size_t kMaxJsonValues = 10000;
 

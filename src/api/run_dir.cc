@@ -46,7 +46,7 @@ Status RunDir::Create(uint64_t disk_bytes, uid_t uid, gid_t gid) {
   // The sandbox user's (not host root's, which shows as nobody:nogroup in `ls -la`); it
   // still cannot change it: it is bound read-only at both names of the workspace (mounts.cc).
   if (s.ok()) s = MakeOwnedDir(p.workspace + "/.sandrun", 0755, uid, gid);
-  // Shown figures land here, on the run's tmpfs but outside the workspace (issue 14).
+  // Shown figures land here, on the run's tmpfs but outside the workspace.
   if (s.ok()) s = MakeOwnedDir(p.outputs, 0755, uid, gid);
   return s;
 }

@@ -1,4 +1,4 @@
-// Notebook display in a run (issue 14), the daemon's side: the sandbox's environment for
+// Notebook display in a run, the daemon's side: the sandbox's environment for
 // src/python/sitecustomize.py, and after the run, the outputs area read back into files to
 // publish and the response's `displays`. Used by run_handler.cc only.
 #pragma once

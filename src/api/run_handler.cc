@@ -16,6 +16,7 @@
 #include "api/service.h"
 #include "api/session_continuity.h"
 #include "python/support_files.h"
+#include "run/sandbox_specs.h"
 #include "storage/artifact_store.h"
 #include "storage/export.h"
 #include "storage/session_restore.h"
@@ -86,20 +87,18 @@ void CapSkipped(uint64_t unlisted, RunResponse& response) {
   }
 }
 
-HttpResponse Refusal(const ApiError& err) {
-  return ErrorResponse(err.status, err.code, err.message, err.field);
-}
+HttpResponse Refusal(const ApiError& err) { return ErrorResponse(err); }
 
 HttpResponse SessionBusy(const std::string& session, const std::string& why) {
   HttpResponse r = ErrorResponse(
-      409, "session_busy", "session '" + util::SanitizeUtf8(session) + "': " + why, "session");
+      ApiCode::kSessionBusy, "session '" + util::SanitizeUtf8(session) + "': " + why, "session");
   r.headers["Retry-After"] = "5";
   return r;
 }
 
 // 503 for runs that arrive while the daemon stops (SIGTERM): the runs in flight finish.
 HttpResponse StoppingResponse() {
-  HttpResponse r = ErrorResponse(503, "stopping", "sandrun is stopping; retry shortly");
+  HttpResponse r = ErrorResponse(ApiCode::kStopping, "sandrun is stopping; retry shortly");
   r.headers["Retry-After"] = "5";
   return r;
 }
@@ -128,7 +127,7 @@ std::optional<HttpResponse> Service::LockSession(const RunRequest& run,
     if (locked.error().kind == ErrorKind::kBusy) {
       return SessionBusy(run.session, locked.error().message);
     }
-    return ErrorResponse(500, "storage", locked.error().message);
+    return ErrorResponse(ApiCode::kStorage, locked.error().message);
   }
   *lock = std::move(*locked);
   return std::nullopt;
@@ -139,7 +138,7 @@ std::optional<HttpResponse> Service::RestoreSession(
     const config::Limits& limits, sandbox::RunCgroup* cgroup, storage::FileStamps* stamps) const {
   // Copied by a helper process in the run's own cgroup, so the workspace's tmpfs pages are
   // charged to the run, not to the daemon, and stay charged there while the run's programs
-  // run in the same cgroup (issue 10 item 4).
+  // run in the same cgroup.
   std::vector<std::string> argv = {"/proc/self/exe", "restore-session"};
   for (auto& arg :
        storage::RestoreHelperArgs(session.dir(), workspace, static_cast<uid_t>(config_.sandbox_uid),
@@ -148,11 +147,11 @@ std::optional<HttpResponse> Service::RestoreSession(
   }
   auto helper = runner_->RunHelper(argv, cgroup);
   if (!helper.ok()) {
-    return ErrorResponse(500, "sandbox_error", "run " + id + ": " + helper.error().message);
+    return ErrorResponse(ApiCode::kSandboxError, "run " + id + ": " + helper.error().message);
   }
   const int ws = helper->wait_status;
   if (helper->memory_limit || (WIFSIGNALED(ws) && WTERMSIG(ws) == SIGKILL)) {
-    return ErrorResponse(400, "memory_limit",
+    return ErrorResponse(ApiCode::kMemoryLimit,
                          "the session's files do not fit in this run's memory limit (memory_mb " +
                              std::to_string(limits.memory_mb) +
                              "): a session's workspace is held in memory; raise memory_mb",
@@ -161,13 +160,13 @@ std::optional<HttpResponse> Service::RestoreSession(
   const int code = WIFEXITED(ws) ? WEXITSTATUS(ws) : -1;
   const std::string message = util::SanitizeUtf8(helper->stderr_text);
   if (code == storage::kRestoreFileLimit) {
-    return ErrorResponse(400, "file_limit",
+    return ErrorResponse(ApiCode::kFileLimit,
                          "the session's files do not fit in this run's workspace (disk_mb " +
                              std::to_string(limits.disk_mb) + "): " + message,
                          "limits.disk_mb");
   }
   if (code != storage::kRestoreOk) {
-    return ErrorResponse(500, "storage", "run " + id + ": session restore: " + message);
+    return ErrorResponse(ApiCode::kStorage, "run " + id + ": session restore: " + message);
   }
   // The helper's digests of the restored files are not what tells a file the run touched:
   // PlaceRunFiles stamps the workspace once everything is in it.
@@ -182,14 +181,14 @@ std::optional<HttpResponse> Service::AcceptRun(const HttpRequest& request, bool 
   if (auto err = CheckOrigin(request.Header("origin"), live.origins)) return Refusal(*err);
   const Caller caller = Authenticate(request.Header("authorization"), live);
   if (!trusted && !caller.authenticated) {
-    HttpResponse r = ErrorResponse(401, "unauthorized",
+    HttpResponse r = ErrorResponse(ApiCode::kUnauthorized,
                                    "missing or wrong bearer token (Authorization: Bearer <token>)");
     r.headers["WWW-Authenticate"] = "Bearer";
     return r;
   }
   if (auto err = CheckContentType(request.Header("content-type"))) return Refusal(*err);
   if (runner_ == nullptr || !health_error_.empty()) {
-    return ErrorResponse(503, "unavailable", "this host cannot run sandboxes: " + health_error_);
+    return ErrorResponse(ApiCode::kUnavailable, "this host cannot run sandboxes: " + health_error_);
   }
   if (draining_) return StoppingResponse();
   auto decoded = DecodeRunRequest(request.body, request.Header("x-sandrun-user"),
@@ -216,7 +215,7 @@ std::optional<HttpResponse> Service::Admit(const RunRequest& run, storage::Sessi
                          std::chrono::steady_clock::now() - queued_at)
                          .count();
   if (!(*ticket)->admitted()) {
-    HttpResponse r = ErrorResponse(503, "busy", "all sandboxes are busy; retry shortly");
+    HttpResponse r = ErrorResponse(ApiCode::kBusy, "all sandboxes are busy; retry shortly");
     r.headers["Retry-After"] = "5";
     return r;
   }
@@ -273,7 +272,7 @@ HttpResponse Service::HandleStatelessRun(const HttpRequest& request, const RunRe
   if (session.held()) {
     kernels_.End(KernelKey(run), "a stateless run of the session changed its files");
   }
-  // The run's one cgroup, for the session's restore and then every step (issue 10 item 4):
+  // The run's one cgroup, for the session's restore and then every step:
   // what one of them leaves charged (the restored files, a step's files in /tmp or the
   // workspace) counts against memory_mb for the rest of the run. RunTeardown removes it
   // after the tmpfs charged to it is unmounted.
@@ -289,7 +288,7 @@ HttpResponse Service::HandleStatelessRun(const HttpRequest& request, const RunRe
   } else {
     auto made = MakeRunDir(run, id);
     if (!made.ok()) {
-      return ErrorResponse(500, "sandbox_error", "run " + id + ": " + made.error().message);
+      return ErrorResponse(ApiCode::kSandboxError, "run " + id + ": " + made.error().message);
     }
     teardown = std::move(*made);
     util::StampPhase("run_dir");
@@ -304,7 +303,7 @@ HttpResponse Service::HandleStatelessRun(const HttpRequest& request, const RunRe
   auto ran = RunSteps(run, id, paths, teardown->cgroup.get(), warm ? warm->sandbox.get() : nullptr);
   if (!ran.ok()) {
     CountSandboxError();
-    return ErrorResponse(500, "sandbox_error", "run " + id + ": " + ran.error().message);
+    return ErrorResponse(ApiCode::kSandboxError, "run " + id + ": " + ran.error().message);
   }
   RunResponse& response = *ran;
   if (preamble.plan && response.steps) {
@@ -322,14 +321,12 @@ HttpResponse Service::HandleStatelessRun(const HttpRequest& request, const RunRe
 
 Result<std::shared_ptr<RunTeardown>> Service::MakeRunDir(const RunRequest& run,
                                                          const std::string& id) const {
-  // The run's one cgroup, for the session's restore and then every step (issue 10 item 4):
+  // The run's one cgroup, for the session's restore and then every step:
   // what one of them leaves charged (the restored files, a step's files in /tmp or the
   // workspace) counts against memory_mb for the rest of the run. RunTeardown removes it
   // after the tmpfs charged to it is unmounted.
-  sandbox::CgroupLimits cgroup_limits;
-  cgroup_limits.memory_bytes = static_cast<uint64_t>(run.limits.memory_mb) << 20;
-  cgroup_limits.processes = run.limits.processes;
-  auto cgroup = runner_->CreateCgroup(id, cgroup_limits);
+  auto cgroup =
+      runner_->CreateCgroup(id, run::CgroupLimitsFor(config_, run.limits, run::SandboxUse::kStep));
   if (!cgroup.ok()) return cgroup.error();
   auto teardown =
       std::make_shared<RunTeardown>(std::move(*cgroup), config_.runs_dir + "/" + id, run_tmpfs_);
@@ -361,7 +358,7 @@ std::optional<HttpResponse> Service::FillWorkspace(const RunRequest& run,
   // the workspace is the user's (it could plant symlinks), and the daemon writes nothing
   // more into it (red-team finding: a path written between steps followed a planted link).
   if (Status s = WriteProgramFiles(run, paths.workspace, support_bytecode_); !s.ok()) {
-    return ErrorResponse(500, "sandbox_error", "run " + id + ": " + s.error().message);
+    return ErrorResponse(ApiCode::kSandboxError, "run " + id + ": " + s.error().message);
   }
   return std::nullopt;
 }
@@ -388,7 +385,7 @@ std::optional<HttpResponse> Service::PlaceRunFiles(const RunRequest& run,
   // was not touched by the run and gets no new link (storage::FileStamp says why a program
   // cannot fake that).
   auto found = storage::StampWorkspace(workspace, storage::ExportOptions{});
-  if (!found.ok()) return ErrorResponse(500, "storage", found.error().message);
+  if (!found.ok()) return ErrorResponse(ApiCode::kStorage, found.error().message);
   stamps->clear();
   int64_t latest_ns = 0;
   for (const auto& [path, stamp] : *found) {

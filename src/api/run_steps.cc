@@ -10,6 +10,7 @@
 #include "markdown/block_analysis.h"
 #include "markdown/text_util.h"
 #include "python/support_files.h"
+#include "run/sandbox_specs.h"
 #include "sandbox/mounts.h"
 #include "sys/syscalls.h"
 #include "util/reserved_dirs.h"
@@ -144,9 +145,10 @@ sandbox::SandboxSpec StepSpec(const config::Config& config, const RunRequest& ru
                               const std::string& id, const RunPaths& paths,
                               const StepBudget& budget) {
   const CodeStep& step = run.steps[i];
-  const config::Limits& limits = run.limits;
   const bool install = IsInstallStep(step);
-  sandbox::SandboxSpec spec;
+  sandbox::SandboxSpec spec = run::BaseSpec(
+      config, run.limits, install ? run::SandboxUse::kInstallStep : run::SandboxUse::kStep, id,
+      run.network);
   for (const auto& arg : step.language->argv) {
     if (arg == "{file}") {
       // .sandrun/main.py for one step, .sandrun/<i>/main.py for several.
@@ -172,26 +174,9 @@ sandbox::SandboxSpec StepSpec(const config::Config& config, const RunRequest& ru
   spec.readonly_workspace_dirs = {util::kProgramDir};
   spec.tmp_dir = paths.tmp;
   if (i == StdinStep(run)) spec.stdin_data = run.stdin_data;
-  spec.host_uid = static_cast<uid_t>(config.sandbox_uid);
-  spec.host_gid = static_cast<gid_t>(config.sandbox_gid);
-  spec.run_id = id;
+  // What the earlier steps left of the run's wall time and output.
   spec.limits.wall_time_ms = budget.wall_ms;
-  spec.limits.cpu_time_s = limits.cpu_time_s;
-  spec.limits.memory_bytes = static_cast<uint64_t>(limits.memory_mb) << 20;
-  spec.limits.processes = limits.processes;
   spec.limits.output_bytes = budget.output_bytes;
-  spec.limits.file_size_bytes = static_cast<uint64_t>(limits.file_size_mb) << 20;
-  spec.limits.disk_bytes = static_cast<uint64_t>(limits.disk_mb) << 20;
-  if (install) {
-    // The install budget (issue 9 part 2) replaces the program's time and size limits: a
-    // wheel (numpy's is 18 MB) and pip's unpacking in /tmp are bigger than a program's
-    // files, and pip's CPU time is bounded by its wall time.
-    spec.limits.cpu_time_s = config.install_wall_time_s;
-    spec.limits.file_size_bytes = static_cast<uint64_t>(config.install_disk_mb) << 20;
-    spec.limits.disk_bytes = static_cast<uint64_t>(config.install_disk_mb) << 20;
-  }
-  spec.network.enabled = run.network;
-  spec.network.allow_cidrs = config.network_allow_cidrs;
   return spec;
 }
 
@@ -317,7 +302,7 @@ StepRun DescribeStep(const config::Config& config, const RunRequest& run, size_t
   } else if (std::string note = LimitNote(result, run.limits); !note.empty()) {
     AppendLine(sr.stderr_stream.text, note);
   }
-  // Part 3 of issue 9: an install that found nothing because the run has no network says
+  // An install that found nothing because the run has no network says
   // so, and what is there already.
   if (MentionsInstall(step) && !run.network &&
       PipFoundNothing(sr.stdout_stream.text + sr.stderr_stream.text)) {

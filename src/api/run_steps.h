@@ -1,4 +1,4 @@
-// The steps of a stateless run as data (issue 12 part 1): which of the request's steps are
+// The steps of a stateless run as data: which of the request's steps are
 // programs and which are files to write, the budget left for a step, and the SandboxSpec
 // of one step. Pure: the run handler (run_handler.cc) runs what these describe.
 #pragma once

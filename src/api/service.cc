@@ -23,14 +23,6 @@ namespace {
 constexpr int64_t kDurationBucketsMs[] = {50,   100,   250,   500,   1000,  2500,
                                           5000, 10000, 30000, 60000, 300000};
 
-std::string JsonString(const std::string& raw) {
-  rapidjson::StringBuffer buffer;
-  rapidjson::Writer<rapidjson::StringBuffer> w(buffer);
-  std::string clean = util::SanitizeUtf8(raw);
-  w.String(clean.data(), static_cast<rapidjson::SizeType>(clean.size()));
-  return buffer.GetString();
-}
-
 // The refill gate's load: the runs admitted, and the tasks runnable besides the refill
 // thread asking (RefillMayStart counts at most the runs of them: a run that sleeps or waits
 // uses no CPU); every run counts as on a CPU when /proc/loadavg cannot be read.
@@ -40,16 +32,6 @@ RefillLoad RunLoad(int64_t in_flight) {
 }
 
 }  // namespace
-
-HttpResponse ErrorResponse(int status, const std::string& code, const std::string& message,
-                           const std::string& field) {
-  HttpResponse response;
-  response.status = status;
-  response.body = "{\"error\":{\"code\":" + JsonString(code) +
-                  ",\"message\":" + JsonString(message) +
-                  (field.empty() ? "" : ",\"field\":" + JsonString(field)) + "}}";
-  return response;
-}
 
 Service::Service(const config::Config& config, const sandbox::SandboxRunner* runner,
                  std::string health_error, const RunTmpfs& run_tmpfs)
@@ -106,7 +88,7 @@ HttpResponse Service::Route(const HttpRequest& request) {
   try {
     if (request.path == "/run") {
       if (request.method != "POST") {
-        HttpResponse r = ErrorResponse(405, "method_not_allowed", "use POST /run");
+        HttpResponse r = ErrorResponse(ApiCode::kMethodNotAllowed, "use POST /run");
         r.headers["Allow"] = "POST";
         return r;
       }
@@ -122,11 +104,11 @@ HttpResponse Service::Route(const HttpRequest& request) {
     if (request.path == "/readyz") return HandleReady();
     if (request.path == "/metrics") return HandleMetrics();
     if (request.path == "/openapi.json") return OpenApiResponse(request, *LiveConfig());
-    return ErrorResponse(404, "not_found", "no such endpoint: " + request.path);
+    return ErrorResponse(ApiCode::kNotFound, "no such endpoint: " + request.path);
   } catch (const std::exception& e) {
-    return ErrorResponse(500, "internal", "request " + request.request_id + ": " + e.what());
+    return ErrorResponse(ApiCode::kInternal, "request " + request.request_id + ": " + e.what());
   } catch (...) {
-    return ErrorResponse(500, "internal", "request " + request.request_id + " failed");
+    return ErrorResponse(ApiCode::kInternal, "request " + request.request_id + " failed");
   }
 }
 

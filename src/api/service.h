@@ -185,7 +185,7 @@ class Service {
                                                const std::string& run_id);
   // A stateless Python program sent as `code` with notebook lines (`!pip install x`,
   // `%pip install x`, `%matplotlib inline`): the pip lines run first as an install step of
-  // the shell, as in a markdown block, and stay in the program as comments (issue 9 part 2).
+  // the shell, as in a markdown block, and stay in the program as comments.
   // Nothing changes without such lines or without a configured "bash".
   void SplitCodePipLines(RunRequest* run) const;
   // Turns a markdown message into steps and the plan (DESIGN.md §5).

@@ -8,8 +8,8 @@ std::optional<ApiError> DecodeSessionSeen(const std::string& header, bool* seen)
   } else if (header == "1") {
     *seen = true;
   } else {
-    return ApiError{400, "wrong_type", "the X-Sandrun-Session-Seen header must be 0 or 1",
-                    "X-Sandrun-Session-Seen"};
+    return MakeApiError(ApiCode::kWrongType, "the X-Sandrun-Session-Seen header must be 0 or 1",
+                        "X-Sandrun-Session-Seen");
   }
   return std::nullopt;
 }

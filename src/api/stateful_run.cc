@@ -1,4 +1,4 @@
-// POST /run with "stateful": true (issue 14 part 4): the run's Python goes to its session's
+// POST /run with "stateful": true: the run's Python goes to its session's
 // live IPython kernel (src/kernel/), so variables, imports and loaded data stay between
 // runs. Locking, admission, export and the session's save are those of every run
 // (HandleRun, ExportAndRespond); only the steps run differently.
@@ -17,6 +17,7 @@
 #include "api/run_steps.h"
 #include "api/service.h"
 #include "python/support_files.h"
+#include "run/sandbox_specs.h"
 #include "storage/artifact_store.h"
 #include "storage/digest.h"
 #include "storage/export.h"
@@ -155,17 +156,14 @@ std::string PipNote(const CodeStep& step, const kernel::ExecuteResult& er,
 // (memory, processes, file size, disk) and its network, as a stateless run's (config
 // "always" turns it on); a kernel with other ones is replaced (KernelManager::Acquire).
 kernel::KernelSpec KernelSpecFor(const config::Config& config, const RunRequest& run) {
-  const config::Limits& limits = run.limits;
+  const sandbox::SandboxSpec base =
+      run::BaseSpec(config, run.limits, run::SandboxUse::kKernel, "", run.network);
   kernel::KernelSpec spec;
   spec.env = SandboxEnv(config);
-  spec.limits.memory_bytes = static_cast<uint64_t>(limits.memory_mb) << 20;
-  spec.limits.processes = limits.processes;
-  spec.limits.file_size_bytes = static_cast<uint64_t>(limits.file_size_mb) << 20;
-  spec.limits.disk_bytes = static_cast<uint64_t>(limits.disk_mb) << 20;
-  spec.host_uid = static_cast<uid_t>(config.sandbox_uid);
-  spec.host_gid = static_cast<gid_t>(config.sandbox_gid);
-  spec.network.enabled = run.network;
-  spec.network.allow_cidrs = config.network_allow_cidrs;
+  spec.limits = base.limits;
+  spec.host_uid = base.host_uid;
+  spec.host_gid = base.host_gid;
+  spec.network = base.network;
   // The kernel's set-up (python/sandrun_kernel.py): tables as a program run shows them
   // (sitecustomize's), and input() from the run's stdin.
   for (const auto& file : python::SupportFiles()) {
@@ -240,27 +238,27 @@ void JoinCell(StepResult sr, const kernel::ExecuteResult& er, bool headers,
 
 std::optional<HttpResponse> Service::CheckStateful(const RunRequest& run) const {
   if (runner_->cgroups() == nullptr) {
-    return ErrorResponse(503, "unavailable",
+    return ErrorResponse(ApiCode::kUnavailable,
                          "stateful runs need cgroups (a kernel's CPU time is bounded per run from "
                          "its cgroup); this host runs without them",
                          "stateful");
   }
   if (!runner_->cgroups()->can_freeze()) {
-    return ErrorResponse(503, "unavailable",
+    return ErrorResponse(ApiCode::kUnavailable,
                          "stateful runs need the cgroup freezer (a kernel is frozen between "
                          "runs); this host's cgroup v1 has no freezer hierarchy mounted at "
                          "/sys/fs/cgroup/freezer",
                          "stateful");
   }
   if (!run.stdin_data.empty()) {
-    return ErrorResponse(400, "conflicting_fields",
+    return ErrorResponse(ApiCode::kConflictingFields,
                          "'stdin' goes with a program run; a stateful run's cells have no stdin",
                          "stdin");
   }
   for (size_t i : PartitionSteps(run.steps).programs) {
     const std::string& lang = run.steps[i].language->name;
     if (lang != "python" && lang != "bash") {
-      return ErrorResponse(400, "conflicting_fields",
+      return ErrorResponse(ApiCode::kConflictingFields,
                            "'stateful' runs Python (and bash as %%bash cells), not " + lang,
                            "stateful");
     }
@@ -286,11 +284,11 @@ std::optional<HttpResponse> Service::AcquireKernel(const RunRequest& run,
   if (refused) return refused;
   if (!got.ok()) {
     if (got.error().kind == ErrorKind::kUnavailable) {
-      HttpResponse r = ErrorResponse(503, "busy", got.error().message + "; retry shortly");
+      HttpResponse r = ErrorResponse(ApiCode::kBusy, got.error().message + "; retry shortly");
       r.headers["Retry-After"] = "5";
       return r;
     }
-    return ErrorResponse(500, "sandbox_error", "run " + id + ": " + got.error().message);
+    return ErrorResponse(ApiCode::kSandboxError, "run " + id + ": " + got.error().message);
   }
   *acquired = std::move(*got);
   return std::nullopt;
@@ -461,12 +459,13 @@ HttpResponse Service::HandleNotebookRun(const HttpRequest& request, const RunReq
   if (refused) return *refused;
   if (!started.ok()) {
     if (started.error().kind == ErrorKind::kUnavailable) {
-      HttpResponse r = ErrorResponse(503, "stopping", started.error().message + "; retry shortly");
+      HttpResponse r =
+          ErrorResponse(ApiCode::kStopping, started.error().message + "; retry shortly");
       r.headers["Retry-After"] = "5";
       return r;
     }
     CountSandboxError();
-    return ErrorResponse(500, "sandbox_error", "run " + id + ": " + started.error().message);
+    return ErrorResponse(ApiCode::kSandboxError, "run " + id + ": " + started.error().message);
   }
   std::shared_ptr<kernel::Kernel> k = std::move(*started);
   if (auto placed = PlaceRunFiles(run, k->workspace(), &before)) return *placed;

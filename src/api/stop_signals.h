@@ -1,6 +1,6 @@
-// The daemon's stop and reload signals (moved out of main.cc, issue 12 part 5).
+// The daemon's stop and reload signals.
 //
-// SIGTERM drains (issue 10 item 1): new runs get 503 "stopping" while the server still
+// SIGTERM drains: new runs get 503 "stopping" while the server still
 // answers, runs in flight go on up to their wall limit (the ceiling, plus a margin for
 // export), then the server stops. Past that, exit: the sandboxes left die with us (init's
 // PDEATHSIG and lifeline) and the next start sweeps their cgroups. SIGHUP re-reads the

@@ -1,4 +1,4 @@
-// The warm pool (issue 11 part 2): per language, a configured number of sandboxes started
+// The warm pool: per language, a configured number of sandboxes started
 // ahead of their runs — run directory and tmpfs, cgroup, namespaces, mounts, rlimits, seccomp
 // filter, and the interpreter itself loaded and waiting for its program
 // (sandbox::WaitingSandbox; Python: src/python/sandrun_warm.py; bash: kBashWarmScript). A
@@ -53,7 +53,7 @@ struct WarmPoolStats {
   std::string last_error;
 };
 
-// When a due refill may start, from the runs in flight (issue 11 part 4). Starting an
+// When a due refill may start, from the runs in flight. Starting an
 // interpreter costs as much CPU as a cold run's. A refill that overlaps the run that took
 // the sandbox slows that run (measured on a 2-CPU VM: a pooled `bash true` 14-18 ms with the
 // refill beside it, 10.8 ms without); while every CPU runs a sandbox it only slows the runs in

@@ -1,4 +1,4 @@
-// The run side of the warm pool (issue 11 part 2; warm_pool.h): which runs fit a pooled
+// The run side of the warm pool (warm_pool.h): which runs fit a pooled
 // sandbox, and how one is made.
 #include <cstdio>
 
@@ -6,6 +6,7 @@
 #include "api/run_displays.h"
 #include "api/service.h"
 #include "python/support_files.h"
+#include "run/sandbox_specs.h"
 #include "storage/workspace_file.h"
 #include "sys/syscalls.h"
 #include "util/reserved_dirs.h"
@@ -130,8 +131,7 @@ Result<std::unique_ptr<WarmSandbox>> Service::MakeWarmSandbox(const std::string&
   spec.argv = std::move(*argv);
   // The rlimits at the ceilings until the start line lowers them to the run's (nothing of
   // the user's runs before); the cgroup's limits are the run's from RunWaiting on.
-  spec.limits.cpu_time_s = live->ceilings.cpu_time_s;
-  spec.limits.file_size_bytes = static_cast<uint64_t>(live->ceilings.file_size_mb) << 20;
+  spec.limits = run::SandboxLimitsFor(*live, pooled.limits, run::SandboxUse::kWarm);
   auto waiting = runner_->StartWaiting(spec, sandbox->teardown->cgroup.get());
   if (!waiting.ok()) return waiting.error();
   sandbox->sandbox = std::move(*waiting);

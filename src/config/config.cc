@@ -451,7 +451,7 @@ bool IndexUrl(const std::string& url) {
   return PlainText(url) && (url.rfind("http://", 0) == 0 || url.rfind("https://", 0) == 0);
 }
 
-// network, network_allow_cidrs and the pip_* keys (issue 9), each problem on its own line.
+// network, network_allow_cidrs and the pip_* keys, each problem on its own line.
 void CheckNetworkKeys(const Config& c, std::vector<Error>& problems) {
   if (c.network != "off" && c.network != "on_request" && c.network != "always") {
     problems.push_back(WithFix(KeyError("network", "'" + c.network + "' is not a network mode"),

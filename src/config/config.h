@@ -135,11 +135,11 @@ struct Config {
   // worker threads of the other kinds (Finish resolves it). Each holds a worker thread.
   int64_t session_max_waiters_total = 0;
   int64_t session_idle_s = 86400;  // sessions unused this long are deleted
-  // Notebook display (issue 14): figures and images a Python program shows.
+  // Notebook display: figures and images a Python program shows.
   int64_t max_figures = 20;               // per run; more: files_skipped "too_many_figures"
   int64_t figure_max_dpi = 150;           // a shown figure is drawn at most at this DPI ...
   int64_t figure_max_pixels = 4'000'000;  // ... and at most this many pixels (width x height)
-  // Packages and network (issue 9; docs/API.md "Packages and network"). network: "off" (a
+  // Packages and network (docs/API.md "Packages and network"). network: "off" (a
   // request's "network": true gets 403), "on_request", "always".
   std::string network = "off";
   std::vector<std::string> network_allow_cidrs;   // reachable although in a refused range
@@ -148,7 +148,7 @@ struct Config {
   std::vector<std::string> pip_trusted_hosts;     // PIP_TRUSTED_HOST inside
   int64_t install_wall_time_s = 300;              // wall time of an install step (its own budget)
   int64_t install_disk_mb = 2048;  // workspace + /tmp of a run with an install step (MiB)
-  // Prepared environments (issue 9 part 4; docs/API.md "Packages and network").
+  // Prepared environments (docs/API.md "Packages and network").
   std::string environments_dir;                  // default <state_dir>/environments
   int64_t environments_max_mb = 4096;            // the janitor evicts least-recently-used past it
   int64_t environment_build_wall_time_s = 1800;  // wall time of one environment's build
@@ -156,7 +156,7 @@ struct Config {
   // Sets of requirement strings built at start, in the background (with the network even
   // when `network` is "off": the admin's choice).
   std::vector<std::vector<std::string>> environments_prebuild;
-  // Stateful runs (issue 14 part 4): a session's kernel ends after this long without a run;
+  // Stateful runs: a session's kernel ends after this long without a run;
   // at most max_kernels live at once (least recently used ended first).
   int64_t kernel_idle_s = 600;
   int64_t max_kernels = 4;
@@ -167,7 +167,7 @@ struct Config {
   Limits limits;                        // a run's limits unless its request says
   Limits ceilings = DefaultCeilings();  // the most a request may ask
   std::vector<Language> languages;      // default: python, bash
-  // The warm pool (issue 11 part 2, api/warm_pool.h): language name -> sandboxes kept started
+  // The warm pool (api/warm_pool.h): language name -> sandboxes kept started
   // and waiting for a run; 0 or absent: none for that language. Python (the "{loader}" argv)
   // and bash can be pooled. Default {"python": 2, "bash": 1}; {} turns the pool off.
   std::map<std::string, int64_t> pool = {{"python", 2}, {"bash", 1}};

@@ -1,4 +1,4 @@
-// Where the daemon's runs go (moved out of main.cc, issue 12 part 5). The sandbox's own ids
+// Where the daemon's runs go. The sandbox's own ids
 // (not root) build its mounts from paths below runs_dir, so every directory above it must be
 // searchable by others. A state dir under /root (0700) is not: then runs go to
 // /run/sandrun/<hash> unless runs_dir was set explicitly.

@@ -2,7 +2,7 @@
 // 5.3): a message is a list of ZeroMQ frames — routing identities, the delimiter
 // "<IDS|MSG>", the HMAC-SHA256 signature (lowercase hex) of the next four frames, then the
 // JSON header, parent_header, metadata and content. Pure functions: no sockets here
-// (kernel_client.h sends and receives the frames).
+// (kernel.h's Kernel sends and receives the frames over its ZeroMQ sockets).
 //
 // Everything a kernel sends is untrusted: the user's code runs in the kernel process and
 // knows its key. Decoding checks the signature and the shapes and never trusts sizes.

@@ -1,4 +1,4 @@
-// The live kernels of stateful runs (issue 14 part 4), one per user + session, at most
+// The live kernels of stateful runs, one per user + session, at most
 // max_kernels at once (the least recently used ended first), each ended after idle_s
 // without a run (a thread of its own checks every second or so) and all when the manager
 // is destroyed or EndAll() is called. A run leases its session's kernel: while leased a

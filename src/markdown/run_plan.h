@@ -83,7 +83,7 @@ inline constexpr int kAllBlocks = -1;
 // x`, `pip install x`): `code` keeps each as a comment (so traceback line numbers still
 // match) and drops `%matplotlib` lines the same way; `pip_code` holds the pip lines as shell
 // commands, "" when there are none; `matplotlib_magic` says a `%matplotlib` line was dropped.
-// Used for a markdown Python block and for a Python program sent as `code` (issue 9 part 2).
+// Used for a markdown Python block and for a Python program sent as `code`.
 struct PipSplit {
   std::string code;
   std::string pip_code;

@@ -4,7 +4,7 @@
 
 sandrun_main.py is a three-line script that imports this module and calls main(): a script is
 compiled from source at every start, a module comes from its __pycache__ (the daemon places
-bytecode built once at its start beside these files; issue 11).
+bytecode built once at its start beside these files).
 
 The program runs as __main__ with the sys.argv, sys.path[0], __file__, globals, tracebacks and
 exit code that `python3 PROGRAM ARGS...` gives it (this file's frames are cut from tracebacks).
@@ -12,7 +12,7 @@ If its last statement is an expression whose value is not None, the value is sho
 notebook shows a cell's result (sitecustomize.show_result: repr on stdout, a table, an image).
 Figures still open at the end are shown too.
 
-It keeps no state of its own between programs, so a warm process (issue 11) can import it and
+It keeps no state of its own between programs, so a warm process can import it and
 call run(argv) for the one program it is handed.
 """
 

@@ -1,4 +1,4 @@
-"""A warm Python sandbox of the pool (issue 11 part 2): started ahead of its run, it waits.
+"""A warm Python sandbox of the pool: started ahead of its run, it waits.
 
     python3 /home/user/.sandrun/python/sandrun_warm.py
 

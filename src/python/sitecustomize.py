@@ -1,4 +1,4 @@
-"""sandrun's notebook display for every Python process of a run (issue 14 parts 1 and 3).
+"""sandrun's notebook display for every Python process of a run.
 
 Python imports this module at start-up (site.py looks for `sitecustomize` on sys.path; the
 sandbox's PYTHONPATH puts /home/user/.sandrun/python first). It must cost nothing to a program

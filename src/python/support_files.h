@@ -1,4 +1,4 @@
-// The Python files of notebook display (issue 14), embedded in the daemon at build time:
+// The Python files of notebook display, embedded in the daemon at build time:
 // sitecustomize.py (display(), figures and images shown by the program, the display manifest)
 // and sandrun_main.py (runs a program as __main__ and shows its trailing expression).
 #pragma once
@@ -22,5 +22,10 @@ struct SupportFile {
 
 // Every support file. Safe anywhere (static data, built on first call).
 const std::vector<SupportFile>& SupportFiles();
+
+// The text of the Python the daemon itself runs in a sandbox, not written into runs
+// (build_caches.py: the caches built at start-up, api/prepared_caches.cc); empty for another
+// name. Safe anywhere.
+std::string_view DaemonScript(std::string_view name);
 
 }  // namespace sandrun::python

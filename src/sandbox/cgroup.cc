@@ -112,8 +112,8 @@ bool KillAll(const std::string& dir) {
 }
 
 // Removes the run directories below `base` that an earlier daemon of THIS cgroup_name left
-// (a crash, a SIGKILL): their processes are killed first, whatever their age (issue 10 items
-// 1 and 15). Another daemon on the host has its own cgroup_name, hence its own `base`.
+// (a crash, a SIGKILL): their processes are killed first, whatever their age.
+// Another daemon on the host has its own cgroup_name, hence its own `base`.
 int SweepDir(const std::string& base) {
   int removed = 0;
   DIR* dir = ::opendir(base.c_str());

@@ -45,7 +45,7 @@ class RunCgroup {
   // controller, so it counts there too). Errors name the file written.
   virtual Status AddMemoryOnly(pid_t pid) = 0;
   // Moves the CALLING THREAD alone into the run's cgroup(s), so that a process it then
-  // clones starts there and needs no migration (issue 11: on cgroup v1, moving a process
+  // clones starts there and needs no migration (on cgroup v1, moving a process
   // with cgroup.procs waits for an RCU grace period, ~10 ms; a thread writing "0" to `tasks`
   // moves itself without taking the global threadgroup lock, ~0.3 ms). Pair with
   // LeaveCallingThread() right after the clone. On error the thread is where it was.

@@ -1,5 +1,5 @@
-// sandrun-init: pid 1 of every sandbox's pid namespace, its own small executable (issue 10
-// items 1 and 5). The clone child of the daemon builds the namespaces and the new root, then
+// sandrun-init: pid 1 of every sandbox's pid namespace, its own small executable. The
+// clone child of the daemon builds the namespaces and the new root, then
 // execs this file (execveat on an fd the daemon opened at start-up), so init is a fresh
 // single-threaded process of a few hundred KiB instead of a copy of the daemon's memory.
 //

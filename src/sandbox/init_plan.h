@@ -1,7 +1,7 @@
 // What sandrun-init (the sandbox's pid 1, its own small executable: init_main.cc) needs to
 // start the program, as plain values, and its byte encoding. The launcher encodes the plan
 // into a memfd before clone(2); init decodes it after execve, so nothing of the daemon's
-// memory is carried into the sandbox (issue 10 item 5: init is small, the OOM killer
+// memory is carried into the sandbox (init is small, the OOM killer
 // picks the program's processes, not init).
 #pragma once
 

@@ -218,15 +218,15 @@ namespace {
 // thread's effective uid is the sandbox's host uid, so the new user namespace is OWNED by
 // that uid, not by root: the per-user counters the kernel charges to a namespace's owner
 // (inotify instances and watches, pending signals, mqueue bytes; user_namespaces(7),
-// kernel/ucount.c) then fall on the sandbox uid and never exhaust host root's (issue 10
-// item 6). The daemon (still root in the parent namespace) writes the id maps.
+// kernel/ucount.c) then fall on the sandbox uid and never exhaust host root's. The
+// daemon (still root in the parent namespace) writes the id maps.
 //
 // CLONE_VM: the child runs in the daemon's memory, on `stack`, until it execs sandrun-init,
 // as posix_spawn's child does (without CLONE_VFORK: the parent must write the id maps while
 // the child waits). A copy of the address space instead cost, per run, the copy of the
 // daemon's page tables and a write fault on every page its threads then touched (perf of a
 // 4-client load: dup_mmap 4.6% and do_wp_page 3.3% of all CPU samples; with CLONE_VM neither
-// shows, and sandrund's share of the samples went from 27% to 12%; issue 11 part 4).
+// shows, and sandrund's share of the samples went from 27% to 12%).
 //
 // `netns`: a network namespace made ahead (NetNamespacePool), or -1 for a new one. The thread
 // joins it just for the clone, as root (setns needs CAP_SYS_ADMIN over its owner), so the
@@ -298,7 +298,7 @@ Result<bool> CloneIntoRun(Started& st, ChildPlan& plan, uid_t owner, NetNamespac
   if (Status s = st.child_stack.Map(kChildStackBytes); !s.ok()) return s.error();
   // The child is cloned from inside the run's cgroup (cgroup.h EnterCallingThread): it
   // starts there and no process migration waits on the request path (on v1 ~10 ms of RCU
-  // grace period per run; measured by scripts/bench --profile, issue 11 part 1). The
+  // grace period per run; measured by scripts/bench --profile). The
   // thread's move needs no global lock. On v2 (no thread may sit in a domain cgroup) and when
   // the clone is refused inside (pids.max reached by this thread and init together, say,
   // processes = 1) the parent moves the child instead, as before.
@@ -488,7 +488,7 @@ void FeedStdin(sys::Pipe& in, const std::string& data, size_t& written) {
 // not at all, pipe(7)) when the program has ended and then exits; the kernel then tears down
 // the sandbox's namespaces (every mount, the pid namespace's leftovers) before the pidfd says
 // so, which the report takes off the request path (measured: median 0.3 ms, p90 1.2 ms,
-// max 5.7 ms over 123 runs, issue 11). EOF without a report:
+// max 5.7 ms over 123 runs). EOF without a report:
 // init was killed; the pidfd tells the end then.
 void ReadReport(int fd, LoopState& s) {
   ssize_t got = ::read(fd, &s.report, sizeof s.report);

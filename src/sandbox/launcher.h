@@ -71,7 +71,7 @@ class Launcher : public SandboxRunner {
 
   // The cgroup of run `run_id` with `limits` (CgroupLimitsFor(spec.limits) for a spec), for a
   // caller that runs several processes in it one after the
-  // other (a session's restore, then each step of the run: issue 10 item 4), so that what
+  // other (a session's restore, then each step of the run), so that what
   // one leaves charged counts against the next. Null without cgroups. The caller owns it;
   // remove it (destroy it) once its last process is reaped and, so its charges go with it,
   // after the tmpfs filled from inside it is unmounted. Errors: kSystem. Not safe after fork.
@@ -80,8 +80,8 @@ class Launcher : public SandboxRunner {
 
   // Runs `argv` (a host program, as the daemon's user, outside every namespace) in the
   // run's `cgroup` (CreateCgroup), so the memory it uses — the tmpfs pages it writes
-  // included — is charged to the run, and stays charged there while the run's steps run
-  // (issue 10 item 4). The cgroup is left in place. The helper must read one byte from its
+  // included — is charged to the run, and stays charged there while the run's steps run.
+  // The cgroup is left in place. The helper must read one byte from its
   // fd 3 before working: it is moved into the cgroup first. With a null `cgroup` (no
   // cgroups) it runs unconfined. Errors: kSystem when it cannot be started. Not safe
   // after fork.

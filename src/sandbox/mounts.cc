@@ -198,16 +198,33 @@ std::string LeanNamespacePth(const std::string& text) {
   return lean;
 }
 
-std::vector<std::string> SystemNamespacePths() {
-  std::vector<std::string> dirs = {"/usr/lib/python3/dist-packages"};
+std::vector<std::string> HostPythonVersions() {
+  std::vector<std::string> versions;
   for (const char* lib : {"/usr/lib", "/usr/local/lib"}) {
     for (const std::string& name : NamesIn(lib)) {
-      if (name.rfind("python3.", 0) != 0) continue;
+      if (name.rfind("python3.", 0) == 0) versions.push_back(name);
+    }
+  }
+  std::sort(versions.begin(), versions.end());
+  versions.erase(std::unique(versions.begin(), versions.end()), versions.end());
+  return versions;
+}
+
+std::vector<std::string> HostPythonSiteDirs() {
+  std::vector<std::string> dirs = {"/usr/lib/python3/dist-packages"};
+  const std::vector<std::string> versions = HostPythonVersions();
+  for (const char* lib : {"/usr/lib", "/usr/local/lib"}) {
+    for (const std::string& name : versions) {
       for (const char* sub : {"/dist-packages", "/site-packages"}) {
         dirs.push_back(std::string(lib) + "/" + name + sub);
       }
     }
   }
+  return dirs;
+}
+
+std::vector<std::string> SystemNamespacePths() {
+  const std::vector<std::string> dirs = HostPythonSiteDirs();
   constexpr std::string_view kSuffix = "-nspkg.pth";
   std::vector<std::string> paths;
   for (const std::string& dir : dirs) {
@@ -237,12 +254,16 @@ const std::vector<std::string>& SystemBinds() {
 }
 
 const std::vector<std::string>& EtcEntries() {
-  static const std::vector<std::string> kEtc = {
-      "/etc/alternatives", "/etc/ssl",          "/etc/ca-certificates", "/etc/ld.so.cache",
-      "/etc/ld.so.conf",   "/etc/ld.so.conf.d", "/etc/localtime",       "/etc/nsswitch.conf",
-      "/etc/hosts",        "/etc/mime.types",   "/etc/matplotlibrc",    "/etc/fonts",
-      "/etc/python3",      "/etc/python3.11",   "/etc/bash.bashrc",     "/etc/inputrc",
-      "/etc/magic",        "/etc/magic.mime",   "/etc/timezone"};
+  static const std::vector<std::string> kEtc = [] {
+    std::vector<std::string> etc = {
+        "/etc/alternatives", "/etc/ssl",          "/etc/ca-certificates", "/etc/ld.so.cache",
+        "/etc/ld.so.conf",   "/etc/ld.so.conf.d", "/etc/localtime",       "/etc/nsswitch.conf",
+        "/etc/hosts",        "/etc/mime.types",   "/etc/matplotlibrc",    "/etc/fonts",
+        "/etc/python3",      "/etc/bash.bashrc",  "/etc/inputrc",         "/etc/magic",
+        "/etc/magic.mime",   "/etc/timezone"};
+    for (const std::string& version : HostPythonVersions()) etc.push_back("/etc/" + version);
+    return etc;
+  }();
   return kEtc;
 }
 
@@ -263,7 +284,7 @@ MountPlan BuildTemplatePlan(const std::string& root, const std::string& name) {
   }
   // The workspace's second name (models trained on ChatGPT write there): a symlink, not a
   // second bind of each run's workspace and of its read-only directories, which cost three
-  // mount(2) calls per run and their teardown (issue 11).
+  // mount(2) calls per run and their teardown.
   b.Symlink("/home/user", "/mnt/data");
   for (const auto& path : SystemBinds()) AddHostPath(b, path);
   AddLeanNamespacePths(b, root);

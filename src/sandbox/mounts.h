@@ -30,8 +30,18 @@ struct RootTemplatePaths {
 // Host paths bound read-only into the sandbox (when present on the host); symlinks (merged
 // /usr: /bin -> usr/bin) are recreated as symlinks.
 const std::vector<std::string>& SystemBinds();
-// /etc entries interpreters need (DESIGN.md §3), bound read-only when present.
+// /etc entries interpreters need (DESIGN.md §3), bound read-only when present: /etc/python3
+// and /etc/python3.X of each HostPythonVersions() among them.
 const std::vector<std::string>& EtcEntries();
+
+// The one probe of the host's Python: the python3.X directories under /usr/lib and
+// /usr/local/lib ("python3.11"), sorted, each once.
+std::vector<std::string> HostPythonVersions();
+
+// The host's directories of Python distributions, as the sandbox sees them (same paths):
+// /usr/lib/python3/dist-packages, then /usr/lib/python3.X/{dist,site}-packages and the same
+// under /usr/local for each HostPythonVersions(), present or not.
+std::vector<std::string> HostPythonSiteDirs();
 
 // pip's configuration for runs (PIP_CONFIG_FILE, api/run_steps.cc): `pip install` goes to the
 // user site (~/.local) as users type it, while `pip list` and `pip freeze` still see every
@@ -43,7 +53,7 @@ constexpr char kPipConfig[] = "[install]\nuser = true\n";
 // setuptools' namespace-package line (setuptools/namespaces.py `_nspkg_tmpl`), as Debian's
 // python3-matplotlib ships it in matplotlib-*-nspkg.pth: site.py runs it at every interpreter
 // start, and its __import__('importlib.util') and ('importlib.machinery') load about ten
-// modules (7 ms of a 28 ms `python3 -c pass` on the benchmark machine, issue 11). Returns
+// modules (7 ms of a 28 ms `python3 -c pass` on the benchmark machine). Returns
 // `text` with those two names replaced by the interpreter's own frozen modules that define
 // the same functions (importlib.util.module_from_spec is _frozen_importlib.module_from_spec,
 // importlib.machinery.PathFinder is _frozen_importlib_external.PathFinder): the line then

@@ -1,4 +1,4 @@
-// Network namespaces made ahead for runs without network (issue 11 part 1). Making one costs
+// Network namespaces made ahead for runs without network. Making one costs
 // ~1 ms (setup_net: the loopback device, per-namespace sysctl and protocol tables), the largest
 // part of a sandbox's clone; a background thread makes them off the request path, and the
 // launcher's thread joins one (setns) just for its clone, so the child starts in it instead of

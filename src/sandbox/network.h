@@ -1,4 +1,4 @@
-// The network of one run that asked for it (issue 9 part 1): slirp4netns for user-mode
+// The network of one run that asked for it: slirp4netns for user-mode
 // TCP/IP, and the refusal rules of network_rules.h installed in the run's network namespace.
 //
 // Order (Launcher::Start): clone the sandbox's first process into its new namespaces (it

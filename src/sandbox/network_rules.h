@@ -1,4 +1,4 @@
-// The refusal rules of a run's network (issue 9 part 1), as data and as an nftables ruleset.
+// The refusal rules of a run's network, as data and as an nftables ruleset.
 // Pure: no side effects, not child-safe (allocates). network.h applies them.
 //
 // A run with the network has one interface, tap0, behind slirp4netns (user-mode TCP/IP on the

@@ -1,4 +1,4 @@
-// The root template (issue 11, part 1): the part of every sandbox's root that is the same for
+// The root template: the part of every sandbox's root that is the same for
 // every run, built once by the daemon on the host, in its own (the host's) mount namespace:
 // a read-only tmpfs with the read-only binds of the host's /usr, /etc entries and devices
 // (mounts.h BuildTemplatePlan). Each sandbox's child finds it in the copy of that namespace

@@ -65,7 +65,7 @@ class LiveSandbox {
   std::unique_ptr<State> state_;
 };
 
-// A sandbox started ahead of its run (issue 11 part 2, the warm pool): built like a run's
+// A sandbox started ahead of its run (the warm pool): built like a run's
 // sandbox — namespaces, mounts, rlimits, seccomp filter, in the cgroup it was given — with its
 // program started and blocked reading the first line of its stdin (a warm start line: see
 // api/warm_pool.h). SandboxRunner::RunWaiting serves exactly one run with it; unused, the

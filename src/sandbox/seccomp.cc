@@ -364,11 +364,4 @@ Result<SeccompFilter> SeccompFilter::Compile() {
   return filter;
 }
 
-int LoadSeccompInChild(const sock_fprog* program) {
-  if (::syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, 0, program) != 0) {
-    return sys::LastErrno();
-  }
-  return 0;
-}
-
 }  // namespace sandrun::sandbox

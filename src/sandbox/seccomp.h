@@ -30,8 +30,4 @@ class SeccompFilter {
   sock_fprog program_{};
 };
 
-// Loads `program` into the calling thread (which must have set no_new_privs). Returns 0 or
-// an errno. Child-safe.
-int LoadSeccompInChild(const sock_fprog* program);
-
 }  // namespace sandrun::sandbox

@@ -39,7 +39,7 @@ constexpr uint64_t RlimitFsizeBytes(uint64_t file_size_bytes) {
   return file_size_bytes + kFileSizeSlackBytes;
 }
 
-// Outbound network of a run (issue 9; network.h): off unless `enabled`.
+// Outbound network of a run (network.h): off unless `enabled`.
 struct NetworkSpec {
   bool enabled = false;
   // Networks reachable although in a refused range (config network_allow_cidrs), as text.
@@ -59,10 +59,10 @@ struct SandboxSpec {
   // files the launcher wrote. Being mount points, they cannot be renamed or replaced either.
   std::vector<std::string> readonly_workspace_dirs;
   // Host directory mounted writable at kOutputsInside (/run/sandrun/outputs): the run's
-  // outputs area, outside the workspace, where shown figures land (issue 14); "" = none.
+  // outputs area, outside the workspace, where shown figures land; "" = none.
   std::string outputs_dir;
-  // Host directory bound read-only at kEnvironmentInside: a prepared environment's packages
-  // (issue 9 part 4), put on the import path by the caller's env; "" = none.
+  // Host directory bound read-only at kEnvironmentInside: a prepared environment's packages,
+  // put on the import path by the caller's env; "" = none.
   std::string environment_dir;
   // Host directory mounted at /tmp (shared by the steps of one run); "" = a fresh tmpfs of
   // limits.disk_bytes.

@@ -17,6 +17,7 @@
 #include <utility>
 #include <vector>
 
+#include "api/errors.h"
 #include "sys/syscalls.h"
 #include "util/json_log.h"
 #include "util/memory.h"
@@ -212,7 +213,7 @@ void FcgiServer::Worker(const Handler& handler) {
     request.request_id = RequestId(req);
     util::StampPhase("read");
     api::HttpResponse response =
-        too_large ? api::ErrorResponse(413, "body_too_large",
+        too_large ? api::ErrorResponse(api::ApiCode::kBodyTooLarge,
                                        "request body is larger than the configured maximum of " +
                                            std::to_string(options_.max_body_bytes) + " bytes")
                   : handler(request);

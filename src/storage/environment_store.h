@@ -1,4 +1,4 @@
-// Prepared environments (issue 9 part 4): one directory of installed Python packages per
+// Prepared environments: one directory of installed Python packages per
 // normalised set of requirements, content-addressed under <root>/<id>, built once by a
 // Builder on a thread of the store, published by renaming its build directory, leased by the
 // runs that mount it, and evicted least-recently-used first when the store is over its size.

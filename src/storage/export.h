@@ -47,8 +47,8 @@ struct ExportOptions {
   // times its path (path, name, percent-encoded URL), so this bounds the response.
   size_t max_listed_path_bytes = 256 << 10;
   // Workspace-relative directory prefixes never exported nor counted (".cache/", ...).
-  // site-packages: what `pip install --target site-packages` or a venv installed (issue 9
-  // part 2), at any depth like __pycache__.
+  // site-packages: what `pip install --target site-packages` or a venv installed, at
+  // any depth like __pycache__.
   std::vector<std::string> ignored_dirs = {".cache",        ".local",       ".config",
                                            ".npm",          "__pycache__",  ".ipynb_checkpoints",
                                            "site-packages", "dist-packages"};

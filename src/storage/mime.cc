@@ -129,11 +129,6 @@ class MagicCookie {
 
 }  // namespace
 
-std::string MimeForName(const std::string& name) {
-  const ExtensionType* entry = FindExtension(name);
-  return entry == nullptr ? std::string() : std::string(entry->mime);
-}
-
 std::string MimeForContent(const void* head, size_t size) {
   thread_local MagicCookie cookie;
   if (cookie.get() == nullptr) return {};

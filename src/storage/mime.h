@@ -6,9 +6,6 @@
 
 namespace sandrun::storage {
 
-// The type registered for the extension of `name` (case-insensitive), or "" when unknown.
-std::string MimeForName(const std::string& name);
-
 // libmagic's MAGIC_MIME_TYPE answer for the buffer, or "" when libmagic is unavailable.
 // Thread-safe: each thread uses its own magic_t. Not safe after fork.
 std::string MimeForContent(const void* head, size_t size);

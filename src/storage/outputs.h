@@ -1,4 +1,4 @@
-// The outputs area of a run (issue 14): a directory outside the workspace where the program
+// The outputs area of a run: a directory outside the workspace where the program
 // leaves the figures and images it showed (figure-1.png, ...) and its display manifest. The
 // program wrote all of it, so nothing there is trusted: names are looked up one component at a
 // time without following symlinks, and reads are bounded.

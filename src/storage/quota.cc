@@ -55,15 +55,6 @@ bool RunExpired(int64_t created_at, int64_t max_age_s, int64_t now) {
   return created_at + max_age_s < now;
 }
 
-std::vector<std::string> ExpiredRuns(const std::vector<RunInfo>& runs, int64_t max_age_s,
-                                     int64_t now) {
-  std::vector<std::string> expired;
-  for (const RunInfo& run : runs) {
-    if (RunExpired(run.created_at, max_age_s, now)) expired.push_back(run.run_id);
-  }
-  return expired;
-}
-
 int64_t LinkExpiresAt(int64_t now, int64_t link_ttl_s, int64_t created_at, int64_t max_age_s) {
   const int64_t link_end = now + link_ttl_s;
   if (max_age_s <= 0) return link_end;

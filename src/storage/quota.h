@@ -57,10 +57,6 @@ EvictionPlan PlanEviction(std::vector<RunInfo> runs, const Usage& incoming, cons
 // LinkExpiresAt. max_age_s <= 0 means runs never expire.
 bool RunExpired(int64_t created_at, int64_t max_age_s, int64_t now);
 
-// The ids of `runs` past their maximum age at `now`, in the order given. Pure.
-std::vector<std::string> ExpiredRuns(const std::vector<RunInfo>& runs, int64_t max_age_s,
-                                     int64_t now);
-
 // The expiry of a link made at `now` for a file of a run published at `created_at`: the
 // earlier of the link lifetime and the file's maximum age, so that a link never outlives its
 // file. max_age_s <= 0 means the file has no maximum age.

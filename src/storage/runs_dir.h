@@ -1,6 +1,5 @@
 // The runs directory between daemons: what a crashed (or hung) daemon left there, and the
-// fallback directory of a cleanly stopped one (config/runs_dir.h). Moved out of main.cc
-// (issue 12 part 5).
+// fallback directory of a cleanly stopped one (config/runs_dir.h).
 #pragma once
 
 #include <string>

@@ -1,4 +1,4 @@
-// Session restore in a helper process (issue 10 item 4). The session's files are copied into
+// Session restore in a helper process. The session's files are copied into
 // the run's tmpfs workspace by a short-lived `sandrund restore-session` process that the
 // launcher first moves into the run's own cgroup (Launcher::RunHelper), where the run's
 // steps then run too, so the tmpfs pages are charged to the run, not to the daemon, for the

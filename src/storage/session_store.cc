@@ -58,7 +58,7 @@ sys::TreeLimits CopyLimits(const CopyTreeOptions& options) {
 // One copy of a tree (CopyTree), as a visitor of sys::WalkTree. Keeps the first destination
 // path of every source inode with more than one link, so its other names become links of
 // the one copy. The first failure stops the walk and is kept in status(): a copy that did
-// not finish is never a success, whatever stopped it (issue 12 part 4).
+// not finish is never a success, whatever stopped it.
 class TreeCopier : public sys::TreeVisitor {
  public:
   TreeCopier(const CopyTreeOptions& options, int to_root) : options_(options) {

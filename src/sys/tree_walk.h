@@ -1,4 +1,4 @@
-// The one bounded, fd-relative directory tree walker (issue 12 part 4). Measuring, removing
+// The one bounded, fd-relative directory tree walker. Measuring, removing
 // and copying trees are visitors of WalkTree; the export walk (storage/export.cc) is the
 // reference implementation it was modelled on and keeps its own skip-and-continue policy.
 //

@@ -1,4 +1,4 @@
-// The daemon's heap under load (issue 11 part 4). glibc malloc gives every thread that
+// The daemon's heap under load. glibc malloc gives every thread that
 // contends for an arena a new one (up to 8 × CPUs) and keeps freed pages inside each arena,
 // so a few runs with 1 MiB of output on 8 worker threads left the RSS at 140 MB. Not safe
 // after fork (calls malloc internals).

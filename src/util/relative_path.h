@@ -1,4 +1,4 @@
-// The one validator of workspace-relative paths (issue 12 part 4), pure. Every path joined
+// The one validator of workspace-relative paths, pure. Every path joined
 // onto a directory by the daemon passes it: input files of a request (api/run_codec.cc, with
 // the request's own tighter bounds on top), files placed in or published from a workspace
 // (storage/fs.cc SplitRelativePath), blocks saved by a Markdown plan (markdown/text_util.cc,

@@ -1,4 +1,4 @@
-// The two directories named ".sandrun", which mean two different things (issue 12 part 4).
+// The two directories named ".sandrun", which mean two different things.
 // Same spelling, so that one rule keeps a user's files out of both; different names here, so
 // that a reader knows which one a line is about.
 #pragma once

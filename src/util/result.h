@@ -5,8 +5,8 @@
 // The error contract (as crun's error.h): every expected failure is an Error of one of the
 // ErrorKinds below, the errno that caused it (0 if none) and a message for people that names
 // the call and its arguments. Modules choose the kind that says what went wrong; they never
-// choose an HTTP status or an API code. The API (api/error_mapping.h) is the one place that
-// maps a kind to an HTTP status and an API code:
+// choose an HTTP status or an API code. The API (api/errors.h; the table is errors.cc) is the
+// one place that maps a kind to an HTTP status and an API code:
 //
 //   kind             meaning                                                 HTTP  API code
 //   kSystem          a system call, library or host facility failed; `err`   500   internal

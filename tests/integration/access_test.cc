@@ -1,4 +1,4 @@
-// Who may call POST /run and as whom, through the real nginx (issue 10, items 10 and 12).
+// Who may call POST /run and as whom, through the real nginx.
 // The Access suite's ctest entry (CMakeLists.txt) requires tokens: kAlice is bound to user
 // alice, kWebUi is a front end's (names its users), kPlain a plain token (a user of its own);
 // allowed_origins is kGoodOrigin.
@@ -41,7 +41,7 @@ std::string Bash(const std::string& code, const std::string& user = "",
 
 BOOST_AUTO_TEST_SUITE(Access)
 
-// Issue 10, item 10: with a tokens file, token B with body `"user": "alice"` read and
+// With a tokens file, token B with body `"user": "alice"` read and
 // overwrote alice's session. A token bound to a user, or a plain one, acts as that user only.
 BOOST_AUTO_TEST_CASE(token_cannot_act_for_another_user) {
   // Alice's session, written by her own token.
@@ -76,7 +76,7 @@ BOOST_AUTO_TEST_CASE(front_end_names_its_users) {
   BOOST_TEST(body_user.status == 200, body_user.body);
 }
 
-// Issue 10, item 10: the body's `user` silently beat the X-Sandrun-User header.
+// The body's `user` silently beat the X-Sandrun-User header.
 BOOST_AUTO_TEST_CASE(header_and_body_naming_different_users_are_refused) {
   HttpResponse r = Send(kWebUi, Bash("echo hi", "mallory"), {{"X-Sandrun-User", "carol"}});
   BOOST_TEST(r.status == 400, r.body);
@@ -85,7 +85,7 @@ BOOST_AUTO_TEST_CASE(header_and_body_naming_different_users_are_refused) {
   BOOST_TEST(error.field == "user");
 }
 
-// Issue 10, item 12: a web page could make a visitor's browser run code with a "simple"
+// A web page could make a visitor's browser run code with a "simple"
 // request (text/plain, a form), which needs no CORS preflight.
 BOOST_AUTO_TEST_CASE(run_requires_a_json_content_type) {
   for (const std::string type :
@@ -99,7 +99,7 @@ BOOST_AUTO_TEST_CASE(run_requires_a_json_content_type) {
   BOOST_TEST(ok.status == 200, ok.body);
 }
 
-// Issue 10, item 12: requests from web pages of origins not in allowed_origins are refused,
+// Requests from web pages of origins not in allowed_origins are refused,
 // whatever their token.
 BOOST_AUTO_TEST_CASE(run_refuses_origins_not_allowed) {
   HttpResponse evil = Send(kWebUi, Bash("echo ran"), {{"Origin", "http://evil.example"}});
@@ -119,7 +119,7 @@ BOOST_AUTO_TEST_CASE(run_refuses_origins_not_allowed) {
   BOOST_TEST(!preflight->has_header("Access-Control-Allow-Origin"));
 }
 
-// Issue 10, item 10: nginx's limit was keyed on token + X-Sandrun-User, so a new header value
+// nginx's limit was keyed on token + X-Sandrun-User, so a new header value
 // per request was never limited. The token's own limit (30 r/s, burst 40) now holds whatever
 // the header says (last in the suite: it spends kWebUi's budget). Bad JSON is refused at once by
 // the daemon: only nginx's limit is measured.

@@ -1,4 +1,4 @@
-// integration.Cluster (issue 13, part 4): scripts/cluster with 3 nodes (each nginx + sandrund +
+// integration.Cluster: scripts/cluster with 3 nodes (each nginx + sandrund +
 // its own state, in a network namespace of its own) behind the front nginx on 127.0.0.1.
 // 8 clients run code for 20 users, each user in one session, and download the file every run
 // writes, for SANDRUN_CLUSTER_TEST_S seconds (default 45). At a third of that time the node

@@ -1,4 +1,4 @@
-// Containment, round two (issue 10 items 1, 4, 5, 6 and the cgroup half of 15): sandboxes
+// Containment, round two: sandboxes
 // die with their daemon, SIGTERM drains, a restart sweeps leftover run cgroups, init is not
 // the OOM killer's choice, a session's restore is charged to the run, and per-user kernel
 // counters of a run are not charged to host root. The destructive cases (SIGTERM, SIGKILL
@@ -101,7 +101,7 @@ std::string SessionRun(const std::string& code, const std::map<std::string, int6
 
 BOOST_AUTO_TEST_SUITE(Containment)
 
-// Item 5 (snekbox test_multiprocess_resource_limits): two children of 40 MB under 70 MiB.
+// snekbox's test_multiprocess_resource_limits: two children of 40 MB under 70 MiB.
 // Init was a copy of the daemon (its RSS) and the OOM killer chose it, ending the whole run;
 // now init is a small executable and the program's processes have oom_score_adj 1000, so
 // the kernel kills one child and the parent prints both exit codes.
@@ -124,7 +124,7 @@ BOOST_AUTO_TEST_CASE(oom_killer_picks_a_child_not_init) {
   BOOST_TEST(Str(doc, "status") == "memory_limit");
 }
 
-// Item 6: the user namespace was created by root, so the kernel charged the run's inotify
+// The user namespace was created by root, so the kernel charged the run's inotify
 // instances to host root (limit 128 per user): a run taking them all left host root's
 // services with EMFILE. Now the namespace is owned by the sandbox uid and bounded inside.
 BOOST_AUTO_TEST_CASE(inotify_of_a_run_is_not_charged_to_host_root) {
@@ -181,7 +181,7 @@ BOOST_AUTO_TEST_CASE(one_users_kernels_cannot_take_another_users_inotify_instanc
   BOOST_TEST(WaitFor([] { return SandboxProcessCount() == 0; }, 10) < 10, "kernels left");
 }
 
-// Item 4: the daemon wrote a session into the run's tmpfs itself, so its pages were charged
+// The daemon wrote a session into the run's tmpfs itself, so its pages were charged
 // to the daemon: a run with memory_mb 64 held a 200 MB session in host memory. Now a helper
 // in a cgroup with the run's memory limit restores it, and the run is refused.
 BOOST_AUTO_TEST_CASE(session_restore_is_bounded_by_the_run_memory_limit) {
@@ -213,7 +213,7 @@ BOOST_AUTO_TEST_CASE(session_restore_is_bounded_by_the_run_memory_limit) {
   BOOST_TEST(Str(big, "stdout") == "20\n", Str(big, "stderr"));
 }
 
-// Item 4, second half: the restore helper had a cgroup of its own, removed before the run
+// The restore helper had a cgroup of its own, removed before the run
 // started, so the session's tmpfs pages stayed charged outside the run (on v1 they moved to
 // the parent): a run with memory_mb 64 could hold a 40 MB session and 40 MB of its own. Now
 // the restore and every step run in the run's one cgroup, so the session counts against
@@ -298,7 +298,7 @@ BOOST_AUTO_TEST_CASE(background_job_of_a_step_does_not_outlive_it) {
   BOOST_TEST(WaitFor([] { return SandboxProcessCount() == 0; }, 5) < 5, "sleep 300 left");
 }
 
-// Item 1: SIGTERM stopped the server at once and exited after 3 s whatever ran. Now runs in
+// SIGTERM stopped the server at once and exited after 3 s whatever ran. Now runs in
 // flight finish (up to their wall limit), new ones get 503, then the daemon exits.
 BOOST_AUTO_TEST_CASE(sigterm_drains_runs_in_flight) {
   const pid_t daemon = Stack::Get().DaemonPid();
@@ -323,7 +323,7 @@ BOOST_AUTO_TEST_CASE(sigterm_drains_runs_in_flight) {
   Stack::Get().Restart();
 }
 
-// Item 1 and 15: kill -9 of the daemon during a busy loop left the sandbox running with no
+// kill -9 of the daemon during a busy loop left the sandbox running with no
 // limit (its cgroup's CPU time rising), and a restart kept run cgroups younger than 60 s.
 // Now the sandbox dies within about a second (init's PDEATHSIG, lifeline), and the restart
 // kills what is in leftover run cgroups of its name and removes them.

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""A fake internet for integration.Network (issue 9 part 6), made by the test itself.
+"""A fake internet for integration.Network, made by the test itself.
 
   fake_internet.py up NAME DIR    -> prints one JSON object (the topology), exit 0
   fake_internet.py down NAME      -> removes everything `up NAME` made (idempotent)

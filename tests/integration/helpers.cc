@@ -9,6 +9,7 @@
 #include <chrono>
 #include <fstream>
 #include <sstream>
+#include <thread>
 
 #include "stack.h"
 
@@ -54,6 +55,24 @@ std::string HttpResponse::Header(const std::string& name) const {
 HttpResponse Get(const std::string& path_and_query) {
   auto client = MakeClient();
   return FromResult(client.Get(path_and_query.c_str()), "GET " + path_and_query);
+}
+
+void WaitForActiveRuns(int64_t runs, int timeout_s) {
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(timeout_s);
+  int64_t active = -1;
+  while (std::chrono::steady_clock::now() < deadline) {
+    const HttpResponse health = Get("/healthz");
+    rapidjson::Document doc;
+    doc.Parse(health.body.c_str());
+    active =
+        !doc.HasParseError() && doc.IsObject() && doc.HasMember("active") && doc["active"].IsInt64()
+            ? doc["active"].GetInt64()
+            : -1;
+    if (active >= runs) return;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));  // a poll, bounded above
+  }
+  BOOST_FAIL("/healthz counted " << active << " active runs, not " << runs << ", after "
+                                 << timeout_s << " s");
 }
 
 HttpResponse Post(const std::string& path, const std::string& body,

@@ -35,6 +35,10 @@ HttpResponse Post(const std::string& path, const std::string& body,
 // GET of an absolute URL, which must start with the stack's base URL.
 HttpResponse GetUrl(const std::string& url);
 
+// Waits until /healthz counts at least `runs` runs admitted (its "active"): a run started
+// from another thread is then in its sandbox. Fails the test after `timeout_s`.
+void WaitForActiveRuns(int64_t runs, int timeout_s = 30);
+
 // Parses `body` as JSON; a parse error fails the test with the body in the message.
 rapidjson::Document ParseJson(const std::string& body);
 

@@ -1,6 +1,6 @@
 // What a stack's runs may leave on the host, counted from /proc, /sys/fs/cgroup and the
 // state directory: the integration tests compare these before and after runs. The warm
-// pool's sandboxes (issue 11; named pool-<hex> on the host until a run takes one) are not a
+// pool's sandboxes (named pool-<hex> on the host until a run takes one) are not a
 // run's: every count here leaves them out (their daemon fds aside: WaitForWarmPool first).
 #pragma once
 

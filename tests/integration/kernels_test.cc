@@ -1,4 +1,4 @@
-// Stateful Python (issue 14 part 4): runs with "stateful": true go to their session's live
+// Stateful Python: runs with "stateful": true go to their session's live
 // IPython kernel. Through the real nginx and daemon, with a stack of their own
 // (CMakeLists.txt: kernel_idle_s 6, max_kernels 2, so idle expiry and eviction are quick).
 #include <signal.h>

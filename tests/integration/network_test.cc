@@ -1,4 +1,4 @@
-// Packages and network (issue 9), against a fake internet the test makes itself
+// Packages and network, against a fake internet the test makes itself
 // (fake_internet.py): a network namespace joined to the host by a veth pair, holding a PEP 503
 // index with a wheel built by the test and listeners on addresses a run must never reach.
 // Suite Network runs on a stack with "network": "on_request", the index allowed by
@@ -203,7 +203,7 @@ BOOST_AUTO_TEST_CASE(refused_addresses_are_refused_while_the_index_answers) {
 }
 
 // The rules are read from the run's own namespace while it runs (nsenter as host root; the
-// program itself cannot list or change them): every range of issue 9 is in its refusals.
+// program itself cannot list or change them): every refused range is in them.
 BOOST_AUTO_TEST_CASE(the_running_sandbox_has_every_refused_range_in_its_rules) {
   const std::string marker = "7.25" + std::to_string(::getpid() % 1000);
   auto pending = std::async(std::launch::async, [&] {

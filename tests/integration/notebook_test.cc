@@ -1,4 +1,4 @@
-// Notebook semantics (issue 14): figures a Python program shows become PNGs in `files` and
+// Notebook semantics: figures a Python program shows become PNGs in `files` and
 // `displays`, the trailing expression is shown, display() works, and the loader keeps what
 // `python3 main.py` gives a program (compared with a bare python3 in the same sandbox).
 // The suite's stack has max_figures 3 (CMakeLists.txt).
@@ -401,7 +401,7 @@ BOOST_AUTO_TEST_CASE(python_semantics_match_bare_python3) {
 }
 
 // Every Python start of a run imports sitecustomize and the loader: they come with the
-// bytecode the daemon built at start-up (issue 11), unchecked-hash .pyc files (PEP 552) of
+// bytecode the daemon built at start-up, unchecked-hash .pyc files (PEP 552) of
 // this Python's magic number, so no run compiles them.
 BOOST_AUTO_TEST_CASE(support_files_come_with_their_bytecode) {
   auto doc = RunPython(R"py(import importlib.util, sys

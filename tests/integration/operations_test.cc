@@ -1,4 +1,4 @@
-// Running like a service (issue 13, part 2), through the real nginx and daemon: the request
+// Running like a service, through the real nginx and daemon: the request
 // id in the response header, nginx's access log and the daemon's JSON log line; log lines
 // that are JSON and carry no code or output; GET /readyz; SIGHUP re-reading the config's live
 // keys (tokens, ceilings) while keeping the running config when the file is refused.

@@ -39,7 +39,7 @@ BOOST_AUTO_TEST_CASE(step_cannot_redirect_the_next_program_file_to_the_host) {
   std::filesystem::remove_all(canary);
 }
 
-// Issue 15: .sandrun showed in `ls -la` of the workspace as nobody:nogroup (host root). It is
+// .sandrun showed in `ls -la` of the workspace as nobody:nogroup (host root). It is
 // the sandbox user's now, and still read-only at both names of the workspace: neither a file
 // in it nor its mode can change (the fix above must hold through /mnt/data too).
 BOOST_AUTO_TEST_CASE(program_dir_is_the_sandbox_users_and_read_only_at_both_names) {
@@ -54,7 +54,7 @@ BOOST_AUTO_TEST_CASE(program_dir_is_the_sandbox_users_and_read_only_at_both_name
   BOOST_TEST(out.find("second") != std::string::npos, out);
 }
 
-// Issue 11: /mnt/data is the read-only root's symlink to /home/user, not a second mount: the
+// /mnt/data is the read-only root's symlink to /home/user, not a second mount: the
 // same files at both names, and the program can neither remove nor re-point it.
 BOOST_AUTO_TEST_CASE(mnt_data_is_the_workspace_and_cannot_be_moved) {
   auto doc = PostRun(
@@ -86,7 +86,7 @@ bool HostHasNamespacePth() {
   return false;
 }
 
-// Issue 11: the sandbox's copies of the system's namespace .pth files import nothing (7 ms of
+// The sandbox's copies of the system's namespace .pth files import nothing (7 ms of
 // a 28 ms Python start), and what they made stays the same: the namespace module, with its
 // spec and path, and importlib.util reached as an attribute of a bare `import importlib`.
 BOOST_AUTO_TEST_CASE(namespace_pth_files_import_nothing_and_make_the_same_module) {
@@ -125,7 +125,7 @@ BOOST_AUTO_TEST_CASE(pip_list_shows_the_system_packages_and_install_still_goes_t
   BOOST_TEST(Str(doc, "stdout") == "1\n1\ninstall.user='true'\n", Str(doc, "stderr"));
 }
 
-// Issue 15: the plan of a markdown run whose first block failed said the next block
+// The plan of a markdown run whose first block failed said the next block
 // "run": true although it never ran. Now it says it did not run, and why.
 BOOST_AUTO_TEST_CASE(plan_says_a_block_after_a_failed_one_did_not_run) {
   auto doc = PostRun(
@@ -152,7 +152,7 @@ BOOST_AUTO_TEST_CASE(session_waiter_holds_no_sandbox_slot) {
     Post("/run", R"j({"language":"bash","user":"gina","session":"S","code":"sleep 6"})j");
     a_done = ++order;
   });
-  std::this_thread::sleep_for(std::chrono::milliseconds(600));
+  WaitForActiveRuns(1);  // A holds its session and a slot
   auto b = std::async(std::launch::async, [&] {
     Post("/run", R"j({"language":"bash","user":"gina","session":"S","code":"true"})j");
   });
@@ -209,7 +209,7 @@ BOOST_AUTO_TEST_CASE(files_skipped_is_capped) {
              Str(doc, "stderr"));
 }
 
-// Issue 10 item 11 (go-judge's symlink test): `echo msg > /dev/stderr`, `cat /dev/stdin`,
+// go-judge's symlink test: `echo msg > /dev/stderr`, `cat /dev/stdin`,
 // `tee /dev/stderr` and open('/dev/stdout') gave "Permission denied" and the output was lost
 // while the run said ok: the pipes belonged to host root, and reopening a pipe through
 // /proc/self/fd checks its owner and mode 0600. The pipes now belong to the sandbox user.

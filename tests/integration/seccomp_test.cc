@@ -40,7 +40,7 @@ BOOST_AUTO_TEST_CASE(every_refused_syscall_answers_eperm) {
   BOOST_TEST(probes >= 60, "only " << probes << " syscalls probed: " << out);
 }
 
-// Issue 10 item 16: open_tree_attr (467) passed while open_tree was refused. From 424 on every
+// open_tree_attr (467) passed while open_tree was refused. From 424 on every
 // number is decided (src/sandbox/seccomp.cc kNewSyscalls); the expectations are written here
 // again, independently. Numbers above the table answer ENOSYS (on this kernel the kernel
 // would too: unit.sandbox.seccomp runs the filter itself on such numbers).
@@ -87,7 +87,7 @@ BOOST_AUTO_TEST_CASE(new_syscalls_are_decided_by_number) {
   BOOST_TEST(seen == 530 - 424 + 1, out);
 }
 
-// Issue 10 item 3: every socket family 0..45 is decided. Allowed families (AF_UNIX, AF_INET,
+// Every socket family 0..45 is decided. Allowed families (AF_UNIX, AF_INET,
 // AF_INET6, AF_NETLINK with NETLINK_ROUTE) open, or fail for a reason of their own
 // (socketpair of AF_INET: EOPNOTSUPP); every other family, and a family with the upper 32 bits
 // set (which the kernel would truncate), answers EAFNOSUPPORT to both socket and socketpair.
@@ -172,7 +172,7 @@ BOOST_AUTO_TEST_SUITE_END()
 
 BOOST_AUTO_TEST_SUITE(Regressions)
 
-// Issue 10 item 3: AF_VSOCK is not network-namespaced. A port bound inside a run was taken on
+// AF_VSOCK is not network-namespaced. A port bound inside a run was taken on
 // the host (the host's own bind got EADDRINUSE; on a VM it is the hypervisor's port space).
 // The run holds its bind for 6 s while the host tries the same port; now socket() fails.
 BOOST_AUTO_TEST_CASE(vsock_refused) {

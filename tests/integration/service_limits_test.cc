@@ -1,5 +1,5 @@
-// The service's own resources under hostile load, through the real nginx (issue 10, items 7,
-// 8 and 14): FastCGI worker threads, daemon memory, nginx connections. The ServiceLimits
+// The service's own resources under hostile load, through the real nginx:
+// FastCGI worker threads, daemon memory, nginx connections. The ServiceLimits
 // suite's ctest entry sets session_wait_s 20, so that a waiter that was let in would hold
 // its worker thread long enough to be seen.
 #include <arpa/inet.h>
@@ -81,7 +81,7 @@ int64_t StatusBytes(pid_t pid, const std::string& key) {
 
 BOOST_AUTO_TEST_SUITE(ServiceLimits)
 
-// Issue 10, item 7: 24 requests for one busy session held all 22 FastCGI workers for 30 s;
+// 24 requests for one busy session held all 22 FastCGI workers for 30 s;
 // /healthz and other users' runs stalled. Now at most 2 wait per session (a few in all) and
 // the rest get 409 session_busy at once, with Retry-After.
 BOOST_AUTO_TEST_CASE(session_waiters_do_not_starve_the_workers) {
@@ -89,7 +89,7 @@ BOOST_AUTO_TEST_CASE(session_waiters_do_not_starve_the_workers) {
   const std::string session_run =
       R"({"language":"bash","user":"ivy","session":"busy","code":"sleep 3"})";
   auto holder = std::async(std::launch::async, [&] { return PostWithin(session_run, 60); });
-  std::this_thread::sleep_for(std::chrono::milliseconds(800));
+  WaitForActiveRuns(1);  // the holder has its session and its sandbox
   constexpr int kOthers = 23;
   std::vector<std::future<std::pair<HttpResponse, double>>> others;
   for (int i = 0; i < kOthers; ++i) {
@@ -134,7 +134,7 @@ BOOST_AUTO_TEST_CASE(session_waiters_do_not_starve_the_workers) {
   BOOST_TEST(busy_at_once >= kOthers - 2);
 }
 
-// Issue 10, item 8: 16 MiB of `[` took 419 MB of daemon memory (8 at once, 3 GB). The parse
+// 16 MiB of `[` took 419 MB of daemon memory (8 at once, 3 GB). The parse
 // now stops at nesting 32 (and at 10000 values): the daemon's peak RSS (VmHWM) grows by less
 // than 4 times the body cap.
 BOOST_AUTO_TEST_CASE(deep_json_does_not_inflate_daemon_memory) {
@@ -158,7 +158,7 @@ BOOST_AUTO_TEST_CASE(deep_json_does_not_inflate_daemon_memory) {
   BOOST_TEST(after - before < 4 * cap, "peak RSS grew by " << (after - before) / 1024 << " kB");
 }
 
-// Issue 10, item 14: 1100 idle connections took all of nginx's worker_connections (512 per
+// 1100 idle connections took all of nginx's worker_connections (512 per
 // worker) and /healthz failed. With 4096 per worker and short idle timeouts it answers.
 // Each connection sends half a request line and then nothing (client_header_timeout closes
 // them after 10 s).

@@ -1,4 +1,4 @@
-// Named regression cases of issue 10 for the session store and exports (items 2, 9, 15, 17),
+// Named regression cases of the session store and exports,
 // through the real nginx + daemon + sandbox. The suite's stack has a small per-user quota
 // (CMakeLists.txt: 200 files, 16 MiB), so the budget refusals are cheap to reach; each case
 // uses a user of its own, since sessions count against the user's quota.
@@ -105,7 +105,7 @@ int64_t ProcStatusKb(pid_t pid, const std::string& key) {
 
 BOOST_AUTO_TEST_SUITE(StorageLimits)
 
-// Issue 10 item 2: 100 files truncated to 10 MiB in a 1 MiB workspace wrote 1 GB to the
+// 100 files truncated to 10 MiB in a 1 MiB workspace wrote 1 GB to the
 // session store. Session copies keep holes now.
 BOOST_AUTO_TEST_CASE(session_of_sparse_files_costs_its_blocks_not_its_size) {
   const TreeUsage before = HostUsage(SessionsDir());
@@ -123,7 +123,7 @@ BOOST_AUTO_TEST_CASE(session_of_sparse_files_costs_its_blocks_not_its_size) {
   BOOST_TEST(Contains(Str(next, "stdout"), "100\n10485760\n"), Str(next, "stdout"));
 }
 
-// Issue 10 item 2: one 9 MiB file with 60 hard links took 550 MiB of the session store.
+// One 9 MiB file with 60 hard links took 550 MiB of the session store.
 // The inode is copied once and linked at its other names, in the store and on restore.
 BOOST_AUTO_TEST_CASE(session_keeps_hard_links_as_links) {
   const TreeUsage before = HostUsage(SessionsDir());
@@ -143,7 +143,7 @@ BOOST_AUTO_TEST_CASE(session_keeps_hard_links_as_links) {
   BOOST_TEST(Str(next, "stdout") == "60\nsame\n", Str(next, "stderr"));
 }
 
-// Issue 10 item 2: 100 000 empty files became 100 000 host inodes per request. A session
+// 100 000 empty files became 100 000 host inodes per request. A session
 // over the user's quota (200 files here) is not saved: stderr says so, the old one stays,
 // and the refused copy stopped at the budget.
 BOOST_AUTO_TEST_CASE(session_over_the_quota_is_not_saved_and_the_previous_kept) {
@@ -165,7 +165,7 @@ BOOST_AUTO_TEST_CASE(session_over_the_quota_is_not_saved_and_the_previous_kept) 
   BOOST_TEST(Str(next, "stdout") == "v1\n4\n", Str(next, "stdout"));  // . .. .sandrun note.txt
 }
 
-// Issue 10 item 2: a session over the byte quota (16 MiB here, bytes on disk) is refused.
+// A session over the byte quota (16 MiB here, bytes on disk) is refused.
 BOOST_AUTO_TEST_CASE(session_over_the_byte_quota_is_not_saved) {
   auto doc = PostRun(SessionBash(
       "bytes-user", "mkdir .cache; head -c 20M /dev/urandom > .cache/blob", R"({"disk_mb": 30,
@@ -176,7 +176,7 @@ BOOST_AUTO_TEST_CASE(session_over_the_byte_quota_is_not_saved) {
   BOOST_TEST(Str(next, "stdout") == "0\n", Str(next, "stdout"));
 }
 
-// Issue 10 item 2: a run whose status is file_limit (its files over the quota) leaves the
+// A run whose status is file_limit (its files over the quota) leaves the
 // session as it was.
 BOOST_AUTO_TEST_CASE(run_with_status_file_limit_does_not_save) {
   PostRun(SessionBash("limit-user", "echo v1 > note.txt"));
@@ -190,7 +190,7 @@ BOOST_AUTO_TEST_CASE(run_with_status_file_limit_does_not_save) {
   BOOST_TEST(Contains(Str(next, "stdout"), "v1\n"), Str(next, "stdout"));
 }
 
-// Issue 10 item 17: two 9 MiB sparse files in a disk_mb 1 run took 18 MiB of host disk.
+// Two 9 MiB sparse files in a disk_mb 1 run took 18 MiB of host disk.
 BOOST_AUTO_TEST_CASE(sparse_files_are_exported_sparse) {
   const std::string artifacts = Stack::Get().artifacts_dir();
   const TreeUsage before = HostUsage(artifacts);
@@ -208,7 +208,7 @@ BOOST_AUTO_TEST_CASE(sparse_files_are_exported_sparse) {
   BOOST_TEST(file.body == std::string(9 << 20, '\0'));
 }
 
-// Issue 10 item 17: a file 1000 directories deep was skipped as "too_many".
+// A file 1000 directories deep was skipped as "too_many".
 BOOST_AUTO_TEST_CASE(file_past_the_depth_bound_is_too_deep) {
   auto doc = PostRun(R"({"language":"bash","user":"deep-user",
       "code":"p=.; for i in $(seq 1000); do p=$p/d; done; mkdir -p $p; touch $p/f; echo made"})");
@@ -220,7 +220,7 @@ BOOST_AUTO_TEST_CASE(file_past_the_depth_bound_is_too_deep) {
   BOOST_TEST(Str(doc["files_skipped"][0], "reason") == "too_deep");
 }
 
-// Issue 10 item 9: 4000 empty files with long names in deep directories (max_files 4096)
+// 4000 empty files with long names in deep directories (max_files 4096)
 // made a 263 MB response and a 947 MB daemon. The listed paths have a byte budget now.
 BOOST_AUTO_TEST_CASE(response_with_long_paths_stays_small) {
   const std::string code =
@@ -268,7 +268,7 @@ BOOST_AUTO_TEST_CASE(response_with_long_paths_stays_small) {
   BOOST_TEST(ProcStatusKb(daemon, "VmHWM") < 256 * 1024);
 }
 
-// Issue 10 item 17: a child killed by the OOM killer while the program went on to exit 0 was
+// A child killed by the OOM killer while the program went on to exit 0 was
 // reported as "stopped: memory limit".
 BOOST_AUTO_TEST_CASE(child_killed_by_the_memory_limit_is_not_called_stopped) {
   auto doc = PostRun(R"({"language":"bash","user":"oom-user","limits":{"memory_mb":64},

@@ -1,4 +1,4 @@
-// The warm pool (issue 11 part 2): sandboxes started ahead of their runs, with the
+// The warm pool: sandboxes started ahead of their runs, with the
 // interpreter waiting for its program. Through the real nginx and daemon, whose default config
 // (scripts/serve) keeps {"python": 2, "bash": 1} ready. A run of the default disk_mb fits the
 // pool; the same run with another disk_mb starts cold, so each case runs both ways and
@@ -276,7 +276,7 @@ BOOST_AUTO_TEST_CASE(concurrent_runs_never_meet_a_half_built_sandbox) {
   BOOST_TEST(ok.load() == 48);
 }
 
-// A refill waits while every CPU runs a sandbox (issue 11 part 4: starting an interpreter
+// A refill waits while every CPU runs a sandbox (starting an interpreter
 // costs a cold run's CPU, which then only slows the runs in flight), and fills the pool once
 // one is free. Two pooled runs spin for 3 s: on a machine of at most 2 CPUs (CI's) they use
 // them all (the test stack admits 2 runs), so the pool stays empty and says "deferred" until

@@ -80,7 +80,7 @@ BOOST_AUTO_TEST_CASE(session_keeps_files_and_exports_only_new_ones) {
   auto first = PostRun(SessionRun("alice", "chat-a", "open('a.txt','w').write('A')"));
   BOOST_TEST(Str(first, "status") == "ok");
   BOOST_TEST(ExportedPaths(first) == std::set<std::string>{"a.txt"});
-  // `_ =`: a last expression's value would be shown, as in a notebook (issue 14).
+  // `_ =`: a last expression's value would be shown, as in a notebook.
   auto second = PostRun(SessionRun(
       "alice", "chat-a", "print(open('a.txt').read()); _ = open('b.txt','w').write('B')"));
   BOOST_TEST(Str(second, "stdout") == "A\n");

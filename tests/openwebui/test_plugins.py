@@ -175,7 +175,7 @@ class ActionAgainstService(unittest.TestCase):
         self.assertRegex(shown[1]["result"]["output"], r"requests \d+\.\d+")
         text = rec.appended()
         self.assertIn("Ran block 1 (bash) and block 2 (python); skipped block 3", text)
-        # Output headers count blocks as the summary does (issue 9 part 5).
+        # Output headers count blocks as the summary does.
         self.assertIn("--- block 1 (bash, install) ---", text)
         self.assertIn("--- block 2 (python, main) ---", text)
         self.assertNotIn("--- block 0", text)

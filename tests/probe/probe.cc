@@ -228,7 +228,7 @@ int SocketFamilies() {
   return 0;
 }
 
-// The attack of issue 10 item 3: a vsock port bound inside is taken on the host.
+// The vsock attack: a vsock port bound inside is taken on the host.
 int VsockBind(unsigned port, unsigned seconds) {
   int fd = socket(AF_VSOCK, SOCK_STREAM | SOCK_CLOEXEC, 0);
   if (fd < 0) {

@@ -52,7 +52,7 @@ BOOST_AUTO_TEST_CASE(anonymous_callers_only_when_allowed) {
   BOOST_TEST(run.user == "anyone");
 }
 
-// Issue 10, item 10: with a tokens file, token B with `"user": "alice"` read and overwrote
+// With a tokens file, token B with `"user": "alice"` read and overwrote
 // alice's session.
 BOOST_AUTO_TEST_CASE(bound_token_may_not_name_another_user) {
   const config::Config c = WithTokens(false);
@@ -96,7 +96,7 @@ BOOST_AUTO_TEST_CASE(front_end_names_its_users) {
   BOOST_TEST(unnamed.user == "anonymous");
 }
 
-// Issue 10, item 12: any web page could POST a JSON body as text/plain (no CORS preflight).
+// Any web page could POST a JSON body as text/plain (no CORS preflight).
 BOOST_AUTO_TEST_CASE(only_json_bodies_are_taken) {
   for (const char* ok : {"application/json", "Application/JSON", "application/json; charset=utf-8",
                          "application/json;charset=\"UTF-8\"", " application/json ;"}) {

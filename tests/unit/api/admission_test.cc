@@ -50,7 +50,7 @@ BOOST_AUTO_TEST_CASE(wait_expires) {
 
 BOOST_AUTO_TEST_SUITE_END()
 
-// Issue 10, item 7: 24 requests for one busy session held all 22 worker threads.
+// 24 requests for one busy session held all 22 worker threads.
 BOOST_AUTO_TEST_SUITE(SessionWaiters)
 
 using sandrun::api::WaiterGate;

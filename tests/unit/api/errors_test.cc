@@ -2,6 +2,7 @@
 #include "api/errors.h"
 
 #include <boost/test/unit_test.hpp>
+#include <set>
 #include <string>
 
 using namespace sandrun;
@@ -65,11 +66,32 @@ BOOST_AUTO_TEST_CASE(the_response_is_the_one_error_body) {
   BOOST_TEST(r.status == 400);
   BOOST_TEST(r.body == R"j({"error":{"code":"file_limit","message":"cannot write a (the )j"
                        R"j(workspace is full?)","field":"markdown"}})j");
-  const api::HttpResponse same = api::ErrorResponse(400, "file_limit", error.message, "markdown");
+  const api::HttpResponse same =
+      api::ErrorResponse(api::ApiCode::kFileLimit, error.message, "markdown");
   BOOST_TEST(r.body == same.body);
   const api::HttpResponse no_field = api::ErrorResponse(MakeError(ErrorKind::kBusy, "held"));
   BOOST_TEST(no_field.status == 409);
   BOOST_TEST(no_field.body == R"({"error":{"code":"session_busy","message":"held"}})");
+}
+
+BOOST_AUTO_TEST_CASE(every_api_code_has_its_own_code_and_an_error_status) {
+  std::set<std::string> codes;
+  for (int i = 0; i <= static_cast<int>(api::ApiCode::kEnvironmentBuilding); ++i) {
+    const api::ApiStatus s = api::ApiStatusOf(static_cast<api::ApiCode>(i));
+    BOOST_TEST_CONTEXT("ApiCode " << i << " " << s.code) {
+      BOOST_TEST(s.status >= 400);
+      BOOST_TEST(s.status <= 599);
+      BOOST_TEST(codes.insert(s.code).second);  // no code twice, none missing (the fallback)
+    }
+  }
+  // The contract's statuses of a few codes clients branch on (docs/DESIGN.md §2).
+  BOOST_TEST(api::ApiStatusOf(api::ApiCode::kUnauthorized).status == 401);
+  BOOST_TEST(api::ApiStatusOf(api::ApiCode::kUserForbidden).status == 403);
+  BOOST_TEST(api::ApiStatusOf(api::ApiCode::kSessionBusy).status == 409);
+  BOOST_TEST(api::ApiStatusOf(api::ApiCode::kBodyTooLarge).status == 413);
+  BOOST_TEST(api::ApiStatusOf(api::ApiCode::kUnsupportedMediaType).status == 415);
+  BOOST_TEST(api::ApiStatusOf(api::ApiCode::kBusy).status == 503);
+  BOOST_TEST(std::string(api::ApiStatusOf(api::ApiCode::kBusy).code) == "busy");
 }
 
 BOOST_AUTO_TEST_SUITE_END()

@@ -188,7 +188,7 @@ BOOST_AUTO_TEST_CASE(header_user_applies_when_body_has_none) {
   api::RunRequest r;
   BOOST_TEST(!Decode(R"({"language":"py","code":"x"})", &r, "alice"));
   BOOST_TEST(r.user == "alice");
-  // A body naming another user than the header is refused (issue 10, item 10), below.
+  // A body naming another user than the header is refused, below.
 }
 
 BOOST_AUTO_TEST_CASE(encodes_nulls_and_replaces_invalid_utf8) {
@@ -347,7 +347,7 @@ BOOST_AUTO_TEST_CASE(base64_is_strict) {
   BOOST_TEST(r.files[1].content.empty());
 }
 
-// Issue 10, item 8: 16 MiB of `[` took 419 MB of daemon memory. The depth limit stops the
+// 16 MiB of `[` took 419 MB of daemon memory. The depth limit stops the
 // parse at the 33rd `[` (offset 32: the offset says where), before the rest is read.
 BOOST_AUTO_TEST_CASE(nesting_deeper_than_32_stops_the_parse_at_once) {
   auto err = Decode(std::string(16 << 20, '['));
@@ -381,7 +381,7 @@ BOOST_AUTO_TEST_CASE(more_than_10000_values_stop_the_parse) {
   BOOST_TEST(err->message.find("at byte offset 20006)") != std::string::npos, err->message);
 }
 
-// Issue 10, item 10: the body's `user` silently beat the X-Sandrun-User header.
+// The body's `user` silently beat the X-Sandrun-User header.
 BOOST_AUTO_TEST_CASE(header_and_body_naming_different_users_are_refused) {
   auto err = Decode(R"j({"language":"py","code":"x","user":"alice"})j", nullptr, "bob");
   BOOST_TEST_REQUIRE(err.has_value());

@@ -60,10 +60,16 @@ class FakeRunner : public sandbox::SandboxRunner {
     if (next.act) next.act(spec);
     return next.result;
   }
-  // Without cgroups, as on a host with require_cgroups = false.
+  // Records the limits asked for and makes none, as on a host with require_cgroups = false.
   Result<std::unique_ptr<sandbox::RunCgroup>> CreateCgroup(
-      const std::string& /*run_id*/, const sandbox::CgroupLimits& /*limits*/) const override {
+      const std::string& /*run_id*/, const sandbox::CgroupLimits& limits) const override {
+    std::lock_guard lock(mu_);
+    cgroups_.push_back(limits);
     return std::unique_ptr<sandbox::RunCgroup>();
+  }
+  std::vector<sandbox::CgroupLimits> made_cgroups() const {
+    std::lock_guard lock(mu_);
+    return cgroups_;
   }
   Result<sandbox::HelperResult> RunHelper(const std::vector<std::string>& /*argv*/,
                                           sandbox::RunCgroup* /*cgroup*/) const override {
@@ -90,6 +96,7 @@ class FakeRunner : public sandbox::SandboxRunner {
   mutable std::mutex mu_;
   mutable std::deque<Canned> answers_;
   mutable std::vector<sandbox::SandboxSpec> specs_;
+  mutable std::vector<sandbox::CgroupLimits> cgroups_;
 };
 
 // The run's directory stays a plain directory: no mount, so no root needed.
@@ -213,6 +220,12 @@ BOOST_AUTO_TEST_CASE(spec_carries_the_requests_limits) {
   BOOST_TEST(limits.output_bytes == 50000u);
   BOOST_TEST(runner.specs()[0].host_uid == ::getuid());
   BOOST_TEST(!runner.specs()[0].network.enabled);
+  // The run's one cgroup (made before the workspace is filled) has the same memory and pids.
+  const std::vector<sandbox::CgroupLimits> cgroups = runner.made_cgroups();
+  BOOST_TEST_REQUIRE(cgroups.size() == 1u);
+  BOOST_TEST(cgroups[0].memory_bytes == (uint64_t{128} << 20));
+  BOOST_TEST(cgroups[0].processes == 9);
+  BOOST_TEST(!cgroups[0].freezable);
 }
 
 BOOST_AUTO_TEST_CASE(sandbox_failure_is_500_sandbox_error) {
@@ -342,6 +355,11 @@ BOOST_AUTO_TEST_CASE(install_step_runs_on_the_install_budget) {
   BOOST_TEST(install.disk_bytes == static_cast<uint64_t>(config.install_disk_mb) << 20);
   // The program's wall time is the request's, less what earlier program steps used (none).
   BOOST_TEST(runner.specs()[1].limits.wall_time_ms == 4000);
+  // The install budget is time and disk: the run's cgroup keeps the request's memory and pids.
+  const std::vector<sandbox::CgroupLimits> cgroups = runner.made_cgroups();
+  BOOST_TEST_REQUIRE(cgroups.size() == 1u);
+  BOOST_TEST(cgroups[0].memory_bytes == install.memory_bytes);
+  BOOST_TEST(cgroups[0].processes == install.processes);
   rapidjson::Document doc = Json(http);
   BOOST_TEST(Str(doc["snippets"][0]["budget"]) == "install");
   BOOST_TEST(Str(doc["snippets"][1]["budget"]) == "program");

@@ -214,7 +214,7 @@ BOOST_AUTO_TEST_CASE(bearer_tokens_in_the_config_are_tokens) {
   BOOST_TEST(Secrets(c->tokens) == (std::vector<std::string>{"one", "two", "three", "from-file"}));
 }
 
-// Issue 10, item 13: `   # retired: tokOLD` was a valid token (the comment test looked at
+// `   # retired: tokOLD` was a valid token (the comment test looked at
 // the first byte only). Leading blanks are skipped before it, and `#` after a token starts a
 // comment too.
 BOOST_AUTO_TEST_CASE(indented_comment_lines_are_not_tokens) {
@@ -227,7 +227,7 @@ BOOST_AUTO_TEST_CASE(indented_comment_lines_are_not_tokens) {
   BOOST_TEST(Secrets(c->tokens) == (std::vector<std::string>{"live-token"}));
 }
 
-// Issue 10, item 10: a line binds its token to a user or marks a front end; a plain token
+// A line binds its token to a user or marks a front end; a plain token
 // acts as a user of its own, named after its digest.
 BOOST_AUTO_TEST_CASE(token_lines_bind_users_and_mark_front_ends) {
   using Kind = sandrun::config::Token::Kind;

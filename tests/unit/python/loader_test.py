@@ -1,4 +1,4 @@
-"""sandrun_loader's trailing expression without the syntax tree (issue 11): for every program,
+"""sandrun_loader's trailing expression without the syntax tree: for every program,
 the split it makes by compiling (head, tail) must be the one the syntax tree gives, or it must
 leave the program to the tree. Each case is run both ways and compared: what is shown, what is
 printed or raised, the line the trailing expression starts on, and how many compile warnings

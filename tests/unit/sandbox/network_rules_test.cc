@@ -70,7 +70,7 @@ BOOST_AUTO_TEST_CASE(every_registry_entry_parses_and_the_issue_ranges_are_all_th
     }
     return false;
   };
-  // One address of every range issue 9 names, and cloud metadata, Docker's bridge.
+  // One address of every refused range, and cloud metadata, Docker's bridge.
   for (const char* addr : {"127.0.0.1",
                            "127.1.2.3",
                            "10.0.0.1",

@@ -368,7 +368,7 @@ BOOST_AUTO_TEST_CASE(run_over_the_file_quota_is_refused_whole) {
   BOOST_TEST(Exists(RunDir("older") + "/keep.txt"));  // nothing evicted for a refused run
 }
 
-// Issue 10 item 17: two 9 MiB sparse files took 18 MiB of the store. Copies keep holes, and
+// Two 9 MiB sparse files took 18 MiB of the store. Copies keep holes, and
 // the quota counts the blocks used, so they fit a 1 MiB quota.
 BOOST_AUTO_TEST_CASE(sparse_files_are_published_sparse_and_counted_by_blocks) {
   options.quota = {0, 1 << 20};
@@ -397,7 +397,7 @@ BOOST_AUTO_TEST_CASE(sparse_files_are_published_sparse_and_counted_by_blocks) {
   BOOST_TEST(sha.FinalHex() == result.files[0].sha256);  // holes hashed as zeros
 }
 
-// Issue 10 item 2: the user's sessions count against the quota and are never evicted.
+// The user's sessions count against the quota and are never evicted.
 BOOST_AUTO_TEST_CASE(reserved_usage_counts_against_the_quota) {
   options.quota = {3, 0};
   options.reserved = {2, 0};

@@ -14,6 +14,7 @@
 #include <boost/test/unit_test.hpp>
 #include <cerrno>
 #include <cstring>
+#include <iostream>
 #include <string>
 #include <vector>
 
@@ -121,9 +122,12 @@ BOOST_AUTO_TEST_CASE(skips_fifo_and_socket_without_opening_them) {
 
 BOOST_AUTO_TEST_CASE(skips_device_nodes) {
   TempDir dir;
-  // mknod needs CAP_MKNOD (root on the CI machines); without it there is nothing to test.
+  // mknod needs CAP_MKNOD (root on the CI machines); without it there is nothing to test,
+  // and ctest counts the case as skipped (its own entry, unit.storage.export_devices, matches
+  // this line with SKIP_REGULAR_EXPRESSION).
   if (mknod((dir / "null").c_str(), S_IFCHR | 0666, makedev(1, 3)) != 0) {
-    BOOST_TEST_MESSAGE("skipped: mknod failed (" << std::strerror(errno) << "), needs CAP_MKNOD");
+    std::cout << "SKIPPED: mknod failed (" << std::strerror(errno) << "), needs CAP_MKNOD"
+              << std::endl;
     return;
   }
   const WalkResult result = Walk(dir);
@@ -289,7 +293,7 @@ BOOST_AUTO_TEST_CASE(hostile_names_are_listed_byte_for_byte) {
   BOOST_TEST(Paths(result.files) == expected, boost::test_tools::per_element());
 }
 
-// Issue 10 item 17: a file 1000 directories deep was skipped as "too_many"; it is "too_deep".
+// A file 1000 directories deep was skipped as "too_many"; it is "too_deep".
 BOOST_AUTO_TEST_CASE(directory_past_depth_bound_is_skipped_as_too_deep) {
   TempDir dir;
   std::string rel;
@@ -307,7 +311,7 @@ BOOST_AUTO_TEST_CASE(directory_past_depth_bound_is_skipped_as_too_deep) {
   BOOST_TEST(result.limit_hit);
 }
 
-// Issue 10 item 9: 4000 files with long paths made a 263 MB response. A path over
+// 4000 files with long paths made a 263 MB response. A path over
 // max_path_bytes is "too_long"; so are the files past the listed-path byte budget.
 BOOST_AUTO_TEST_CASE(long_paths_and_the_listed_byte_budget_give_too_long) {
   TempDir dir;

@@ -47,7 +47,7 @@ Result<CopiedFile> Copy(const std::string& from, const std::string& to, uint64_t
 
 BOOST_AUTO_TEST_SUITE(FileCopy)
 
-// Issue 10 items 2 and 17: sparse files were copied dense (10 MiB of holes became 10 MiB).
+// Sparse files were copied dense (10 MiB of holes became 10 MiB).
 BOOST_AUTO_TEST_CASE(copy_keeps_holes_and_bytes) {
   TempDir dir;
   const std::string data(8192, 'd');

@@ -89,7 +89,7 @@ BOOST_AUTO_TEST_CASE(only_the_first_lock_creates_the_session) {
   { BOOST_TEST(LockOk("other").created()); }
 }
 
-// Issue 10 item 2: 100 files truncated to 10 MiB (in a 1 MiB workspace) wrote 1 GB to the
+// 100 files truncated to 10 MiB (in a 1 MiB workspace) wrote 1 GB to the
 // session store; one file with 60 hard links was stored 60 times.
 BOOST_AUTO_TEST_CASE(save_keeps_holes_and_hard_links) {
   const std::string ws = Workspace();
@@ -132,7 +132,7 @@ BOOST_AUTO_TEST_CASE(save_keeps_holes_and_hard_links) {
   BOOST_TEST(BytesOnDisk(sparse) <= 8192u);
 }
 
-// Issue 10 item 2: a session over its budget is not saved, and the previous one stays.
+// A session over its budget is not saved, and the previous one stays.
 BOOST_AUTO_TEST_CASE(session_over_budget_is_not_saved_and_previous_kept) {
   std::string ws = Workspace("v1");
   WriteFile(ws + "/kept.txt", "v1");
@@ -193,7 +193,7 @@ BOOST_AUTO_TEST_CASE(tree_deeper_than_the_bound_is_refused) {
   BOOST_TEST(s.error().message.find("deeper than 64") != std::string::npos, s.error().message);
 }
 
-// Issue 12 part 4: the copy is a walk of sys/tree_walk; when it stops at one of the walk's
+// The copy is a walk of sys/tree_walk; when it stops at one of the walk's
 // limits the Save fails and the session keeps its previous files, never a truncated copy.
 BOOST_AUTO_TEST_CASE(copy_stopped_at_a_walk_limit_does_not_replace_the_session) {
   std::string ws = Workspace("v1");
@@ -224,7 +224,7 @@ BOOST_AUTO_TEST_CASE(copy_stopped_at_a_walk_limit_does_not_replace_the_session) 
   BOOST_TEST(!Exists(lock.dir() + "/files.next"));
 }
 
-// Issue 10 item 15: a crash between Save's two renames (files -> files.old, files.next ->
+// A crash between Save's two renames (files -> files.old, files.next ->
 // files) left no `files`; the next Lock made an empty one and the session was lost.
 BOOST_AUTO_TEST_CASE(lock_restores_files_old_after_a_crash_between_renames) {
   const std::string ws = Workspace();
