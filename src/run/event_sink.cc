@@ -70,6 +70,7 @@ void NdjsonSink::Send(std::string line, bool begin) {
 
 bool NdjsonSink::Flush(std::string lines) {
   if (connected_ && !lines.empty() && !writer_->Write(lines)) connected_ = false;
+  last_write_ = Clock::now();
   return connected_;
 }
 
@@ -177,6 +178,7 @@ bool NdjsonSink::Tick() {
   const bool due =
       !chunks_.empty() && (chunk_bytes_ >= kFlushBytes || now - oldest_ >= kFlushEvery);
   if (due && begun_) return Flush(OutputLines(false));
+  if (begun_ && now - last_write_ >= kKeepaliveAfter) return Flush("{\"event\":\"keepalive\"}\n");
   // A silent run: the connection itself says whether the client is still there.
   if (now - last_check_ >= kFlushEvery) {
     last_check_ = now;

@@ -64,6 +64,8 @@ class NdjsonSink : public EventSink {
  public:
   static constexpr std::chrono::milliseconds kFlushEvery{50};
   static constexpr size_t kFlushBytes = 16 << 10;
+  // A keepalive line after this long without one once the stream has begun.
+  static constexpr std::chrono::seconds kKeepaliveAfter{10};
   explicit NdjsonSink(LineWriter* writer) : writer_(writer) {}
   void OutputBudget(uint64_t bytes) override { budget_ = bytes; }
   bool Begun() const { return begun_; }
@@ -101,6 +103,7 @@ class NdjsonSink : public EventSink {
   std::chrono::steady_clock::time_point oldest_{};
   std::string carry_[2];  // per stream: the start of a character split between reads
   std::chrono::steady_clock::time_point last_check_{};
+  std::chrono::steady_clock::time_point last_write_{};
 };
 
 // The sandbox's or kernel's OutputObserver of step `index`: its output to `sink`, and the
