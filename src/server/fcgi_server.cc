@@ -110,8 +110,14 @@ void WriteResponse(FCGX_Request& req, const api::HttpResponse& response, const s
 // is off), which poll(2) tells without reading.
 class FcgiLineWriter : public run::LineWriter {
  public:
+  static constexpr time_t kStalledS = 10;
   FcgiLineWriter(FCGX_Request& req, const std::string& id) : req_(req), id_(id) {}
   bool Begin() override {
+    // A client that stops reading fills nginx's buffer and then this socket's: a write that
+    // cannot go on for kStalledS counts as the client gone (the run ends), so a client that
+    // never reads cannot hold a sandbox past its limits.
+    const timeval stalled{kStalledS, 0};
+    (void)::setsockopt(req_.ipcFd, SOL_SOCKET, SO_SNDTIMEO, &stalled, sizeof stalled);
     return Put("Status: 200 OK\r\nContent-Type: application/x-ndjson\r\nX-Request-Id: " + id_ +
                "\r\nCache-Control: no-store\r\nX-Accel-Buffering: no\r\n\r\n");
   }

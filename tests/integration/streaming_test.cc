@@ -2,9 +2,13 @@
 // a line reaches the client while its program still runs, the last event is the plain answer
 // of the same request, output stays within output_bytes, markdown and notebook runs stream
 // their plan and blocks, a client that goes away ends its run, and a refusal is plain JSON.
+#include <arpa/inet.h>
+#include <netinet/in.h>
 #include <rapidjson/document.h>
 #include <rapidjson/stringbuffer.h>
 #include <rapidjson/writer.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include <boost/test/unit_test.hpp>
 #include <chrono>
@@ -262,6 +266,48 @@ BOOST_AUTO_TEST_CASE(a_client_that_goes_away_ends_its_run) {
                                 << std::chrono::duration<double>(Clock::now() - left_at).count()
                                 << " s after the client left");
   BOOST_CHECK_MESSAGE(left.empty(), left.size() << " processes of the run outlived its client");
+}
+
+BOOST_AUTO_TEST_CASE(a_client_that_stops_reading_ends_its_run) {
+  const pid_t daemon = Stack::Get().DaemonPid();
+  BOOST_REQUIRE_GT(daemon, 0);
+  const std::set<ProcessId> before = Identify(ProcessTree(daemon));
+  // 48 MiB of output allowed and a minute of wall time: more than every buffer between the
+  // program and this client holds, long past the daemon's 10 s for a stalled write.
+  const std::string body = RunRequest(
+      "python", "import sys\nwhile True:\n    sys.stdout.write('x' * 65536)\n",
+      {{"output_bytes", 48 << 20}, {"wall_time_s", 60}, {"cpu_time_s", 60}, {"disk_mb", 99}});
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  BOOST_REQUIRE_GE(fd, 0);
+  const int small = 4096;
+  (void)::setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &small, sizeof small);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(static_cast<uint16_t>(Stack::Get().port()));
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  BOOST_REQUIRE_EQUAL(::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr), 0);
+  const std::string request =
+      "POST /run HTTP/1.1\r\nHost: 127.0.0.1\r\nAccept: application/x-ndjson\r\n"
+      "Content-Type: application/json\r\nContent-Length: " +
+      std::to_string(body.size()) + "\r\n\r\n" + body;
+  BOOST_REQUIRE_EQUAL(::write(fd, request.data(), request.size()),
+                      static_cast<ssize_t>(request.size()));
+  // The run's processes, once its sandbox is there (the client reads nothing, ever).
+  std::set<ProcessId> run;
+  const auto start = Clock::now();
+  while (run.size() < 2 && Clock::now() - start < std::chrono::seconds(20)) {
+    for (const ProcessId& p : Identify(ProcessTree(daemon))) {
+      if (before.count(p) == 0) run.insert(p);
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  BOOST_REQUIRE_GE(run.size(), 2u);
+  const std::vector<pid_t> left = Survivors(run, 25);
+  BOOST_TEST_MESSAGE("a client that stopped reading: its run ended "
+                     << std::chrono::duration<double>(Clock::now() - start).count()
+                     << " s after it started");
+  ::close(fd);
+  BOOST_CHECK_MESSAGE(left.empty(), left.size() << " processes of the run outlived 25 s");
 }
 
 BOOST_AUTO_TEST_CASE(a_refusal_before_the_run_is_the_plain_json_error) {
