@@ -67,8 +67,11 @@ constexpr char kSpec[] = R"json({
         },
         "responses": {
           "200": {
-            "description": "The run finished, whatever the program did: read `status`, `stdout`, `stderr` and `files`.",
-            "content": {"application/json": {"schema": {"$ref": "#/components/schemas/RunResult"}}}
+            "description": "The run finished, whatever the program did: read `status`, `stdout`, `stderr` and `files`. With `Accept: application/x-ndjson` the answer streams while the code runs: one RunEvent per line, the last a `result` event holding this same RunResult (or an `error` event). A request refused before it ran is the plain JSON error either way.",
+            "content": {
+              "application/json": {"schema": {"$ref": "#/components/schemas/RunResult"}},
+              "application/x-ndjson": {"schema": {"$ref": "#/components/schemas/RunEvent"}}
+            }
           },
           "400": {"$ref": "#/components/responses/Error"},
           "401": {"$ref": "#/components/responses/Error"},
@@ -115,6 +118,33 @@ constexpr char kSpec[] = R"json({
       }
     },
     "schemas": {
+      "RunEvent": {
+        "type": "object",
+        "description": "One line of a streamed run (Accept: application/x-ndjson), in this order: `plan` (markdown and snippets), per step `step`, its `stdout`/`stderr` chunks as they come (coalesced, at most the run's output_bytes in all) and `step_end`; then a `display` per entry of the answer's displays and a `file` per entry of its files; last `result` (the plain answer), or `error` if the run failed after the stream began. `keepalive` may come in silences. Ignore unknown events and fields.",
+        "required": ["event"],
+        "properties": {
+          "event": {
+            "type": "string",
+            "enum": ["plan", "step", "stdout", "stderr", "step_end", "display", "file", "result",
+                     "error", "keepalive"]
+          },
+          "index": {"type": "integer", "description": "The step: the answer's snippets[].index (0 for a single `code`)."},
+          "language": {"type": "string"},
+          "text": {"type": "string", "description": "stdout/stderr: output as it came, UTF-8."},
+          "status": {"type": "string", "description": "step_end: as snippets[].status."},
+          "exit_code": {"type": "integer"},
+          "plan": {"type": "array", "items": {"type": "object"}, "description": "The answer's plan."},
+          "display": {"type": "object", "description": "An entry of the answer's displays."},
+          "file": {"type": "object", "description": "An entry of the answer's files."},
+          "result": {"$ref": "#/components/schemas/RunResult"},
+          "error": {
+            "type": "object",
+            "description": "error: the run failed after the stream began.",
+            "required": ["code", "message"],
+            "properties": {"code": {"type": "string"}, "message": {"type": "string"}}
+          }
+        }
+      },
       "RunResult": {
         "type": "object",
         "required": ["id", "status", "exit_code", "signal", "stdout", "stderr", "stdout_truncated",

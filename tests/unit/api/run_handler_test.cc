@@ -384,3 +384,34 @@ BOOST_AUTO_TEST_CASE(name_cells_names_the_runs_cells_as_blocks) {
 }
 
 BOOST_AUTO_TEST_SUITE_END()
+
+namespace {
+
+// A LineWriter that records nothing: WantsStream only asks whether there is one.
+struct NullWriter : run::LineWriter {
+  bool Begin() override { return true; }
+  bool Write(const std::string&) override { return true; }
+  bool Connected() override { return true; }
+};
+
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(a_streamed_run_is_asked_for_with_accept_ndjson) {
+  NullWriter writer;
+  api::HttpRequest request;
+  request.stream = &writer;
+  auto wants = [&](const std::string& accept) {
+    request.headers["accept"] = accept;
+    return api::WantsStream(request);
+  };
+  BOOST_TEST(wants("application/x-ndjson"));
+  BOOST_TEST(wants("Application/X-NDJSON; q=1"));
+  BOOST_TEST(wants("application/json, application/x-ndjson;q=0.9"));
+  BOOST_TEST(!wants("application/json"));
+  BOOST_TEST(!wants("*/*"));
+  BOOST_TEST(!wants("application/x-ndjsonx"));
+  BOOST_TEST(!wants(""));
+  request.headers["accept"] = "application/x-ndjson";
+  request.stream = nullptr;  // a server that cannot stream (the self-test)
+  BOOST_TEST(!api::WantsStream(request));
+}
