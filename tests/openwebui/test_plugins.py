@@ -54,7 +54,8 @@ class PluginFiles(unittest.TestCase):
 
     def test_only_standard_library_and_pydantic(self):
         allowed = {"asyncio", "base64", "hashlib", "html", "importlib", "inspect", "json", "re",
-                   "signal", "socket", "urllib", "uuid", "typing", "pydantic"}
+                   "signal", "socket", "threading", "http", "urllib", "uuid", "typing",
+                   "pydantic"}
         for path in (ACTION_FILE, TOOL_FILE):
             with open(path, encoding="utf-8") as f:
                 imports = re.findall(r"^(?:import|from)\s+([\w]+)", f.read(), re.M)
