@@ -731,23 +731,23 @@ class LiveOutput:
         self.stopped = False
 
     def add(self, event: dict) -> None:
-        kind = event.get("event")
+        kind, index = event.get("event"), event.get("index")
         with self._lock:
             if kind == "step":
-                self._steps.append({"index": event.get("index", len(self._steps)),
+                self._steps.append({"index": index if _is_index(index) else len(self._steps),
                                     "language": str(event.get("language") or ""),
                                     "stdout": "", "stderr": "", "status": None})
             elif kind in ("stdout", "stderr") and isinstance(event.get("text"), str):
-                self._step(event.get("index"))[kind] += event["text"]
+                self._step(index)[kind] += event["text"]
             elif kind == "step_end":
-                self._step(event.get("index"))["status"] = str(event.get("status") or "")
+                self._step(index)["status"] = str(event.get("status") or "")
 
     def _step(self, index: Any) -> dict:
         for step in reversed(self._steps):
             if step["index"] == index:
                 return step
         # Output of a step whose start was not announced: a step of its own.
-        self._steps.append({"index": index if isinstance(index, int) else len(self._steps),
+        self._steps.append({"index": index if _is_index(index) else len(self._steps),
                             "language": "", "stdout": "", "stderr": "", "status": None})
         return self._steps[-1]
 
@@ -756,6 +756,10 @@ class LiveOutput:
         the step runs)}, copies."""
         with self._lock:
             return [dict(step) for step in self._steps]
+
+
+def _is_index(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and 0 <= value < 10**6
 
 
 def _stream_broke(base_url: str, why: str) -> Unreachable:

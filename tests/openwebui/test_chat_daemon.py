@@ -2,8 +2,8 @@
 daemon's: an answer run as a notebook (consecutive Python blocks share one interpreter), plan
 texts counting blocks from 1, a re-run offering its files again, and the output of a slow
 program shown while it runs (the streamed /run), by the Action and the Tool, on 0.10.2 and
-0.6-0.9. These tests need those daemon changes; they are a ctest of their own (`openwebui.chat_daemon`) so that
-`openwebui.chat` tests the plugins alone.
+0.6-0.9. These tests need those daemon changes; they are a ctest of their own
+(`openwebui.chat_daemon`) so that `openwebui.chat` tests the plugins alone.
 
   cd tests/openwebui && SANDRUN_BUILD_DIR=/path/to/build python3 -m unittest -v test_chat_daemon
 """
@@ -85,7 +85,8 @@ class RunButtonWithDaemonChanges(WebUICase):
 SLOW_PYTHON = ("import time\nprint('first line', flush=True)\ntime.sleep(2)\n"
                "for i in range(10):\n    print('tick', i, flush=True)\n    time.sleep(0.15)\n"
                "print('last line')\n")
-SLOW_BASH = "echo first line\nsleep 2\nfor i in 0 1 2 3 4 5 6 7 8 9; do echo tick $i; sleep 0.15; done\necho last line\n"
+SLOW_BASH = ("echo first line\nsleep 2\n"
+             "for i in 0 1 2 3 4 5 6 7 8 9; do echo tick $i; sleep 0.15; done\necho last line\n")
 
 
 def _seconds_said(text: str) -> str:

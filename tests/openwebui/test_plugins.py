@@ -774,7 +774,7 @@ class StreamedRuns(unittest.TestCase):
               "usage": {"wall_ms": 3000}, "limits": {}}
 
     def setUp(self):
-        _, self.action_module, _ = owui.load_plugin(ACTION_FILE, "Action")
+        self.action, self.action_module, _ = owui.load_plugin(ACTION_FILE, "Action")
         self.tools, self.tool_module, _ = owui.load_plugin(TOOL_FILE, "Tools")
 
     def test_events_fill_the_output_so_far_and_the_result_is_the_reply(self):
@@ -789,6 +789,8 @@ class StreamedRuns(unittest.TestCase):
             {"event": "step_end", "index": 0, "status": "ok", "exit_code": 0},
             {"event": "step", "index": 2, "language": "bash"},
             {"event": "display", "display": {"kind": "text", "text": "x"}},
+            {"event": "step", "index": "3; rm", "language": None},  # an index is a number
+            {"event": "stdout", "index": [1], "text": "odd\n"},
             {"event": "result", "result": self.RESULT},
         ) + b"\n"  # nothing may come after the result; an empty line is no event either
         for m in (self.action_module, self.tool_module):
@@ -800,8 +802,19 @@ class StreamedRuns(unittest.TestCase):
                 {"index": 0, "language": "python", "stdout": "one\ntwo\n", "stderr": "warn\n",
                  "status": "ok"},
                 {"index": 2, "language": "bash", "stdout": "", "stderr": "", "status": None},
+                {"index": 2, "language": "", "stdout": "", "stderr": "", "status": None},
+                {"index": 3, "language": "", "stdout": "odd\n", "stderr": "", "status": None},
             ])
-            self.assertEqual(m.live_output_text(live.snapshot()[0], 100), "one\ntwo\n[stderr]\nwarn\n")
+            self.assertEqual(m.live_output_text(live.snapshot()[0], 100),
+                             "one\ntwo\n[stderr]\nwarn\n")
+        entries = [e["data"] for e in self.action._live_entries("m1", live.snapshot())]
+        shown = [(e["id"], e["name"], e.get("result", {}).get("output")) for e in entries]
+        self.assertEqual(shown, [
+            ("sandrun-m1-0", "Block 1 (python)", "one\ntwo\n[stderr]\nwarn\n"),
+            ("sandrun-m1-1", "Block 3 (bash) · running…", None),
+            ("sandrun-m1-2", "Block 3 (untagged) · running…", None),
+            ("sandrun-m1-3", "Block 4 (untagged) · running…", "odd\n"),
+        ])
 
     def test_an_error_event_is_a_failure_sentence(self):
         m = self.action_module
