@@ -6,6 +6,8 @@
 #include <memory>
 #include <string>
 
+#include "run/event_sink.h"
+
 namespace sandrun::api {
 
 struct HttpRequest {
@@ -15,6 +17,9 @@ struct HttpRequest {
   std::string body;
   std::string remote_addr;
   std::string request_id;
+  // The response as a stream of lines (the server's; null where a handler cannot stream):
+  // a streamed /run writes through it and answers HttpResponse::streamed.
+  run::LineWriter* stream = nullptr;
   // Header value or "" when absent.
   std::string Header(const std::string& lower_name) const {
     auto it = headers.find(lower_name);
@@ -37,6 +42,9 @@ struct HttpResponse {
   std::map<std::string, std::string> headers;
   std::string body;
   LogFields log;  // for the server's log line; not sent
+  // Sent already through HttpRequest::stream: the server writes nothing more. `status` and
+  // `body` are then what the log line reports (the body an error event's, if any).
+  bool streamed = false;
   // Held until the response has been sent, then released by the server: what a handler
   // must still clean up but the client need not wait for (a run's tmpfs and cgroup, issue
   // 11: ~6-10 ms of unmount and rmdir). Its destructor runs on the worker thread.

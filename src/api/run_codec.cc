@@ -721,4 +721,15 @@ std::string EncodeRunResponse(const RunResponse& r) {
   return std::string(buffer.GetString(), buffer.GetSize());
 }
 
+std::string EncodePlanJson(const std::vector<PlanEntry>& plan) {
+  rapidjson::StringBuffer buffer;
+  rapidjson::Writer<rapidjson::StringBuffer> w(buffer);
+  w.StartObject();
+  EncodePlan(w, plan);
+  w.EndObject();
+  // {"plan":[...]} -> [...]
+  constexpr size_t kKey = sizeof("{\"plan\":") - 1;
+  return std::string(buffer.GetString() + kKey, buffer.GetSize() - kKey - 1);
+}
+
 }  // namespace sandrun::api

@@ -10,6 +10,7 @@
 #include "api/displays.h"
 #include "api/errors.h"
 #include "config/config.h"
+#include "run/event_sink.h"
 #include "storage/artifact_store.h"
 #include "util/result.h"
 
@@ -61,6 +62,9 @@ struct RunRequest {
   std::string environment_dir;
   std::string environment_id;
   std::vector<std::string> environment_packages;
+  // A streamed run's events (run/event_sink.h): each step's start, output and end; null for a
+  // plain run. Not owned.
+  run::EventSink* events = nullptr;
 };
 
 // Bounds on `files` (DESIGN.md §8: hostile names never escape; sizes capped).
@@ -198,5 +202,7 @@ struct RunResponse {
 };
 
 std::string EncodeRunResponse(const RunResponse& response);
+// The `plan` array of an answer as JSON (the plan event of a streamed run).
+std::string EncodePlanJson(const std::vector<PlanEntry>& plan);
 
 }  // namespace sandrun::api

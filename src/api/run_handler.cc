@@ -225,7 +225,7 @@ std::optional<HttpResponse> Service::Admit(const RunRequest& run, storage::Sessi
   return std::nullopt;
 }
 
-HttpResponse Service::HandleRun(const HttpRequest& request, bool trusted) {
+HttpResponse Service::HandleRun(const HttpRequest& request, bool trusted, run::EventSink* events) {
   // The live keys (tokens, limits, quotas) as of now, for the whole request (SIGHUP).
   const std::shared_ptr<const config::Config> live = LiveConfig();
   RunRequest run;
@@ -233,11 +233,14 @@ HttpResponse Service::HandleRun(const HttpRequest& request, bool trusted) {
   if (auto refused = AcceptRun(request, trusted, *live, &run, &session_seen)) return *refused;
   Notes().user = run.user;
   util::StampPhase("decoded");
+  run.events = events;
+  if (events) events->OutputBudget(static_cast<uint64_t>(run.limits.output_bytes));
   RunPreamble preamble;
   if (run.markdown) {
     if (auto err = PlanMarkdown(*run.markdown, run.block, &run.steps, &preamble.plan)) {
       return Refusal(*err);
     }
+    if (events && preamble.plan) events->Plan(EncodePlanJson(*preamble.plan));
   } else {
     SplitCodePipLines(&run);
   }
@@ -415,6 +418,9 @@ Result<RunResponse> Service::RunSteps(const RunRequest& run, const std::string& 
     // An install step whose packages the run's prepared environment holds is not run.
     if (auto satisfied = IsInstallStep(step) ? SatisfiedByEnvironment(run, step, StepIndex(step, i))
                                              : std::nullopt) {
+      run::StepEvents events(run.events, satisfied->index, satisfied->language);
+      events.OnOutput(1, satisfied->stdout_stream.text);
+      events.End(RunStatusName(satisfied->status), satisfied->exit_code);
       response.stdout_stream.text += satisfied->stdout_stream.text;
       if (response.steps) response.steps->push_back(std::move(*satisfied));
       continue;
@@ -426,8 +432,12 @@ Result<RunResponse> Service::RunSteps(const RunRequest& run, const std::string& 
                  "sandrun: " + step.title + " not run: the run's " + spent + " budget is spent");
       break;
     }
-    auto ran = RunStep(run, i, StepSpec(config_, run, i, id, paths, budget), cgroup, warm);
+    run::StepEvents events(run.events, StepIndex(step, i), step.language->name);
+    sandbox::SandboxSpec spec = StepSpec(config_, run, i, id, paths, budget);
+    spec.observer = events.observer();
+    auto ran = RunStep(run, i, spec, cgroup, warm);
     if (!ran.ok()) return ran.error();
+    events.End(RunStatusName(ran->step.status), ran->step.exit_code);
     if (!IsInstallStep(step)) program_ms += ran->step.wall_ms;
     output_used += ran->output_bytes;
     const bool failed = ran->step.status != RunStatus::kOk;

@@ -110,6 +110,7 @@ HttpResponse Service::Route(const HttpRequest& request) {
         r.headers["Allow"] = "POST";
         return r;
       }
+      if (WantsStream(request)) return HandleStreamedRun(request);
       return HandleRun(request);
     }
     if (request.path == "/healthz" || request.path == "/readyz" || request.path == "/metrics") {

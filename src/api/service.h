@@ -37,6 +37,10 @@ std::optional<std::vector<std::string>> WarmArgv(const config::Language& languag
 // the limits of `spec` and its program path (the last argv entry). Pure.
 std::string WarmStartLine(const sandbox::SandboxSpec& spec);
 
+// Whether a POST /run asks for the streamed answer (Accept: application/x-ndjson) and the
+// server can stream it (request.stream).
+bool WantsStream(const HttpRequest& request);
+
 class Service {
  public:
   // `runner` (a Launcher) may be null when the host cannot sandbox; /healthz then reports
@@ -111,7 +115,13 @@ class Service {
   // PrepareEnvironment, Admit, then HandleStatefulRun, HandleNotebookRun or
   // HandleStatelessRun.
   // `trusted`: skip bearer-token checks (the start-up self-test).
-  HttpResponse HandleRun(const HttpRequest& request, bool trusted = false);
+  // `events`: a streamed run's sink (streamed_run.cc), null for a plain one.
+  HttpResponse HandleRun(const HttpRequest& request, bool trusted = false,
+                         run::EventSink* events = nullptr);
+  // POST /run with Accept: application/x-ndjson (streamed_run.cc): HandleRun reporting to an
+  // NdjsonSink on request.stream, then the displays, files and result (or the error) as
+  // events; a refusal before any step started is the plain answer.
+  HttpResponse HandleStreamedRun(const HttpRequest& request);
   // Origin, bearer token, content type, whether runs are taken now; then decodes the body
   // into `run` and the X-Sandrun-Session-Seen header into `session_seen`. The refusal
   // (401, 400, 403, 415, 503) or nullopt.

@@ -360,8 +360,9 @@ RunResponse Service::RunCells(const RunRequest& run, const std::string& id, kern
                              : step.language->name == "bash" ? "%%bash\n" + step.code
                                                              : step.code;
     if (!IsInstallStep(step)) ran_program = true;
-    kernel::ExecuteResult er =
-        k.Execute(code, {budget.wall_ms, limits.cpu_time_s * 1000, budget.output_bytes});
+    run::StepEvents events(run.events, StepIndex(step, i), step.language->name);
+    kernel::ExecuteResult er = k.Execute(
+        code, {budget.wall_ms, limits.cpu_time_s * 1000, budget.output_bytes}, events.observer());
     if (name_blocks && er.execution_count > 0) {
       blocks[er.execution_count] = BlockName(run, i);
       er.traceback = NameCells(er.traceback, blocks);
@@ -370,6 +371,7 @@ RunResponse Service::RunCells(const RunRequest& run, const std::string& id, kern
     if (std::string note = DiskFullNote(run, k.workspace()); !note.empty()) {
       AppendLine(sr.stderr_stream.text, note);
     }
+    events.End(RunStatusName(sr.status), sr.exit_code);
     const bool failed = sr.status != RunStatus::kOk;
     if (er.execution_count > 0) end->execution_count = er.execution_count;
     if (!IsInstallStep(step)) program_ms += er.wall_ms;

@@ -378,13 +378,16 @@ struct CellProgress {
   uint64_t output = 0;  // bytes of text and displays kept, against limits.output_bytes
   bool replied = false, idle = false, died = false;
   bool timed_out = false, cpu_out = false, flooded = false;
+  sandbox::OutputObserver* observer = nullptr;  // sees stdout and stderr as they come
+  bool abandoned = false;                       // the observer's reader went away
   Clock::time_point kill_at{};  // when r.interrupted: the end of the interrupt's grace
 };
 
 namespace {
 
-// `text` appended to `to` as far as the cell's output budget goes (r.truncated past it).
-void AddOutput(CellProgress& cell, std::string& to, const std::string& text) {
+// `text` appended to `to` as far as the cell's output budget goes (r.truncated past it);
+// what is kept goes to the cell's observer as output on `fd` too (0: not).
+void AddOutput(CellProgress& cell, std::string& to, const std::string& text, int fd = 0) {
   if (cell.output >= cell.limits.output_bytes) {
     cell.r.truncated = true;
     return;
@@ -394,6 +397,7 @@ void AddOutput(CellProgress& cell, std::string& to, const std::string& text) {
   const std::string kept = text.substr(0, room);
   cell.output += kept.size();
   to += kept;
+  if (fd != 0 && cell.observer != nullptr) cell.observer->OnOutput(fd, kept);
 }
 
 // An execute_result or display_data message's content `c`.
@@ -407,7 +411,7 @@ void TakeDisplay(CellProgress& cell, const std::string& msg_type, const rapidjso
   if ((msg_type == "execute_result" && !shown_rich) || !rich) {
     std::string plain = Member(data->value, "text/plain");
     if (!plain.empty()) plain.push_back('\n');
-    AddOutput(cell, cell.r.stdout_text, plain);
+    AddOutput(cell, cell.r.stdout_text, plain, 1);
   }
   if (rich) {
     const uint64_t size = rich->bytes.size() + rich->text.size();
@@ -440,8 +444,8 @@ void TakeError(CellProgress& cell, const rapidjson::Value& c) {
 void TakeIopub(CellProgress& cell, const IncomingMessage& m) {
   const rapidjson::Value& c = m.content;
   if (m.msg_type == "stream") {
-    AddOutput(cell, Member(c, "name") == "stderr" ? cell.r.stderr_text : cell.r.stdout_text,
-              Member(c, "text"));
+    const bool err = Member(c, "name") == "stderr";
+    AddOutput(cell, err ? cell.r.stderr_text : cell.r.stdout_text, Member(c, "text"), err ? 2 : 1);
   } else if (m.msg_type == "execute_result" || m.msg_type == "display_data") {
     TakeDisplay(cell, m.msg_type, c);
   } else if (m.msg_type == "error") {
@@ -491,7 +495,8 @@ void SetLimitStatus(CellProgress& cell, bool oom_killed) {
 
 }  // namespace
 
-ExecuteResult Kernel::Execute(const std::string& code, const ExecuteLimits& limits) {
+ExecuteResult Kernel::Execute(const std::string& code, const ExecuteLimits& limits,
+                              sandbox::OutputObserver* observer) {
   ExecuteResult r;
   const auto start = Clock::now();
   if (!alive()) {
@@ -518,6 +523,7 @@ ExecuteResult Kernel::Execute(const std::string& code, const ExecuteLimits& limi
     return r;
   }
   CellProgress cell(limits, r);
+  cell.observer = observer;
   FollowCell(cell, id, start, before.cpu_usage_ms);
   const sandbox::CgroupStats after = sandbox_->Stats();
   r.wall_ms = MsSince(start);
@@ -553,7 +559,7 @@ void Kernel::FollowCell(CellProgress& cell, const std::string& id, Clock::time_p
     zmq_pollitem_t items[] = {{sockets_->shell, 0, ZMQ_POLLIN, 0},
                               {sockets_->iopub, 0, ZMQ_POLLIN, 0},
                               {nullptr, sandbox_->pidfd(), ZMQ_POLLIN, 0}};
-    zmq_poll(items, 3, 100);
+    zmq_poll(items, 3, cell.observer ? sandbox::OutputObserver::kTickMs : 100);
     while (Receive(sockets_->iopub, &frames)) {
       auto m = DecodeMessage(frames, key_);
       if (m.ok() && m->parent_msg_id == id) TakeIopub(cell, *m);
@@ -594,6 +600,10 @@ void Kernel::FollowCell(CellProgress& cell, const std::string& id, Clock::time_p
         cell.cpu_out = true;
         interrupt();
       }
+    }
+    if (cell.observer && !cell.abandoned && !cell.observer->Tick()) {
+      cell.abandoned = true;  // nobody waits for the cell: it ends now
+      interrupt();
     }
     if (cell.r.interrupted && now >= cell.kill_at) {  // the interrupt did not end the cell
       cell.died = true;

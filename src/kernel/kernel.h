@@ -136,8 +136,11 @@ class Kernel {
 
   // Runs `code` as one cell: thaws the kernel, and freezes it again after the cell (a kernel
   // that does not freeze within a second is ended: kernel_lost). Never fails: what went
-  // wrong is in the result.
-  ExecuteResult Execute(const std::string& code, const ExecuteLimits& limits);
+  // wrong is in the result. `observer` (optional) sees the cell's stdout and stderr as they
+  // come, and is ticked while it runs; when its Tick() says nobody waits, the cell is
+  // interrupted (and the kernel ended if that does not end it).
+  ExecuteResult Execute(const std::string& code, const ExecuteLimits& limits,
+                        sandbox::OutputObserver* observer = nullptr);
 
   // The sandbox still runs (Boot succeeded and no run lost it).
   bool alive() const;

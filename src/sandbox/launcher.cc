@@ -83,12 +83,13 @@ Status WriteIdMaps(pid_t pid, uid_t host_uid, gid_t host_gid) {
 }
 
 // Reads what is available on `fd` into `buffer`; returns false at EOF or error.
-bool Drain(int fd, util::HeadTailBuffer& buffer) {
+bool Drain(int fd, util::HeadTailBuffer& buffer, OutputObserver* observer, int stream) {
   char chunk[65536];
   for (;;) {
     ssize_t n = ::read(fd, chunk, sizeof chunk);
     if (n > 0) {
       buffer.Append(std::string_view(chunk, static_cast<size_t>(n)));
+      if (observer) observer->OnOutput(stream, std::string_view(chunk, static_cast<size_t>(n)));
       continue;
     }
     if (n < 0 && sys::LastErrno() == EINTR) continue;
@@ -434,7 +435,8 @@ struct LoopState {
   util::HeadTailBuffer out, err;  // the captured streams
   bool out_open = true, err_open = true, exited = false;
   bool report_open = true, have_report = false;
-  ChildReport report{};  // init's, once have_report
+  bool abandoned = false;  // the observer's reader went away: killed
+  ChildReport report{};    // init's, once have_report
   size_t stdin_written = 0;
   Clock::time_point next_cpu_check;
 };
@@ -464,13 +466,14 @@ PollSet MakePollSet(const Started& st, const LoopState& s) {
 }
 
 // Until the deadline while the run lives; a second once it has exited (only its streams
-// are left to drain).
-int PollTimeoutMs(bool exited, Clock::time_point deadline) {
-  if (exited) return 1000;
+// are left to drain). With an observer, at most its tick.
+int PollTimeoutMs(bool exited, Clock::time_point deadline, bool observed) {
+  const int64_t most = observed ? OutputObserver::kTickMs : 1000;
+  if (exited) return static_cast<int>(most);
   auto left =
       std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
   // Wake at least every 100 ms to check the run's CPU time.
-  return static_cast<int>(std::max<int64_t>(0, std::min<int64_t>(left, 100)));
+  return static_cast<int>(std::max<int64_t>(0, std::min<int64_t>({left, int64_t{100}, most})));
 }
 
 // Writes what the pipe takes of the rest of `data`; closes stdin once all of it is written
@@ -555,10 +558,10 @@ Supervised Supervise(Started& st, const SandboxSpec& spec) {
   const auto deadline = st.start + std::chrono::milliseconds(spec.limits.wall_time_ms);
   while (s.out_open || s.err_open || !s.exited) {
     PollSet set = MakePollSet(st, s);
-    int ready = ::poll(set.fds, set.n, PollTimeoutMs(s.exited, deadline));
+    int ready = ::poll(set.fds, set.n, PollTimeoutMs(s.exited, deadline, spec.observer));
     if (ready < 0 && sys::LastErrno() != EINTR) break;
-    if (set.Ready(set.out)) s.out_open = Drain(p.out.read.get(), s.out);
-    if (set.Ready(set.err)) s.err_open = Drain(p.err.read.get(), s.err);
+    if (set.Ready(set.out)) s.out_open = Drain(p.out.read.get(), s.out, spec.observer, 1);
+    if (set.Ready(set.err)) s.err_open = Drain(p.err.read.get(), s.err, spec.observer, 2);
     if (set.Ready(set.in)) FeedStdin(p.in, spec.stdin_data, s.stdin_written);
     if (set.Ready(set.report)) ReadReport(p.report.read.get(), s);
     if (!s.exited && (set.Ready(set.pid) || s.have_report)) {
@@ -566,6 +569,10 @@ Supervised Supervise(Started& st, const SandboxSpec& spec) {
       util::StampPhase("exited");
     }
     EnforceLimits(st, s, f, cap, deadline);
+    if (spec.observer && !spec.observer->Tick() && !s.abandoned) {
+      s.abandoned = true;  // nobody waits for the run: it ends now
+      sys::KillPidfd(st.pidfd.get());
+    }
     // Writers gone yet no EOF: give up.
     if (s.exited && (s.out_open || s.err_open) && ready == 0) break;
   }

@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace sandrun::sandbox {
@@ -47,6 +48,20 @@ struct NetworkSpec {
   std::string slirp_path = "/usr/bin/slirp4netns";
 };
 
+// Who watches a run's output as it comes (a streamed /run, run/event_sink.h), called on the
+// supervising thread. The captured streams and the output limit are as without one.
+class OutputObserver {
+ public:
+  // How often Tick() is called at least while the run lives.
+  static constexpr int kTickMs = 50;
+  virtual ~OutputObserver() = default;
+  // Bytes the program wrote on `fd` (1 stdout, 2 stderr), in the order they were read.
+  virtual void OnOutput(int fd, std::string_view bytes) = 0;
+  // Between reads: false when nobody waits for the run any more (its client went away):
+  // the run is then killed.
+  virtual bool Tick() = 0;
+};
+
 struct SandboxSpec {
   // Program to execve inside; argv[0] must be an absolute path inside the sandbox.
   std::vector<std::string> argv;
@@ -75,6 +90,8 @@ struct SandboxSpec {
   gid_t host_gid = 64000;
   std::string run_id;  // names the cgroup
   NetworkSpec network;
+  // Sees the output as it is read (a streamed run); null: none. Not owned; outlives the run.
+  OutputObserver* observer = nullptr;
 };
 
 }  // namespace sandrun::sandbox

@@ -1,6 +1,7 @@
 #include "server/fcgi_server.h"
 
 #include <fcgiapp.h>
+#include <poll.h>
 #include <rapidjson/document.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -102,6 +103,40 @@ void WriteResponse(FCGX_Request& req, const api::HttpResponse& response, const s
   FCGX_PutStr(head.data(), static_cast<int>(head.size()), req.out);
   FCGX_PutStr(response.body.data(), static_cast<int>(response.body.size()), req.out);
 }
+
+// A streamed response (a streamed /run): each write is flushed to nginx at once, which passes
+// it on unbuffered (X-Accel-Buffering: no). The client is gone when a write fails or nginx
+// has closed the connection (it does when its client goes away: fastcgi_ignore_client_abort
+// is off), which poll(2) tells without reading.
+class FcgiLineWriter : public run::LineWriter {
+ public:
+  FcgiLineWriter(FCGX_Request& req, const std::string& id) : req_(req), id_(id) {}
+  bool Begin() override {
+    return Put("Status: 200 OK\r\nContent-Type: application/x-ndjson\r\nX-Request-Id: " + id_ +
+               "\r\nCache-Control: no-store\r\nX-Accel-Buffering: no\r\n\r\n");
+  }
+  bool Write(const std::string& lines) override { return Put(lines); }
+  bool Connected() override {
+    if (failed_) return false;
+    pollfd p{req_.ipcFd, POLLRDHUP, 0};
+    if (::poll(&p, 1, 0) > 0 && (p.revents & (POLLRDHUP | POLLHUP | POLLERR | POLLNVAL)) != 0) {
+      failed_ = true;
+    }
+    return !failed_;
+  }
+
+ private:
+  bool Put(const std::string& text) {
+    if (failed_ || FCGX_PutStr(text.data(), static_cast<int>(text.size()), req_.out) < 0 ||
+        FCGX_FFlush(req_.out) < 0) {
+      failed_ = true;
+    }
+    return !failed_;
+  }
+  FCGX_Request& req_;
+  const std::string& id_;
+  bool failed_ = false;
+};
 
 // nginx's $request_id (32 hex digits, fastcgi_param REQUEST_ID), so that nginx's access log,
 // this log and the X-Request-Id header name a request alike; a fresh one of the same shape
@@ -210,6 +245,8 @@ void FcgiServer::Worker(const Handler& handler) {
     bool too_large = false;
     api::HttpRequest request = ReadRequest(req, options_.max_body_bytes, &too_large);
     request.request_id = RequestId(req);
+    FcgiLineWriter stream(req, request.request_id);
+    request.stream = &stream;
     util::StampPhase("read");
     api::HttpResponse response =
         too_large ? api::ErrorResponse(413, "body_too_large",
@@ -217,7 +254,7 @@ void FcgiServer::Worker(const Handler& handler) {
                                            std::to_string(options_.max_body_bytes) + " bytes")
                   : handler(request);
     util::StampPhase("handled");
-    WriteResponse(req, response, request.request_id);
+    if (!response.streamed) WriteResponse(req, response, request.request_id);
     // Detached, FCGX_Finish_r closes the connection at once instead of shutting down its
     // write side and waiting (up to 2 s) for nginx to close first (libfcgi os_unix.c
     // OS_Close): the response is complete either way, and over a unix socket close(2) loses
