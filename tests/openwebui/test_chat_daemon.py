@@ -8,11 +8,14 @@ program shown while it runs (the streamed /run), by the Action and the Tool, on 
   cd tests/openwebui && SANDRUN_BUILD_DIR=/path/to/build python3 -m unittest -v test_chat_daemon
 """
 
+import asyncio
 import re
 import shutil
 import sys
 import tempfile
+import time
 import unittest
+import uuid
 
 import owui
 import owui_chat
@@ -170,6 +173,42 @@ class ToolShowsOutputWhileItRuns(unittest.TestCase):
     def test_a_programs_output_on_open_webui_09(self):
         live = self.call("0.9", "run_bash", command=SLOW_BASH)
         self.assertEqual(live[0][1]["name"], "Bash · running…")
+
+
+class GivingUpEndsTheRun(unittest.TestCase):
+    """A call that Open WebUI gives up on (its task cancelled: the user pressed stop) closes
+    the stream, and the server ends the run: the chat's next call is not refused as "still
+    going", long before the first run would have ended by itself (its 60 s limit)."""
+
+    def test_a_cancelled_call_ends_its_run(self):
+        tools, _, _ = owui.load_plugin(TOOL_FILE, "Tools")
+        owui.set_valves(tools, service_url=test_chat.STACK.base_url,
+                        token=test_chat.STACK.token, wall_time_s=60, stateful=False)
+        user, chat_id = owui.user(), "chat-" + uuid.uuid4().hex[:8]
+        endless = "for i in $(seq 300); do echo line $i; sleep 0.2; done"
+
+        async def start_and_give_up():
+            shown = asyncio.Event()
+
+            async def emitter(event):
+                if "running" in (event.get("data") or {}).get("name", ""):
+                    shown.set()
+            task = asyncio.create_task(owui.call_tool(tools, "run_bash", {"command": endless},
+                                                      user, chat_id, emitter))
+            await asyncio.wait_for(shown.wait(), 30)  # it runs: its output is shown
+            task.cancel()
+            with self.assertRaises(asyncio.CancelledError):
+                await task
+
+        owui.run(start_and_give_up())
+        given_up = time.monotonic()
+        while True:
+            text = owui.run(owui.call_tool(tools, "run_bash", {"command": "echo next"}, user,
+                                           chat_id, owui.Recorder()))
+            if "still going" not in text or time.monotonic() - given_up > 30:
+                break
+        self.assertIn("next", text)
+        self.assertLess(time.monotonic() - given_up, 30)
 
 
 if __name__ == "__main__":
