@@ -861,6 +861,36 @@ class StreamedRuns(unittest.TestCase):
         self.assertEqual([(e["data"]["id"], e["data"].get("result")) for e in rec.events],
                          [("e1", {"output": "a"}), ("e2", None), ("e1", {"output": "ab"})])
 
+    def test_an_action_whose_stream_breaks_off_says_so_in_every_entry_it_showed(self):
+        m = self.action_module
+        broke = "The connection to sandrun at http://sandrun.test broke off during the run."
+
+        def streamed_run(base_url, token, payload, timeout_s, live=None):
+            for index in (0, 1):
+                live.add({"event": "step", "index": index, "language": "python"})
+                live.add({"event": "stdout", "index": index, "text": f"block {index}\n"})
+            while not seen:  # until the chat has shown both blocks running
+                time.sleep(0.05)
+            raise m.Unreachable(broke)
+
+        seen = []
+        m.post_run = streamed_run
+        owui.set_valves(self.action, service_url="http://sandrun.test", ask_for_input=False)
+        rec = owui.Recorder()
+
+        async def emitter(event):
+            await rec(event)
+            if "running" in event["data"].get("name", "") and event["data"]["id"].endswith("-1"):
+                seen.append(event)
+        body = owui.action_body("```python\nprint(1)\n```\n\n```python\nprint(2)\n```\n", "c1")
+        owui.run(owui.call_action(self.action, body, owui.user(), emitter))
+        first, second = rec.final_code_executions().values()
+        self.assertEqual((first["name"], first["result"]["error"]), ("sandrun", broke))
+        self.assertEqual((second["name"], second["result"]),
+                         ("Block 2 (python)", {"output": "block 1\n", "error":
+                                               "The run did not finish.", "files": []}))
+        self.assertEqual(rec.appended(), "\n\n---\n**sandrun:** " + broke + "\n")
+
     def test_a_slow_program_is_shown_about_once_a_second_and_not_when_unchanged(self):
         """The Tool with a run that prints every 0.1 s for 2 s, then nothing for 1.5 s: its
         entry shows the output so far at most about once a second, and not again while the
