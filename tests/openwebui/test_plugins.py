@@ -869,7 +869,9 @@ class StreamedRuns(unittest.TestCase):
             for index in (0, 1):
                 live.add({"event": "step", "index": index, "language": "python"})
                 live.add({"event": "stdout", "index": index, "text": f"block {index}\n"})
-            while not seen:  # until the chat has shown both blocks running
+            for _ in range(200):  # until the chat has shown both blocks running (<= 10 s)
+                if seen:
+                    break
                 time.sleep(0.05)
             raise m.Unreachable(broke)
 
