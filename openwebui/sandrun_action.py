@@ -14,6 +14,8 @@ licence: MIT
 #
 # The message is sent as `markdown` to POST /run: sandrun itself picks the runnable fenced
 # blocks (DESIGN.md §5) and says in `plan` which ones it ran and why it skipped the others.
+# The run is asked for as a stream: while it goes on, each block's code execution entry shows
+# its output so far (about once a second); a server that does not stream answers as before.
 
 import asyncio
 import base64

@@ -13,7 +13,8 @@ licence: MIT
 # so Open WebUI's event loop never waits on it.
 #
 # Every public method of `Tools` becomes a tool the model can call, with its docstring as the
-# description: helpers therefore live at module level.
+# description: helpers therefore live at module level. Each call is asked for as a stream:
+# while it runs, its code execution entry shows the output so far (about once a second).
 
 import asyncio
 import base64
