@@ -14,16 +14,20 @@ licence: MIT
 #
 # The message is sent as `markdown` to POST /run: sandrun itself picks the runnable fenced
 # blocks (DESIGN.md §5) and says in `plan` which ones it ran and why it skipped the others.
+# The run is asked for as a stream: while it goes on, each block's code execution entry shows
+# its output so far (about once a second); a server that does not stream answers as before.
 
 import asyncio
 import base64
 import hashlib
+import http.client
 import importlib
 import inspect
 import json
 import re
 import signal
 import socket
+import threading
 import urllib.error
 import urllib.request
 import uuid
@@ -71,9 +75,13 @@ def service_base(url: str) -> str:
     return url
 
 
-def post_run(base_url: str, token: str, payload: dict, timeout_s: float) -> Reply:
+def post_run(base_url: str, token: str, payload: dict, timeout_s: float,
+             live: Optional["LiveOutput"] = None) -> Reply:
     """POST payload to <base_url>/run and wait for the answer. Blocking: call it in a thread.
-    Raises Unreachable when no HTTP answer arrives within timeout_s."""
+    Raises Unreachable when no HTTP answer arrives within timeout_s. With `live`, the run is
+    asked for as a stream: its output goes into `live` as it comes, and the Reply is the
+    stream's last event; a server that answers plain JSON (an older sandrun, or an error) is
+    read as without `live`."""
     base = service_base(base_url)
     if not base.startswith(("http://", "https://")):
         raise Unreachable(
@@ -88,7 +96,7 @@ def post_run(base_url: str, token: str, payload: dict, timeout_s: float) -> Repl
         method="POST",
         headers={
             "Content-Type": "application/json",
-            "Accept": "application/json",
+            "Accept": STREAM_TYPE if live is not None else "application/json",
             "User-Agent": "sandrun-openwebui/1.0",
         },
     )
@@ -102,7 +110,12 @@ def post_run(base_url: str, token: str, payload: dict, timeout_s: float) -> Repl
     opener = urllib.request.build_opener(_NoRedirect())
     try:
         with opener.open(request, timeout=timeout_s) as response:
-            status, headers, raw = response.status, dict(response.headers), response.read()
+            status, headers = response.status, dict(response.headers)
+            lower = {k.lower(): v for k, v in headers.items()}
+            streamed = lower.get("content-type", "").split(";")[0].strip() == STREAM_TYPE
+            if live is not None and status == 200 and streamed:
+                return read_stream(response, live, base_url, lower)
+            raw = response.read()
     except urllib.error.HTTPError as e:
         status, headers, raw = e.code, dict(e.headers or {}), e.read() or b""
     except (socket.timeout, TimeoutError):
@@ -137,17 +150,34 @@ def _unreachable_sentence(base_url: str, reason: Any) -> str:
     )
 
 
-async def call_sandrun(base_url: str, token: str, payload: dict, timeout_s: float) -> Reply:
-    """post_run in a worker thread, so that Open WebUI's event loop keeps running."""
+async def call_sandrun(base_url: str, token: str, payload: dict, timeout_s: float,
+                       progress: Optional[Callable[[list], Awaitable[Any]]] = None) -> Reply:
+    """post_run in a worker thread, so that Open WebUI's event loop keeps running. With
+    `progress`, the run is streamed, and while it goes on `progress` is called every
+    PROGRESS_INTERVAL_S with what it printed so far (LiveOutput.snapshot())."""
+    live = LiveOutput() if progress is not None else None
+    work = asyncio.ensure_future(
+        asyncio.to_thread(post_run, base_url, token, payload, timeout_s, live)
+    )
+    # Whatever happens to it after this call gave up on it is of no interest.
+    work.add_done_callback(lambda f: f.cancelled() or f.exception())
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout_s + 5
     try:
-        return await asyncio.wait_for(
-            asyncio.to_thread(post_run, base_url, token, payload, timeout_s), timeout_s + 5
-        )
-    except asyncio.TimeoutError:
-        raise Unreachable(
-            f"sandrun at {service_base(base_url)} did not answer within {timeout_s:.0f} s; "
-            "the run may still be going on the server."
-        )
+        while loop.time() < deadline:
+            wait = min(deadline - loop.time(), PROGRESS_INTERVAL_S if live else timeout_s + 5)
+            done, _ = await asyncio.wait({work}, timeout=max(wait, 0))
+            if done:
+                return work.result()
+            if live is not None:
+                await progress(live.snapshot())
+    finally:
+        if live is not None and not work.done():
+            live.stopped = True
+    raise Unreachable(
+        f"sandrun at {service_base(base_url)} did not answer within {timeout_s:.0f} s; "
+        "the run may still be going on the server."
+    )
 
 
 def failure_sentence(reply: Reply, base_url: str) -> str:
@@ -684,6 +714,121 @@ def without_shown_tables(text: str, result: dict, search_lines: int = 5000) -> s
     return "\n".join(lines)
 
 
+# --- streamed runs: the output so far, shown while the run goes on ---------------------------
+
+# How often, at most, the output of a streamed run is shown again while it runs (seconds).
+PROGRESS_INTERVAL_S = 1.0
+STREAM_TYPE = "application/x-ndjson"
+
+
+class LiveOutput:
+    """What a streamed run (POST /run with Accept: application/x-ndjson) has printed so far,
+    per step, from its events. The thread that reads the stream adds to it; the event loop
+    takes snapshots. `stopped` is set by the event loop when it gives up on the run: the
+    reader then closes the stream, which ends the run on the server."""
+
+    def __init__(self):
+        self._lock = threading.Lock()
+        self._steps: list = []
+        self.stopped = False
+
+    def add(self, event: dict) -> None:
+        kind, index = event.get("event"), event.get("index")
+        with self._lock:
+            if kind == "step":
+                self._steps.append({"index": index if _is_index(index) else len(self._steps),
+                                    "language": str(event.get("language") or ""),
+                                    "stdout": "", "stderr": "", "status": None})
+            elif kind in ("stdout", "stderr") and isinstance(event.get("text"), str):
+                self._step(index)[kind] += event["text"]
+            elif kind == "step_end":
+                self._step(index)["status"] = str(event.get("status") or "")
+
+    def _step(self, index: Any) -> dict:
+        for step in reversed(self._steps):
+            if step["index"] == index:
+                return step
+        # Output of a step whose start was not announced: a step of its own.
+        self._steps.append({"index": index if _is_index(index) else len(self._steps),
+                            "language": "", "stdout": "", "stderr": "", "status": None})
+        return self._steps[-1]
+
+    def snapshot(self) -> list:
+        """The steps so far, in order: {index, language, stdout, stderr, status (None while
+        the step runs)}, copies."""
+        with self._lock:
+            return [dict(step) for step in self._steps]
+
+
+def _is_index(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and 0 <= value < 10**6
+
+
+def _stream_broke(base_url: str, why: str) -> Unreachable:
+    return Unreachable(
+        f"The connection to sandrun at {service_base(base_url)} broke off during the run "
+        f"({why}), so its result never came; the run was stopped. Run it again."
+    )
+
+
+def read_stream(response: Any, live: LiveOutput, base_url: str, headers: dict) -> Reply:
+    """The events of a streamed run, one JSON object a line, from `response` (anything with
+    readline()) into `live`; the Reply of its last event: `result` (the plain answer, HTTP
+    200) or `error` (as an error body). Raises Unreachable when the stream ends before that."""
+    while True:
+        try:
+            line = response.readline()
+        except (socket.timeout, TimeoutError):
+            raise _stream_broke(base_url, "sandrun sent nothing for too long")
+        except (OSError, ValueError, http.client.HTTPException) as e:
+            raise _stream_broke(base_url, str(e) or type(e).__name__)
+        if live.stopped:
+            raise Unreachable("The run was stopped.")
+        if not line:
+            raise _stream_broke(base_url, "the stream ended early")
+        if not line.strip():
+            continue
+        try:
+            event = json.loads(line.decode("utf-8", "replace"))
+        except ValueError:
+            raise _stream_broke(base_url, "a line of the stream was cut or is not JSON")
+        if not isinstance(event, dict):
+            continue
+        if event.get("event") == "result" and isinstance(event.get("result"), dict):
+            return Reply(200, event["result"], json.dumps(event["result"]), headers)
+        if event.get("event") == "error":
+            error = event.get("error") if isinstance(event.get("error"), dict) else {}
+            return Reply(500, {"error": error}, json.dumps({"error": error}), headers)
+        live.add(event)
+
+
+class LiveEntries:
+    """Emits events (code execution entries) only when one differs from the last emitted with
+    its id: the chat is not told again what it shows already."""
+
+    def __init__(self, emitter: Optional[Callable[[dict], Awaitable[Any]]]):
+        self.emitter = emitter
+        self.shown: dict = {}
+
+    async def show(self, events: list) -> None:
+        for event in events:
+            key = (event.get("data") or {}).get("id")
+            if self.shown.get(key) != event:
+                self.shown[key] = json.loads(json.dumps(event))
+                await emit(self.emitter, event)
+
+
+def live_output_text(step: dict, limit: int) -> str:
+    """The output so far of a streamed step, as its code execution entry shows output: stdout,
+    then stderr under a "[stderr]" line; each cut in the middle when longer than `limit`."""
+    text = clip(step.get("stdout") or "", limit)
+    if step.get("stderr"):
+        if text and not text.endswith("\n"):
+            text += "\n"
+        text += "[stderr]\n" + clip(step["stderr"], limit)
+    return text
+
+
 # --- sandrun client: end --------------------------------------------------------------------
 
 
@@ -695,6 +840,8 @@ APPENDIX_MARKER = "\n\n---\n**sandrun:** "
 OPEN_WEBUI_DETAILS = re.compile(
     r'<details\s+type="(?:reasoning|code_interpreter|tool_calls)"[^>]*>.*?</details>\s*', re.S
 )
+# Added to the name of a block's code execution entry while it runs.
+RUNNING = " · running…"
 # The `output` item this Action adds to an answer of Open WebUI 0.10 or later; its id starts
 # with this, so that a second click replaces the first one's.
 OUTPUT_ITEM_PREFIX = "sandrun-output-"
@@ -936,8 +1083,15 @@ class Action:
 
         timeout = http_timeout(valves.wall_time_s)
         note = ""
+        # While it runs, each block's entry shows its output so far (the run is streamed).
+        live = LiveEntries(__event_emitter__)
+
+        async def progress(steps: list) -> None:
+            await live.show(self._live_entries(message_id, steps))
+
         try:
-            reply = await call_sandrun(valves.service_url, valves.token, payload, timeout)
+            reply = await call_sandrun(valves.service_url, valves.token, payload, timeout,
+                                       progress)
             if "stdin" in payload and _refuses_field(reply, "stdin"):
                 # A server that cannot give this run input: run it without, and say so.
                 note = (
@@ -945,13 +1099,15 @@ class Action:
                     f"{reply.body['error'].get('message', 'the server refused it')}."
                 )
                 del payload["stdin"]
-                reply = await call_sandrun(valves.service_url, valves.token, payload, timeout)
+                reply = await call_sandrun(valves.service_url, valves.token, payload, timeout,
+                                           progress)
         except Unreachable as e:
-            return await self._fail(__event_emitter__, (chat_id, message_id), first_id, str(e))
+            return await self._fail(__event_emitter__, (chat_id, message_id), first_id, str(e),
+                                    live)
         if reply.status != 200 or not isinstance(reply.body, dict) or "status" not in reply.body:
             return await self._fail(
                 __event_emitter__, (chat_id, message_id), first_id,
-                failure_sentence(reply, valves.service_url),
+                failure_sentence(reply, valves.service_url), live,
             )
 
         result = reply.body
@@ -1013,15 +1169,39 @@ class Action:
             fields["code_executions"] = list(by_id.values())
             await save_message_fields(chat_id, message_id, fields)
 
-    async def _fail(self, emitter, where: tuple, first_id: str, sentence: str) -> None:
-        """The run did not happen: the sentence in the entry, under the answer and as status."""
+    async def _fail(self, emitter, where: tuple, first_id: str, sentence: str,
+                    live: Optional[LiveEntries] = None) -> None:
+        """The run did not happen, or its result never came: the sentence in the entry, under
+        the answer and as status. Entries of later blocks shown while it ran keep their output
+        so far and say that the run did not finish."""
         result = {"output": "", "error": sentence, "files": []}
         entry = code_execution_event(first_id, "sandrun", "", "", result)
         await emit(emitter, entry)
+        entries = [entry["data"]]
+        for key, shown in (live.shown if live else {}).items():
+            if key != first_id:
+                data = dict(shown["data"], name=shown["data"]["name"].replace(RUNNING, ""))
+                data["result"] = dict(data.get("result") or {"output": "", "files": []},
+                                      error="The run did not finish.")
+                await emit(emitter, {"type": "source", "data": data})
+                entries.append(data)
         await self._deliver(emitter, where[0], where[1], f"{APPENDIX_MARKER}{sentence}\n",
-                            [entry["data"]])
+                            entries)
         await emit(emitter, status_event(sentence, True))
         return None
+
+    def _live_entries(self, message_id: str, steps: list) -> list:
+        """The code execution entries of a run going on, one per block started, with the
+        output so far; the entries of the result (_emit_blocks) replace them, id for id."""
+        events = []
+        for k, step in enumerate(steps):
+            shown = live_output_text(step, self.valves.max_output_chars)
+            name = _capital(_block(step)) + (RUNNING if step.get("status") is None else "")
+            events.append(code_execution_event(
+                f"sandrun-{message_id}-{k}", name, step.get("language") or "", "",
+                {"output": shown, "error": "", "files": []} if shown else None,
+            ))
+        return events
 
     async def _emit_blocks(self, emitter, message_id: str, result: dict, images: dict) -> list:
         """One code execution entry per block run; returns the entries as emitted."""

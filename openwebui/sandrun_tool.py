@@ -13,17 +13,20 @@ licence: MIT
 # so Open WebUI's event loop never waits on it.
 #
 # Every public method of `Tools` becomes a tool the model can call, with its docstring as the
-# description: helpers therefore live at module level.
+# description: helpers therefore live at module level. Each call is asked for as a stream:
+# while it runs, its code execution entry shows the output so far (about once a second).
 
 import asyncio
 import base64
 import hashlib
+import http.client
 import importlib
 import inspect
 import json
 import re
 import signal
 import socket
+import threading
 import urllib.error
 import urllib.request
 import uuid
@@ -71,9 +74,13 @@ def service_base(url: str) -> str:
     return url
 
 
-def post_run(base_url: str, token: str, payload: dict, timeout_s: float) -> Reply:
+def post_run(base_url: str, token: str, payload: dict, timeout_s: float,
+             live: Optional["LiveOutput"] = None) -> Reply:
     """POST payload to <base_url>/run and wait for the answer. Blocking: call it in a thread.
-    Raises Unreachable when no HTTP answer arrives within timeout_s."""
+    Raises Unreachable when no HTTP answer arrives within timeout_s. With `live`, the run is
+    asked for as a stream: its output goes into `live` as it comes, and the Reply is the
+    stream's last event; a server that answers plain JSON (an older sandrun, or an error) is
+    read as without `live`."""
     base = service_base(base_url)
     if not base.startswith(("http://", "https://")):
         raise Unreachable(
@@ -88,7 +95,7 @@ def post_run(base_url: str, token: str, payload: dict, timeout_s: float) -> Repl
         method="POST",
         headers={
             "Content-Type": "application/json",
-            "Accept": "application/json",
+            "Accept": STREAM_TYPE if live is not None else "application/json",
             "User-Agent": "sandrun-openwebui/1.0",
         },
     )
@@ -102,7 +109,12 @@ def post_run(base_url: str, token: str, payload: dict, timeout_s: float) -> Repl
     opener = urllib.request.build_opener(_NoRedirect())
     try:
         with opener.open(request, timeout=timeout_s) as response:
-            status, headers, raw = response.status, dict(response.headers), response.read()
+            status, headers = response.status, dict(response.headers)
+            lower = {k.lower(): v for k, v in headers.items()}
+            streamed = lower.get("content-type", "").split(";")[0].strip() == STREAM_TYPE
+            if live is not None and status == 200 and streamed:
+                return read_stream(response, live, base_url, lower)
+            raw = response.read()
     except urllib.error.HTTPError as e:
         status, headers, raw = e.code, dict(e.headers or {}), e.read() or b""
     except (socket.timeout, TimeoutError):
@@ -137,17 +149,34 @@ def _unreachable_sentence(base_url: str, reason: Any) -> str:
     )
 
 
-async def call_sandrun(base_url: str, token: str, payload: dict, timeout_s: float) -> Reply:
-    """post_run in a worker thread, so that Open WebUI's event loop keeps running."""
+async def call_sandrun(base_url: str, token: str, payload: dict, timeout_s: float,
+                       progress: Optional[Callable[[list], Awaitable[Any]]] = None) -> Reply:
+    """post_run in a worker thread, so that Open WebUI's event loop keeps running. With
+    `progress`, the run is streamed, and while it goes on `progress` is called every
+    PROGRESS_INTERVAL_S with what it printed so far (LiveOutput.snapshot())."""
+    live = LiveOutput() if progress is not None else None
+    work = asyncio.ensure_future(
+        asyncio.to_thread(post_run, base_url, token, payload, timeout_s, live)
+    )
+    # Whatever happens to it after this call gave up on it is of no interest.
+    work.add_done_callback(lambda f: f.cancelled() or f.exception())
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout_s + 5
     try:
-        return await asyncio.wait_for(
-            asyncio.to_thread(post_run, base_url, token, payload, timeout_s), timeout_s + 5
-        )
-    except asyncio.TimeoutError:
-        raise Unreachable(
-            f"sandrun at {service_base(base_url)} did not answer within {timeout_s:.0f} s; "
-            "the run may still be going on the server."
-        )
+        while loop.time() < deadline:
+            wait = min(deadline - loop.time(), PROGRESS_INTERVAL_S if live else timeout_s + 5)
+            done, _ = await asyncio.wait({work}, timeout=max(wait, 0))
+            if done:
+                return work.result()
+            if live is not None:
+                await progress(live.snapshot())
+    finally:
+        if live is not None and not work.done():
+            live.stopped = True
+    raise Unreachable(
+        f"sandrun at {service_base(base_url)} did not answer within {timeout_s:.0f} s; "
+        "the run may still be going on the server."
+    )
 
 
 def failure_sentence(reply: Reply, base_url: str) -> str:
@@ -684,6 +713,121 @@ def without_shown_tables(text: str, result: dict, search_lines: int = 5000) -> s
     return "\n".join(lines)
 
 
+# --- streamed runs: the output so far, shown while the run goes on ---------------------------
+
+# How often, at most, the output of a streamed run is shown again while it runs (seconds).
+PROGRESS_INTERVAL_S = 1.0
+STREAM_TYPE = "application/x-ndjson"
+
+
+class LiveOutput:
+    """What a streamed run (POST /run with Accept: application/x-ndjson) has printed so far,
+    per step, from its events. The thread that reads the stream adds to it; the event loop
+    takes snapshots. `stopped` is set by the event loop when it gives up on the run: the
+    reader then closes the stream, which ends the run on the server."""
+
+    def __init__(self):
+        self._lock = threading.Lock()
+        self._steps: list = []
+        self.stopped = False
+
+    def add(self, event: dict) -> None:
+        kind, index = event.get("event"), event.get("index")
+        with self._lock:
+            if kind == "step":
+                self._steps.append({"index": index if _is_index(index) else len(self._steps),
+                                    "language": str(event.get("language") or ""),
+                                    "stdout": "", "stderr": "", "status": None})
+            elif kind in ("stdout", "stderr") and isinstance(event.get("text"), str):
+                self._step(index)[kind] += event["text"]
+            elif kind == "step_end":
+                self._step(index)["status"] = str(event.get("status") or "")
+
+    def _step(self, index: Any) -> dict:
+        for step in reversed(self._steps):
+            if step["index"] == index:
+                return step
+        # Output of a step whose start was not announced: a step of its own.
+        self._steps.append({"index": index if _is_index(index) else len(self._steps),
+                            "language": "", "stdout": "", "stderr": "", "status": None})
+        return self._steps[-1]
+
+    def snapshot(self) -> list:
+        """The steps so far, in order: {index, language, stdout, stderr, status (None while
+        the step runs)}, copies."""
+        with self._lock:
+            return [dict(step) for step in self._steps]
+
+
+def _is_index(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and 0 <= value < 10**6
+
+
+def _stream_broke(base_url: str, why: str) -> Unreachable:
+    return Unreachable(
+        f"The connection to sandrun at {service_base(base_url)} broke off during the run "
+        f"({why}), so its result never came; the run was stopped. Run it again."
+    )
+
+
+def read_stream(response: Any, live: LiveOutput, base_url: str, headers: dict) -> Reply:
+    """The events of a streamed run, one JSON object a line, from `response` (anything with
+    readline()) into `live`; the Reply of its last event: `result` (the plain answer, HTTP
+    200) or `error` (as an error body). Raises Unreachable when the stream ends before that."""
+    while True:
+        try:
+            line = response.readline()
+        except (socket.timeout, TimeoutError):
+            raise _stream_broke(base_url, "sandrun sent nothing for too long")
+        except (OSError, ValueError, http.client.HTTPException) as e:
+            raise _stream_broke(base_url, str(e) or type(e).__name__)
+        if live.stopped:
+            raise Unreachable("The run was stopped.")
+        if not line:
+            raise _stream_broke(base_url, "the stream ended early")
+        if not line.strip():
+            continue
+        try:
+            event = json.loads(line.decode("utf-8", "replace"))
+        except ValueError:
+            raise _stream_broke(base_url, "a line of the stream was cut or is not JSON")
+        if not isinstance(event, dict):
+            continue
+        if event.get("event") == "result" and isinstance(event.get("result"), dict):
+            return Reply(200, event["result"], json.dumps(event["result"]), headers)
+        if event.get("event") == "error":
+            error = event.get("error") if isinstance(event.get("error"), dict) else {}
+            return Reply(500, {"error": error}, json.dumps({"error": error}), headers)
+        live.add(event)
+
+
+class LiveEntries:
+    """Emits events (code execution entries) only when one differs from the last emitted with
+    its id: the chat is not told again what it shows already."""
+
+    def __init__(self, emitter: Optional[Callable[[dict], Awaitable[Any]]]):
+        self.emitter = emitter
+        self.shown: dict = {}
+
+    async def show(self, events: list) -> None:
+        for event in events:
+            key = (event.get("data") or {}).get("id")
+            if self.shown.get(key) != event:
+                self.shown[key] = json.loads(json.dumps(event))
+                await emit(self.emitter, event)
+
+
+def live_output_text(step: dict, limit: int) -> str:
+    """The output so far of a streamed step, as its code execution entry shows output: stdout,
+    then stderr under a "[stderr]" line; each cut in the middle when longer than `limit`."""
+    text = clip(step.get("stdout") or "", limit)
+    if step.get("stderr"):
+        if text and not text.endswith("\n"):
+            text += "\n"
+        text += "[stderr]\n" + clip(step["stderr"], limit)
+    return text
+
+
 # --- sandrun client: end --------------------------------------------------------------------
 
 
@@ -780,6 +924,10 @@ def _model_text(result: dict, limit: int, images: Optional[dict] = None,
     if skipped:
         lines.append(skipped)
     return "\n".join(lines)
+
+
+# Added to the name of the call's code execution entry while it runs.
+RUNNING = " · running…"
 
 
 class Tools:
@@ -967,9 +1115,21 @@ async def _run(valves: Any, language: str, code: str, identity: dict, emitter,
     starting = "Installing packages…" if "packages" in payload else f"Running {name} in sandrun…"
     await emit(emitter, status_event(starting, False))
     await emit(emitter, code_execution_event(run_id, name, language, code, None))
+    # While it runs, the entry shows its output so far (the run is streamed).
+    live = LiveEntries(emitter)
+
+    async def progress(steps: list) -> None:
+        shown = "\n".join(x for x in (live_output_text(s, valves.max_output_chars)
+                                      for s in steps) if x)
+        if shown:
+            result = {"output": shown, "error": "", "files": []}
+            await live.show([code_execution_event(run_id, name + RUNNING, language, code,
+                                                  result)])
+
     try:
         reply = await call_sandrun(
-            valves.service_url, valves.token, payload, http_timeout(valves.wall_time_s)
+            valves.service_url, valves.token, payload, http_timeout(valves.wall_time_s),
+            progress,
         )
     except Unreachable as e:
         reply, sentence = None, str(e)

@@ -104,9 +104,11 @@ class Recorder:
 
     def __init__(self):
         self.events = []
+        self.times = []  # time.monotonic() of each event
 
     async def __call__(self, event: dict):
         self.events.append(copy.deepcopy(event))
+        self.times.append(time.monotonic())
 
     def of_type(self, type_: str) -> list:
         return [e["data"] for e in self.events if e.get("type") == type_]
@@ -206,3 +208,36 @@ async def call_tool(tools, name: str, args: dict, user_dict: dict, chat_id: str,
 
 def run(coroutine):
     return asyncio.run(coroutine)
+
+
+def entry_updates(events: list, times: list, entry_id: str = None) -> list:
+    """(time, data) of each code execution entry event for `entry_id` (default: the first
+    entry's id), in the order the chat got them."""
+    updates = [(t, e["data"]) for e, t in zip(events, times)
+               if e.get("type") == "source" and e["data"].get("type") == "code_execution"]
+    entry_id = entry_id or (updates[0][1]["id"] if updates else None)
+    return [(t, d) for t, d in updates if d["id"] == entry_id]
+
+
+# A live update is at most this often (the plugins' PROGRESS_INTERVAL_S is 1 s; the bound is
+# left loose for a busy machine's timer slack, and is far from the 0 s of an unthrottled flood).
+MIN_LIVE_GAP_S = 0.8
+
+
+def check_live_updates(case, updates: list, partial: str, later: str) -> list:
+    """The updates of one code execution entry showed its output while it ran: at least one,
+    before the last (the result), has `partial` and not yet `later`; they came at most about
+    once a second and never twice the same; the last has both. Returns the live updates."""
+    live = [(t, d) for t, d in updates[:-1] if d.get("result")]
+    outputs = [d["result"]["output"] for _, d in live]
+    case.assertTrue(any(partial in o and later not in o for o in outputs),
+                    f"no update with {partial!r} before {later!r}: {outputs}")
+    gaps = [round(b[0] - a[0], 3) for a, b in zip(live, live[1:])]
+    case.assertTrue(all(g >= MIN_LIVE_GAP_S for g in gaps), gaps)
+    shown = [d for _, d in live]
+    case.assertTrue(all(a != b for a, b in zip(shown, shown[1:])), "an unchanged update")
+    final = updates[-1][1]
+    case.assertNotIn("running", final["name"])
+    case.assertIn(partial, final["result"]["output"])
+    case.assertIn(later, final["result"]["output"])
+    return live

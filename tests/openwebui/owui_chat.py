@@ -201,11 +201,12 @@ class OpenWebUI:
         files before the saved ones), `embeds`, and `source`/`citation` without a `type`.
         Nothing else is saved by the server (a code_execution source, chat:completion): only
         the page's own save keeps it."""
-        events = []
+        events, times = [], []
 
         async def emitter(event: dict):
             event = copy.deepcopy(event)
             events.append(event)
+            times.append(time.monotonic())
             if tab is not None:
                 tab.on_event(event)
             kind, data = event.get("type"), event.get("data") or {}
@@ -235,6 +236,7 @@ class OpenWebUI:
                                      {"sources": saved.get("sources", []) + [data]})
 
         emitter.events = events
+        emitter.times = times  # time.monotonic() of each event, for the tests' throttle checks
         return emitter
 
     def open_tab(self, chat_id: str, inputs=None):
@@ -375,7 +377,7 @@ class Tab:
             for m in result["messages"]:
                 self.history["messages"][m["id"]] = {**self.history["messages"][m["id"]], **m}
         self.webui.save_history(self.chat_id, self.history)
-        self.events = emitter.events
+        self.events, self.times = emitter.events, emitter.times
         return result
 
 

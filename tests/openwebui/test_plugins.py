@@ -8,7 +8,9 @@ Run by ctest as `openwebui.plugins`; by hand (as root, after a build):
 """
 
 import asyncio
+import http.client
 import http.server
+import io
 import json
 import os
 import re
@@ -54,7 +56,8 @@ class PluginFiles(unittest.TestCase):
 
     def test_only_standard_library_and_pydantic(self):
         allowed = {"asyncio", "base64", "hashlib", "html", "importlib", "inspect", "json", "re",
-                   "signal", "socket", "urllib", "uuid", "typing", "pydantic"}
+                   "signal", "socket", "threading", "http", "urllib", "uuid", "typing",
+                   "pydantic"}
         for path in (ACTION_FILE, TOOL_FILE):
             with open(path, encoding="utf-8") as f:
                 imports = re.findall(r"^(?:import|from)\s+([\w]+)", f.read(), re.M)
@@ -743,6 +746,183 @@ class AnswersTheServiceRarelyGives(unittest.TestCase):
                     self.assertEqual(text, "sandrun could not run the code: " + expected)
             finally:
                 fake.close()
+
+
+def ndjson(*events) -> bytes:
+    return b"".join(json.dumps(e).encode() + b"\n" for e in events)
+
+
+class _BrokenReader:
+    """A stream whose connection drops after `lines` lines (what http.client raises then)."""
+
+    def __init__(self, lines: bytes, error: Exception):
+        self.lines, self.error = io.BytesIO(lines), error
+
+    def readline(self):
+        line = self.lines.readline()
+        if not line:
+            raise self.error
+        return line
+
+
+class StreamedRuns(unittest.TestCase):
+    """Reading a streamed /run (the wire format of DESIGN.md's streamed-run section) and
+    showing it, apart from the server: the lines are given, the run is not."""
+
+    RESULT = {"id": "r1", "status": "ok", "exit_code": 0, "signal": None,
+              "stdout": "one\ntwo\n", "stderr": "warn\n", "files": [],
+              "usage": {"wall_ms": 3000}, "limits": {}}
+
+    def setUp(self):
+        self.action, self.action_module, _ = owui.load_plugin(ACTION_FILE, "Action")
+        self.tools, self.tool_module, _ = owui.load_plugin(TOOL_FILE, "Tools")
+
+    def test_events_fill_the_output_so_far_and_the_result_is_the_reply(self):
+        lines = ndjson(
+            {"event": "plan", "plan": [{"index": 0, "language": "python", "run": True}]},
+            {"event": "step", "index": 0, "language": "python"},
+            {"event": "stdout", "index": 0, "text": "one\n"},
+            {"event": "keepalive"},
+            {"event": "stderr", "index": 0, "text": "warn\n"},
+            {"event": "something_new", "index": 0, "text": "ignored"},
+            {"event": "stdout", "index": 0, "text": "two\n", "extra": 1},
+            {"event": "step_end", "index": 0, "status": "ok", "exit_code": 0},
+            {"event": "step", "index": 2, "language": "bash"},
+            {"event": "display", "display": {"kind": "text", "text": "x"}},
+            {"event": "step", "index": "3; rm", "language": None},  # an index is a number
+            {"event": "stdout", "index": [1], "text": "odd\n"},
+            {"event": "result", "result": self.RESULT},
+        ) + b"\n"  # nothing may come after the result; an empty line is no event either
+        for m in (self.action_module, self.tool_module):
+            live = m.LiveOutput()
+            reply = m.read_stream(io.BytesIO(lines), live, "http://sandrun.test", {"a": "b"})
+            self.assertEqual((reply.status, reply.body, reply.headers),
+                             (200, self.RESULT, {"a": "b"}))
+            self.assertEqual(live.snapshot(), [
+                {"index": 0, "language": "python", "stdout": "one\ntwo\n", "stderr": "warn\n",
+                 "status": "ok"},
+                {"index": 2, "language": "bash", "stdout": "", "stderr": "", "status": None},
+                {"index": 2, "language": "", "stdout": "", "stderr": "", "status": None},
+                {"index": 3, "language": "", "stdout": "odd\n", "stderr": "", "status": None},
+            ])
+            self.assertEqual(m.live_output_text(live.snapshot()[0], 100),
+                             "one\ntwo\n[stderr]\nwarn\n")
+        entries = [e["data"] for e in self.action._live_entries("m1", live.snapshot())]
+        shown = [(e["id"], e["name"], e.get("result", {}).get("output")) for e in entries]
+        self.assertEqual(shown, [
+            ("sandrun-m1-0", "Block 1 (python)", "one\ntwo\n[stderr]\nwarn\n"),
+            ("sandrun-m1-1", "Block 3 (bash) · running…", None),
+            ("sandrun-m1-2", "Block 3 (untagged) · running…", None),
+            ("sandrun-m1-3", "Block 4 (untagged) · running…", "odd\n"),
+        ])
+
+    def test_an_error_event_is_a_failure_sentence(self):
+        m = self.action_module
+        lines = ndjson({"event": "step", "index": 0, "language": "python"},
+                       {"event": "error", "error": {"code": "internal", "message": "disk full"}})
+        reply = m.read_stream(io.BytesIO(lines), m.LiveOutput(), "http://sandrun.test", {})
+        self.assertEqual(m.failure_sentence(reply, "http://sandrun.test"),
+                         "sandrun failed with an internal error: disk full.")
+
+    def test_a_stream_that_breaks_off_is_one_sentence(self):
+        m = self.tool_module
+        start = ndjson({"event": "step", "index": 0, "language": "python"},
+                       {"event": "stdout", "index": 0, "text": "one\n"})
+        cases = (
+            (io.BytesIO(start), "the stream ended early"),
+            (io.BytesIO(start + b'{"event": "stdout", "ind'), "a line of the stream was cut"),
+            (_BrokenReader(start, ConnectionResetError(104, "Connection reset by peer")),
+             "Connection reset by peer"),
+            (_BrokenReader(start, http.client.IncompleteRead(b"")), "IncompleteRead"),
+            (_BrokenReader(start, TimeoutError()), "sandrun sent nothing for too long"),
+        )
+        for reader, why in cases:
+            live = m.LiveOutput()
+            with self.assertRaises(m.Unreachable) as caught:
+                m.read_stream(reader, live, "http://sandrun.test/", {})
+            sentence = str(caught.exception)
+            self.assertTrue(sentence.startswith("The connection to sandrun at "
+                                                "http://sandrun.test broke off during the run ("),
+                            sentence)
+            self.assertIn(why, sentence)
+            self.assertTrue(sentence.endswith("the run was stopped. Run it again."), sentence)
+            self.assertEqual(live.snapshot()[0]["stdout"], "one\n")
+
+    def test_live_entries_are_emitted_only_when_changed(self):
+        m = self.action_module
+        rec = owui.Recorder()
+        entries = m.LiveEntries(rec)
+        first = m.code_execution_event("e1", "Block 1", "python", "", {"output": "a"})
+        second = m.code_execution_event("e2", "Block 2", "python", "", None)
+        owui.run(entries.show([first, second]))
+        owui.run(entries.show([first, second]))
+        changed = m.code_execution_event("e1", "Block 1", "python", "", {"output": "ab"})
+        owui.run(entries.show([changed, second]))
+        self.assertEqual([(e["data"]["id"], e["data"].get("result")) for e in rec.events],
+                         [("e1", {"output": "a"}), ("e2", None), ("e1", {"output": "ab"})])
+
+    def test_an_action_whose_stream_breaks_off_says_so_in_every_entry_it_showed(self):
+        m = self.action_module
+        broke = "The connection to sandrun at http://sandrun.test broke off during the run."
+
+        def streamed_run(base_url, token, payload, timeout_s, live=None):
+            for index in (0, 1):
+                live.add({"event": "step", "index": index, "language": "python"})
+                live.add({"event": "stdout", "index": index, "text": f"block {index}\n"})
+            for _ in range(200):  # until the chat has shown both blocks running (<= 10 s)
+                if seen:
+                    break
+                time.sleep(0.05)
+            raise m.Unreachable(broke)
+
+        seen = []
+        m.post_run = streamed_run
+        owui.set_valves(self.action, service_url="http://sandrun.test", ask_for_input=False)
+        rec = owui.Recorder()
+
+        async def emitter(event):
+            await rec(event)
+            if "running" in event["data"].get("name", "") and event["data"]["id"].endswith("-1"):
+                seen.append(event)
+        body = owui.action_body("```python\nprint(1)\n```\n\n```python\nprint(2)\n```\n", "c1")
+        owui.run(owui.call_action(self.action, body, owui.user(), emitter))
+        first, second = rec.final_code_executions().values()
+        self.assertEqual((first["name"], first["result"]["error"]), ("sandrun", broke))
+        self.assertEqual((second["name"], second["result"]),
+                         ("Block 2 (python)", {"output": "block 1\n", "error":
+                                               "The run did not finish.", "files": []}))
+        self.assertEqual(rec.appended(), "\n\n---\n**sandrun:** " + broke + "\n")
+
+    def test_a_slow_program_is_shown_about_once_a_second_and_not_when_unchanged(self):
+        """The Tool with a run that prints every 0.1 s for 2 s, then nothing for 1.5 s: its
+        entry shows the output so far at most about once a second, and not again while the
+        output stays the same (the stream is stood in for by filling LiveOutput in time)."""
+        result = dict(self.RESULT, stdout="".join(f"tick {i}\n" for i in range(20)), stderr="")
+
+        def streamed_run(base_url, token, payload, timeout_s, live=None):
+            self.assertIsNotNone(live, "the Tool asks for the stream")
+            live.add({"event": "step", "index": 0, "language": "python"})
+            for i in range(20):
+                live.add({"event": "stdout", "index": 0, "text": f"tick {i}\n"})
+                time.sleep(0.1)
+            quiet_from.append(time.monotonic())
+            time.sleep(1.5)
+            return self.tool_module.Reply(200, result, json.dumps(result), {})
+
+        quiet_from = []
+        self.tool_module.post_run = streamed_run
+        owui.set_valves(self.tools, service_url="http://sandrun.test")
+        rec = owui.Recorder()
+        text = owui.run(owui.call_tool(self.tools, "run_python", {"code": "..."}, owui.user(),
+                                       "chat-1", rec))
+        self.assertIn("tick 19", text)
+        updates = owui.entry_updates(rec.events, rec.times)
+        live = owui.check_live_updates(self, updates, "tick 0", "tick 19")
+        self.assertTrue(all(d["name"] == "Python · running…" for _, d in live))
+        # One more update at most once the output stopped changing (what came before it).
+        self.assertLessEqual(sum(t > quiet_from[0] + 0.05 for t, _ in live), 1, live)
+        # Within 3.5 s, at most 4 updates (a flood would be 20).
+        self.assertLessEqual(len(live), 4)
 
 
 if __name__ == "__main__":
