@@ -165,6 +165,8 @@ storage::BuildResult Service::BuildEnvironment(const std::string& build_dir,
   // A package's build step is untrusted code: it runs like a run, with the run's network.
   spec.network.enabled = true;
   spec.network.allow_cidrs = config_.network_allow_cidrs;
+  spec.network.uid = static_cast<uid_t>(config_.network_uid);
+  spec.network.gid = static_cast<gid_t>(config_.network_uid);
   auto result = runner_->Run(spec);
   if (!result.ok()) {
     out.output = "sandrun: the build sandbox could not start: " + result.error().message;

@@ -192,6 +192,8 @@ sandbox::SandboxSpec StepSpec(const config::Config& config, const RunRequest& ru
   }
   spec.network.enabled = run.network;
   spec.network.allow_cidrs = config.network_allow_cidrs;
+  spec.network.uid = static_cast<uid_t>(config.network_uid);
+  spec.network.gid = static_cast<gid_t>(config.network_uid);
   return spec;
 }
 

@@ -166,6 +166,8 @@ kernel::KernelSpec KernelSpecFor(const config::Config& config, const RunRequest&
   spec.host_gid = static_cast<gid_t>(config.sandbox_gid);
   spec.network.enabled = run.network;
   spec.network.allow_cidrs = config.network_allow_cidrs;
+  spec.network.uid = static_cast<uid_t>(config.network_uid);
+  spec.network.gid = static_cast<gid_t>(config.network_uid);
   // The kernel's set-up (python/sandrun_kernel.py): tables as a program run shows them
   // (sitecustomize's), and input() from the run's stdin.
   for (const auto& file : python::SupportFiles()) {

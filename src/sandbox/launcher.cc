@@ -379,7 +379,7 @@ Status SetUpChildFromParent(Started& st, const SandboxSpec& spec, bool placed) {
   }
   // The network and its firewall before the sync byte: the program starts with both.
   if (spec.network.enabled) {
-    auto network = RunNetwork::Start(st.pid, spec.host_uid, spec.host_gid, spec.network, st.cgroup);
+    auto network = RunNetwork::Start(st.pid, spec.network, st.cgroup);
     if (!network.ok()) return network.error();
     st.network = std::move(*network);
   }

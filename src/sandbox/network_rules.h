@@ -19,11 +19,15 @@
 
 namespace sandrun::sandbox {
 
-// slirp4netns' defaults (slirp4netns(1)): the run's side of the tap, its gateway (which
-// would be the host's loopback without --disable-host-loopback) and its DNS forwarder.
+// The run's side of the user-mode network (slirp4netns(1)'s defaults, which sandrun-slirp
+// keeps): the tap's network and address, its gateway (never the host's loopback: libslirp's
+// disable_host_loopback) and its DNS forwarder, and the tap's MTU.
 inline constexpr char kSlirpCidr[] = "10.0.2.0/24";
+inline constexpr char kSlirpGuest[] = "10.0.2.100";
+inline constexpr char kSlirpGateway[] = "10.0.2.2";
 inline constexpr char kSlirpDns[] = "10.0.2.3";
 inline constexpr char kSlirpTap[] = "tap0";
+inline constexpr int kSlirpMtu = 65520;
 
 // An IPv4 or IPv6 network: address bytes (4 or 16 used) and prefix length. Bits past the
 // prefix are zero.
