@@ -912,7 +912,7 @@ void LiveSandbox::Kill() {
     ReapInit(s);  // init's death takes every process of its pid namespace with it
   }
   s.st.pipes.lifeline.write.Reset();
-  s.st.network.reset();  // slirp4netns ends with its sandbox
+  s.st.network.reset();  // sandrun-slirp ends with its sandbox
   if (s.cgroup) {
     (void)s.cgroup->Destroy();
     s.cgroup.reset();

@@ -1,10 +1,10 @@
 // The refusal rules of a run's network (issue 9 part 1), as data and as an nftables ruleset.
 // Pure: no side effects, not child-safe (allocates). network.h applies them.
 //
-// A run with the network has one interface, tap0, behind slirp4netns (user-mode TCP/IP on the
-// host: every connection the program makes becomes a socket of the slirp4netns process on the
+// A run with the network has one interface, tap0, behind sandrun-slirp (libslirp: user-mode
+// TCP/IP on the host: every connection the program makes becomes a socket of that process on the
 // host). So what the program may reach is decided inside the run's own network namespace,
-// before a packet reaches slirp4netns, by rules that host root installs there before the
+// before a packet reaches sandrun-slirp, by rules that host root installs there before the
 // program starts and that the program (no capabilities, netfilter netlink refused by
 // seccomp) cannot change.
 #pragma once
@@ -72,8 +72,8 @@ struct FirewallPlan {
 };
 
 // The nftables ruleset (nft -f syntax) of table `inet sandrun`. In order, for packets the
-// run sends: its own lo is accepted; slirp4netns' DNS forwarder (kSlirpDns port 53, UDP and
-// TCP) is accepted; the rest of slirp4netns' network, then the host's own addresses, are
+// run sends: its own lo is accepted; libslirp's DNS forwarder (kSlirpDns port 53, UDP and
+// TCP) is accepted; the rest of libslirp's network, then the host's own addresses, are
 // refused; `allowed` is accepted; RefusedRanges() are refused; everything else goes out
 // through tap0 and is counted. Refusals are `reject` (the connect fails at once with
 // "administratively prohibited", no timeout). Named counters `rx` and `tx` count the bytes of
