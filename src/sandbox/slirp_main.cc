@@ -16,6 +16,7 @@
 #include <netinet/tcp.h>
 #include <poll.h>
 #include <seccomp.h>
+#include <signal.h>
 #include <slirp/libslirp.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
@@ -270,6 +271,8 @@ Slirp* NewSlirp(Loop& loop) {
 }  // namespace
 
 int main() {
+  // A peer's reset answers libslirp's next send() with EPIPE, not a signal that ends the stack.
+  ::signal(SIGPIPE, SIG_IGN);
   if (::fcntl(kTapFd, F_SETFL, O_NONBLOCK) != 0) {
     std::perror("sandrun-slirp: tap fd");
     return 2;
