@@ -186,6 +186,14 @@ std::optional<HttpResponse> Service::AcceptRun(const HttpRequest& request, bool 
     r.headers["WWW-Authenticate"] = "Bearer";
     return r;
   }
+  // Before any other work: the user's requests beyond their rate cost nothing more.
+  if (!rate_limiter_.Allow(RateKey(caller, request.Header("x-sandrun-user")))) {
+    HttpResponse r = ErrorResponse(429, "rate_limited",
+                                   "too many requests for this user (10 a second, 20 more at "
+                                   "once); retry later");
+    r.headers["Retry-After"] = "1";
+    return r;
+  }
   if (auto err = CheckContentType(request.Header("content-type"))) return Refusal(*err);
   if (runner_ == nullptr || !health_error_.empty()) {
     return ErrorResponse(ApiCode::kUnavailable, "this host cannot run sandboxes: " + health_error_);

@@ -13,6 +13,7 @@
 #include "api/admission.h"
 #include "api/display_manifest.h"
 #include "api/http.h"
+#include "api/rate_limit.h"
 #include "api/run_codec.h"
 #include "api/run_dir.h"
 #include "api/run_steps.h"
@@ -333,6 +334,8 @@ class Service {
   std::atomic<uint64_t> artifact_files_{0};
   std::atomic<uint64_t> artifact_bytes_{0};
   mutable Admission admission_;
+  // POST /run per user: 10 r/s, 20 more at once (nginx's former per-user zone).
+  mutable RateLimiter rate_limiter_{10, 20};
   WaiterGate session_waiters_;
   WaiterGate environment_waiters_;  // requests waiting for an environment's build
   std::unique_ptr<storage::EnvironmentStore> environments_;  // null without a runner

@@ -156,7 +156,10 @@ std::vector<Key> NetworkKeys() {
       {"network", &Config::network, "string", 0,
        "outbound network of runs: \"off\" (a request's \"network\": true gets 403), "
        "\"on_request\" (a request may ask with \"network\": true) or \"always\"; the public "
-       "internet only, through slirp4netns (docs/API.md \"Packages and network\")"},
+       "internet only, through sandrun-slirp (libslirp; docs/API.md \"Packages and network\")"},
+      {"network_uid", &Config::network_uid, "int", 1,
+       "host uid and gid of each run's user-mode network (sandrun-slirp): a uid of no one "
+       "else, neither sandbox_uid nor sandbox_uid+1"},
       {"network_allow_cidrs", &Config::network_allow_cidrs, "list", 0,
        "networks a run may reach although private or special-purpose, e.g. an internal package "
        "mirror [\"10.0.5.20/32\"]; the host's own addresses stay refused"},
@@ -456,10 +459,13 @@ void CheckNetworkKeys(const Config& c, std::vector<Error>& problems) {
   if (c.network != "off" && c.network != "on_request" && c.network != "always") {
     problems.push_back(WithFix(KeyError("network", "'" + c.network + "' is not a network mode"),
                                "use \"off\", \"on_request\" or \"always\""));
-  } else if (c.network != "off" && ::access("/usr/bin/slirp4netns", X_OK) != 0) {
-    problems.push_back(
-        WithFix(KeyError("network", "\"" + c.network + "\" needs /usr/bin/slirp4netns"),
-                "apt-get install slirp4netns, or set \"network\": \"off\""));
+  }
+  if (c.network_uid == c.sandbox_uid || c.network_uid == c.sandbox_uid + 1 ||
+      c.network_uid == c.sandbox_gid || c.network_uid == c.sandbox_gid + 1) {
+    problems.push_back(WithFix(
+        KeyError("network_uid", "is the sandbox's uid or gid (" + std::to_string(c.network_uid) +
+                                    "): the network helper must own no sandbox"),
+        "give it a uid of its own, e.g. " + std::to_string(c.sandbox_uid + 2)));
   }
   for (const std::string& item : c.network_allow_cidrs) {
     if (!IsAddressOrCidr(item)) {

@@ -142,8 +142,9 @@ struct Config {
   // Packages and network (docs/API.md "Packages and network"). network: "off" (a
   // request's "network": true gets 403), "on_request", "always".
   std::string network = "off";
-  std::vector<std::string> network_allow_cidrs;   // reachable although in a refused range
-  std::string pip_index_url;                      // PIP_INDEX_URL inside; "" = pip's default
+  std::vector<std::string> network_allow_cidrs;  // reachable although in a refused range
+  int64_t network_uid = 64002;  // host uid and gid of runs' sandrun-slirp; owns no sandbox
+  std::string pip_index_url;    // PIP_INDEX_URL inside; "" = pip's default
   std::vector<std::string> pip_extra_index_urls;  // PIP_EXTRA_INDEX_URL inside
   std::vector<std::string> pip_trusted_hosts;     // PIP_TRUSTED_HOST inside
   int64_t install_wall_time_s = 300;              // wall time of an install step (its own budget)

@@ -68,6 +68,8 @@ sandbox::SandboxSpec BaseSpec(const config::Config& config, const config::Limits
   spec.run_id = run_id;
   spec.network.enabled = network;
   spec.network.allow_cidrs = config.network_allow_cidrs;
+  spec.network.uid = static_cast<uid_t>(config.network_uid);
+  spec.network.gid = static_cast<gid_t>(config.network_uid);
   return spec;
 }
 

@@ -380,7 +380,7 @@ Status SetUpChildFromParent(Started& st, const SandboxSpec& spec, bool placed) {
   }
   // The network and its firewall before the sync byte: the program starts with both.
   if (spec.network.enabled) {
-    auto network = RunNetwork::Start(st.pid, spec.host_uid, spec.host_gid, spec.network, st.cgroup);
+    auto network = RunNetwork::Start(st.pid, spec.network, st.cgroup);
     if (!network.ok()) return network.error();
     st.network = std::move(*network);
   }
@@ -919,7 +919,7 @@ void LiveSandbox::Kill() {
     ReapInit(s);  // init's death takes every process of its pid namespace with it
   }
   s.st.pipes.lifeline.write.Reset();
-  s.st.network.reset();  // slirp4netns ends with its sandbox
+  s.st.network.reset();  // sandrun-slirp ends with its sandbox
   if (s.cgroup) {
     (void)s.cgroup->Destroy();
     s.cgroup.reset();

@@ -1,23 +1,25 @@
-// The network of one run that asked for it: slirp4netns for user-mode
-// TCP/IP, and the refusal rules of network_rules.h installed in the run's network namespace.
+// The network of one run that asked for it (issue 9 part 1): user-mode TCP/IP (libslirp, in
+// sandrun-slirp), and the refusal rules of network_rules.h installed in the run's network
+// namespace.
 //
 // Order (Launcher::Start): clone the sandbox's first process into its new namespaces (it
 // waits on the sync pipe before doing anything), write its id maps, then RunNetwork::Start:
-// slirp4netns joins the run's user and network namespaces, creates and configures tap0
-// (10.0.2.100/24, default route via 10.0.2.2, lo up) and writes to its ready fd; then the
-// daemon installs the ruleset there; only then is the sync byte written, so the program
-// starts with the network and its rules in place.
+// the daemon (host root) makes tap0 in the run's network namespace and configures it
+// (10.0.2.100/24, MTU 65520, up, default route via 10.0.2.2; lo is up), starts
+// sandrun-slirp with the tap's fd and waits for its ready byte; then it installs the ruleset
+// there; only then is the sync byte written, so the program starts with the network and its
+// rules in place.
 //
-// slirp4netns runs in the run's memory cgroup (its memory and its host sockets' buffers are
-// the run's), with at most 512 fds, as the sandbox's host uid (the owner of the run's user
-// namespace, so it may join it without any host privilege), without supplementary groups, in a
-// mount namespace of its own that gives it a /dev/net/tun it may open, with its own seccomp filter
-// (--enable-seccomp), --disable-host-loopback (10.0.2.2 does not reach the host's
-// 127.0.0.1), and no IPv6. It dies with the run (its --exit-fd pipe is closed when the
-// RunNetwork is destroyed) and with the daemon (the same pipe closes; PR_SET_PDEATHSIG too).
-// Before it goes, every TCP connection of the run is destroyed (sock_diag SOCK_DESTROY):
-// slirp4netns' host sockets and all TCP sockets left in the run's namespace, so none outlives
-// the run as an orphan holding buffers.
+// sandrun-slirp runs as `network_uid` (NetworkSpec::uid): a host uid that owns no sandbox and
+// no namespace — it never enters the run's namespaces, the tap fd is its only way into the
+// run's network — without supplementary groups, in the host's namespaces, in the run's memory
+// cgroup (its memory and its host sockets' buffers are the run's), with at most 512 fds and a
+// seccomp filter of its own (slirp_main.cc), with libslirp's disable_host_loopback (10.0.2.2
+// does not reach the host's 127.0.0.1) and no IPv6, DHCP or emulation. It dies with the run
+// (its exit pipe is closed when the RunNetwork is destroyed) and with the daemon (the same
+// pipe closes; PR_SET_PDEATHSIG too). Before it goes, every TCP connection of the run is
+// destroyed (sock_diag SOCK_DESTROY): its host sockets and all TCP sockets left in the run's
+// namespace, so none outlives the run as an orphan holding buffers.
 #pragma once
 
 #include <sys/types.h>
@@ -37,15 +39,16 @@ namespace sandrun::sandbox {
 class RunNetwork {
  public:
   // Starts the network of the sandbox whose first process is `pid` (still waiting on its
-  // sync pipe): slirp4netns as uid:gid, ready within 5 s, then the firewall of `spec`
-  // (network_allow_cidrs) and of the host's interface addresses read now. Errors: code
-  // "sandbox", naming the step (slirp4netns' own output included when it failed).
-  // slirp4netns goes into `cgroup`'s memory cgroup (null: none). Not safe after fork.
-  static Result<std::unique_ptr<RunNetwork>> Start(pid_t pid, uid_t uid, gid_t gid,
-                                                   const NetworkSpec& spec, RunCgroup* cgroup);
+  // sync pipe): tap0 in its network namespace, sandrun-slirp as spec.uid:spec.gid, ready
+  // within 5 s, then the firewall of `spec` (network_allow_cidrs) and of the host's interface
+  // addresses read now. Errors: code "sandbox", naming the step (sandrun-slirp's own output
+  // included when it failed). sandrun-slirp goes into `cgroup`'s memory cgroup (null: none).
+  // Not safe after fork.
+  static Result<std::unique_ptr<RunNetwork>> Start(pid_t pid, const NetworkSpec& spec,
+                                                   RunCgroup* cgroup);
   RunNetwork(const RunNetwork&) = delete;
   RunNetwork& operator=(const RunNetwork&) = delete;
-  // Destroys the run's TCP connections (EndConnections), stops slirp4netns (closes its exit
+  // Destroys the run's TCP connections (EndConnections), stops sandrun-slirp (closes its exit
   // fd; SIGKILL after 2 s) and reaps it.
   ~RunNetwork();
 
@@ -55,7 +58,7 @@ class RunNetwork {
   CounterBytes Usage() const;
 
  private:
-  // Destroys (SOCK_DESTROY: a reset to the peer, buffers freed) slirp4netns' TCP sockets in
+  // Destroys (SOCK_DESTROY: a reset to the peer, buffers freed) sandrun-slirp's TCP sockets in
   // the host's namespace, then every TCP socket left in the run's. Best effort: a kernel
   // without CONFIG_INET_DIAG_DESTROY leaves them to time out. Call once the run's processes
   // are gone. Not safe after fork.
@@ -63,8 +66,9 @@ class RunNetwork {
 
   RunNetwork() = default;
   pid_t slirp_pid_ = -1;
-  sys::UniqueFd exit_write_;  // closing it tells slirp4netns to exit
+  sys::UniqueFd exit_write_;  // closing it tells sandrun-slirp to exit
   sys::UniqueFd netns_;       // the run's network namespace
+  sys::UniqueFd closed_;      // sandrun-slirp's records of sockets closed open (slirp_closed.h)
 };
 
 // Runs `commands` (nft -f syntax) through libnftables in the network namespace `netns_fd`,

@@ -1,10 +1,10 @@
 // The refusal rules of a run's network, as data and as an nftables ruleset.
 // Pure: no side effects, not child-safe (allocates). network.h applies them.
 //
-// A run with the network has one interface, tap0, behind slirp4netns (user-mode TCP/IP on the
-// host: every connection the program makes becomes a socket of the slirp4netns process on the
+// A run with the network has one interface, tap0, behind sandrun-slirp (libslirp: user-mode
+// TCP/IP on the host: every connection the program makes becomes a socket of that process on the
 // host). So what the program may reach is decided inside the run's own network namespace,
-// before a packet reaches slirp4netns, by rules that host root installs there before the
+// before a packet reaches sandrun-slirp, by rules that host root installs there before the
 // program starts and that the program (no capabilities, netfilter netlink refused by
 // seccomp) cannot change.
 #pragma once
@@ -19,11 +19,15 @@
 
 namespace sandrun::sandbox {
 
-// slirp4netns' defaults (slirp4netns(1)): the run's side of the tap, its gateway (which
-// would be the host's loopback without --disable-host-loopback) and its DNS forwarder.
+// The run's side of the user-mode network (slirp4netns(1)'s defaults, which sandrun-slirp
+// keeps): the tap's network and address, its gateway (never the host's loopback: libslirp's
+// disable_host_loopback) and its DNS forwarder, and the tap's MTU.
 inline constexpr char kSlirpCidr[] = "10.0.2.0/24";
+inline constexpr char kSlirpGuest[] = "10.0.2.100";
+inline constexpr char kSlirpGateway[] = "10.0.2.2";
 inline constexpr char kSlirpDns[] = "10.0.2.3";
 inline constexpr char kSlirpTap[] = "tap0";
+inline constexpr int kSlirpMtu = 65520;
 
 // An IPv4 or IPv6 network: address bytes (4 or 16 used) and prefix length. Bits past the
 // prefix are zero.
@@ -68,8 +72,8 @@ struct FirewallPlan {
 };
 
 // The nftables ruleset (nft -f syntax) of table `inet sandrun`. In order, for packets the
-// run sends: its own lo is accepted; slirp4netns' DNS forwarder (kSlirpDns port 53, UDP and
-// TCP) is accepted; the rest of slirp4netns' network, then the host's own addresses, are
+// run sends: its own lo is accepted; libslirp's DNS forwarder (kSlirpDns port 53, UDP and
+// TCP) is accepted; the rest of libslirp's network, then the host's own addresses, are
 // refused; `allowed` is accepted; RefusedRanges() are refused; everything else goes out
 // through tap0 and is counted. Refusals are `reject` (the connect fails at once with
 // "administratively prohibited", no timeout). Named counters `rx` and `tx` count the bytes of

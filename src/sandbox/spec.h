@@ -45,7 +45,11 @@ struct NetworkSpec {
   bool enabled = false;
   // Networks reachable although in a refused range (config network_allow_cidrs), as text.
   std::vector<std::string> allow_cidrs;
-  std::string slirp_path = "/usr/bin/slirp4netns";
+  // sandrun-slirp (empty: beside the running executable), and the host ids it runs as
+  // (config network_uid): owner of no sandbox and none of their namespaces.
+  std::string slirp_path;
+  uid_t uid = 64002;
+  gid_t gid = 64002;
 };
 
 // Who watches a run's output as it comes (a streamed /run, run/event_sink.h), called on the

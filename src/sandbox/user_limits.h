@@ -32,7 +32,7 @@ struct UserLimitShare {
 
 // The shares for `sandboxes` sandboxes at once, from the host's values `host` (file name ->
 // value; names sandrun does not know are left alone). One more share is kept for the sandbox
-// uid's other processes (slirp4netns, environment builds' helpers). A share is at most the
+// uid's other processes (environment builds' helpers). A share is at most the
 // limit's cap (what one sandbox could want: 32 inotify instances, ...), and where the host's
 // value leaves less than the limit's minimum per share (8 inotify instances, ...) the host's
 // value is raised to minimum * (sandboxes + 1). Pure.

@@ -4,18 +4,17 @@
 #include <fcntl.h>
 #include <grp.h>
 #include <ifaddrs.h>
+#include <linux/if_tun.h>
 #include <net/if.h>
+#include <net/route.h>
 #include <netinet/in.h>
 #include <poll.h>
 #include <sched.h>
 #include <signal.h>
 #include <sys/ioctl.h>
-#include <sys/mount.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
-#include <sys/stat.h>
 #include <sys/syscall.h>
-#include <sys/sysmacros.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -28,34 +27,11 @@
 namespace sandrun::sys {
 namespace {
 
-// Steps of SpawnWithOwnTun's child, reported with errno through the error pipe.
-enum SpawnStep : int {
-  kUnshare = 1,
-  kPrivate,
-  kTmpfs,
-  kMknod,
-  kChown,
-  kGroups,
-  kGid,
-  kUid,
-  kDeathSignal,
-  kFdLimit,
-  kFds,
-  kExec
-};
+// Steps of SpawnAs's child, reported with errno through the error pipe.
+enum SpawnStep : int { kGroups = 1, kGid, kUid, kDeathSignal, kFdLimit, kFds, kExec };
 
 const char* SpawnStepName(int step) {
   switch (step) {
-    case kUnshare:
-      return "unshare(CLONE_NEWNS)";
-    case kPrivate:
-      return "make mounts private";
-    case kTmpfs:
-      return "tmpfs on /dev/net";
-    case kMknod:
-      return "mknod /dev/net/tun";
-    case kChown:
-      return "chown /dev/net/tun";
     case kGroups:
       return "setgroups";
     case kGid:
@@ -80,24 +56,11 @@ const char* SpawnStepName(int step) {
   ::_exit(127);
 }
 
-constexpr size_t kMaxFds = 12;  // SpawnWithOwnTun's fds
+constexpr size_t kMaxFds = 12;  // SpawnAs's fds
 
-// SpawnWithOwnTun's child, first: its own mount namespace with /dev/net/tun owned by
-// uid:gid, then those ids and PDEATHSIG. Async-signal-safe; on failure it _exits through
-// ChildFail.
-void TunChildSetUp(int error_fd, uid_t uid, gid_t gid, pid_t parent, rlim_t max_fds) {
-  // Its own mount namespace: the tun node below is seen by this process alone.
-  if (::unshare(CLONE_NEWNS) != 0) ChildFail(error_fd, kUnshare);
-  if (::mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr) != 0) {
-    ChildFail(error_fd, kPrivate);
-  }
-  if (::mount("tmpfs", "/dev/net", "tmpfs", MS_NOSUID | MS_NOEXEC, "size=4k,mode=0755") != 0) {
-    ChildFail(error_fd, kTmpfs);
-  }
-  if (::mknod("/dev/net/tun", S_IFCHR | 0600, makedev(10, 200)) != 0) {
-    ChildFail(error_fd, kMknod);
-  }
-  if (::chown("/dev/net/tun", uid, gid) != 0) ChildFail(error_fd, kChown);
+// SpawnAs's child, first: the fd limit, uid:gid and PDEATHSIG. Async-signal-safe; on
+// failure it _exits through ChildFail.
+void ChildSetUp(int error_fd, uid_t uid, gid_t gid, pid_t parent, rlim_t max_fds) {
   const rlimit fds_limit{max_fds, max_fds};
   if (::setrlimit(RLIMIT_NOFILE, &fds_limit) != 0) ChildFail(error_fd, kFdLimit);
   if (::setgroups(0, nullptr) != 0) ChildFail(error_fd, kGroups);
@@ -110,11 +73,11 @@ void TunChildSetUp(int error_fd, uid_t uid, gid_t gid, pid_t parent, rlim_t max_
   }
 }
 
-// SpawnWithOwnTun's child, then: fds[i] at 3 + i, /dev/null at 0, log_fd at 1 and 2,
+// SpawnAs's child, then: fds[i] at 3 + i, /dev/null at 0, log_fd at 1 and 2,
 // everything else closed but the error pipe (close-on-exec), and execve with no
 // environment. Async-signal-safe (fds is only read); never returns.
-[[noreturn]] void TunChildExec(char* const* args, const std::vector<int>& fds, int null_fd,
-                               int log_fd, int error_fd) {
+[[noreturn]] void ChildExec(char* const* args, const std::vector<int>& fds, int null_fd, int log_fd,
+                            int error_fd) {
   char* no_env[] = {nullptr};
   // Sources first above every target, so no dup2 overwrites one not yet moved.
   int moved[kMaxFds];
@@ -169,10 +132,56 @@ Status BringUp(const char* name) {
   if (!sock.valid()) return ErrnoError("socket(AF_INET)");
   ifreq request{};
   std::strncpy(request.ifr_name, name, IFNAMSIZ - 1);
-  if (::ioctl(sock.get(), SIOCGIFFLAGS, &request) != 0) return ErrnoError("SIOCGIFFLAGS lo");
+  if (::ioctl(sock.get(), SIOCGIFFLAGS, &request) != 0) {
+    return ErrnoError(std::string("SIOCGIFFLAGS ") + name);
+  }
   request.ifr_flags = static_cast<short>(request.ifr_flags | IFF_UP);
-  if (::ioctl(sock.get(), SIOCSIFFLAGS, &request) != 0) return ErrnoError("SIOCSIFFLAGS lo up");
+  if (::ioctl(sock.get(), SIOCSIFFLAGS, &request) != 0) {
+    return ErrnoError(std::string("SIOCSIFFLAGS ") + name + " up");
+  }
   return OkStatus();
+}
+
+sockaddr IPv4(const char* text) {
+  sockaddr_in in{};
+  in.sin_family = AF_INET;
+  ::inet_pton(AF_INET, text, &in.sin_addr);
+  sockaddr out{};
+  std::memcpy(&out, &in, sizeof in);
+  return out;
+}
+
+// TapInNamespace's part inside the namespace: the tap device, its MTU, address and netmask,
+// up, lo up, and the default route through `gateway` (netdevice(7), route(8)'s ioctl).
+Result<UniqueFd> MakeTapHere(const TapConfig& c) {
+  UniqueFd tun(::open("/dev/net/tun", O_RDWR | O_CLOEXEC));
+  if (!tun.valid()) return ErrnoError("open /dev/net/tun");
+  ifreq request{};
+  std::strncpy(request.ifr_name, c.name, IFNAMSIZ - 1);
+  request.ifr_flags = IFF_TAP | IFF_NO_PI;
+  if (::ioctl(tun.get(), TUNSETIFF, &request) != 0) return ErrnoError("TUNSETIFF");
+  UniqueFd sock(::socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0));
+  if (!sock.valid()) return ErrnoError("socket(AF_INET)");
+  request.ifr_mtu = c.mtu;
+  if (::ioctl(sock.get(), SIOCSIFMTU, &request) != 0) return ErrnoError("SIOCSIFMTU");
+  request.ifr_addr = IPv4(c.address);
+  if (::ioctl(sock.get(), SIOCSIFADDR, &request) != 0) return ErrnoError("SIOCSIFADDR");
+  request.ifr_netmask = IPv4(c.netmask);
+  if (::ioctl(sock.get(), SIOCSIFNETMASK, &request) != 0) return ErrnoError("SIOCSIFNETMASK");
+  if (Status s = BringUp(c.name); !s.ok()) return s.error();
+  // The namespace's own loopback too (a new namespace has it down): the run's 127.0.0.1, and
+  // the path of the firewall's ICMP answers to the run's own sockets.
+  if (Status s = BringUp("lo"); !s.ok()) return s.error();
+  rtentry route{};
+  route.rt_dst = IPv4("0.0.0.0");
+  route.rt_genmask = IPv4("0.0.0.0");
+  route.rt_gateway = IPv4(c.gateway);
+  route.rt_flags = RTF_UP | RTF_GATEWAY;
+  char dev[IFNAMSIZ] = {};
+  std::strncpy(dev, c.name, IFNAMSIZ - 1);
+  route.rt_dev = dev;
+  if (::ioctl(sock.get(), SIOCADDRT, &route) != 0) return ErrnoError("SIOCADDRT default");
+  return tun;
 }
 
 }  // namespace
@@ -184,6 +193,15 @@ Result<UniqueFd> MakeLoopbackNetNamespace(int home) {
   if (!EnterNetNamespace(home).ok()) std::abort();
   if (!up.ok()) return up.error();
   return made;
+}
+
+Result<UniqueFd> TapInNamespace(int netns, const TapConfig& config) {
+  auto home = OpenThreadNetNamespace();
+  if (!home.ok()) return home.error();
+  if (Status s = EnterNetNamespace(netns); !s.ok()) return s.error();
+  auto tap = MakeTapHere(config);
+  if (!EnterNetNamespace(home->get()).ok()) std::abort();
+  return tap;
 }
 
 Result<std::vector<std::string>> InterfaceAddresses() {
@@ -208,8 +226,8 @@ Result<std::vector<std::string>> InterfaceAddresses() {
   return out;
 }
 
-Result<pid_t> SpawnWithOwnTun(const std::vector<std::string>& argv, uid_t uid, gid_t gid,
-                              const std::vector<int>& fds, int log_fd, rlim_t max_fds) {
+Result<pid_t> SpawnAs(const std::vector<std::string>& argv, uid_t uid, gid_t gid,
+                      const std::vector<int>& fds, int log_fd, rlim_t max_fds) {
   if (fds.size() > kMaxFds)
     return MakeError(ErrorKind::kSystem, argv[0] + ": more than 12 fds to pass");
   // Everything the child uses is made here: after fork it may only make async-signal-safe
@@ -229,8 +247,8 @@ Result<pid_t> SpawnWithOwnTun(const std::vector<std::string>& argv, uid_t uid, g
     return ErrnoError("fork");
   }
   if (pid == 0) {
-    TunChildSetUp(error_fd, uid, gid, parent, max_fds);
-    TunChildExec(args.data(), fds, null_fd, log_fd, error_fd);
+    ChildSetUp(error_fd, uid, gid, parent, max_fds);
+    ChildExec(args.data(), fds, null_fd, log_fd, error_fd);
   }
   ::close(null_fd);
   errors->write.Reset();

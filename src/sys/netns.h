@@ -1,6 +1,6 @@
 // Network namespaces and the helper process of a run's network (sandbox/network.h): the raw
 // syscalls behind them, as thin wrappers that turn failures into Result errors naming the
-// call. None of these is child-safe; SpawnWithOwnTun's child side is (it runs between fork
+// call. None of these is child-safe; SpawnAs's child side is (it runs between fork
 // and execve).
 #pragma once
 
@@ -32,21 +32,34 @@ Status EnterNetNamespace(int fd);
 // Not safe after fork.
 Result<UniqueFd> MakeLoopbackNetNamespace(int home);
 
+// A tap device made in the network namespace `netns` by the calling thread (which goes there
+// and back, aborting if it cannot get back, as MakeLoopbackNetNamespace), configured: MTU,
+// IPv4 address and netmask, up, default route via `gateway`; lo up. Returns its fd (IFF_TAP |
+// IFF_NO_PI, close-on-exec): whoever holds it exchanges the namespace's frames on it, and
+// needs no privilege or namespace of its own. The device goes with its namespace. Needs
+// CAP_NET_ADMIN over the namespace (root). Errors: kSystem naming the step. Not safe after
+// fork.
+struct TapConfig {
+  const char* name;
+  int mtu;
+  const char* address;
+  const char* netmask;
+  const char* gateway;
+};
+Result<UniqueFd> TapInNamespace(int netns, const TapConfig& config);
+
 // The addresses of every interface of the calling thread's network namespace (getifaddrs),
 // as text ("192.0.2.2", "fe80::1"; no zone). Errors: kSystem.
 Result<std::vector<std::string>> InterfaceAddresses();
 
 // Starts `argv` (argv[0] an absolute path, empty environment) as uid:gid with no
-// supplementary groups, in a mount namespace of its own where /dev/net/tun is a fresh node
-// of the TUN device (10:200) owned by uid with mode 0600 — so it may create a tap device
-// although the host's node is root's alone — and nothing else of the host's mounts changes.
-// `fds[i]` (at most 12) becomes its fd 3 + i; stdin is /dev/null, stdout and stderr go to `log_fd`,
-// every other fd is closed; RLIMIT_NOFILE is `max_fds` (soft and hard). It gets SIGKILL when the
-// calling thread exits (PR_SET_PDEATHSIG, set after the credential change that would clear it).
-// Errors: kSystem, naming the step that failed in the child (its errno is passed back before
-// execve).
-Result<pid_t> SpawnWithOwnTun(const std::vector<std::string>& argv, uid_t uid, gid_t gid,
-                              const std::vector<int>& fds, int log_fd, rlim_t max_fds);
+// supplementary groups. `fds[i]` (at most 12) becomes its fd 3 + i; stdin is /dev/null, stdout and
+// stderr go to `log_fd`, every other fd is closed; RLIMIT_NOFILE is `max_fds` (soft and hard). It
+// gets SIGKILL when the calling thread exits (PR_SET_PDEATHSIG, set after the credential change
+// that would clear it). Errors: kSystem, naming the step that failed in the child (its errno is
+// passed back before execve).
+Result<pid_t> SpawnAs(const std::vector<std::string>& argv, uid_t uid, gid_t gid,
+                      const std::vector<int>& fds, int log_fd, rlim_t max_fds);
 
 // Waits up to `timeout_ms` for `pid` (a child) to exit, then SIGKILLs and reaps it. Returns
 // its wait status.

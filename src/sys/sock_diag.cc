@@ -61,9 +61,8 @@ Result<UniqueFd> OpenDiagSocket(int netns_fd) {
   return sock;
 }
 
-// The socket ids of one family's dump, those of `inodes` only when not null.
-Result<std::vector<inet_diag_sockid>> Dump(int sock, uint8_t family,
-                                           const std::set<ino_t>* inodes) {
+// The socket ids of one family's dump that `keep` takes.
+Result<std::vector<inet_diag_sockid>> Dump(int sock, uint8_t family, const SocketFilter& keep) {
   Request req = MakeRequest(SOCK_DIAG_BY_FAMILY, NLM_F_REQUEST | NLM_F_DUMP, family);
   if (::send(sock, &req, sizeof req, 0) != static_cast<ssize_t>(sizeof req)) {
     return ErrnoError("sock_diag dump request");
@@ -84,7 +83,7 @@ Result<std::vector<inet_diag_sockid>> Dump(int sock, uint8_t family,
       }
       if (h->nlmsg_len < NLMSG_LENGTH(sizeof(inet_diag_msg))) continue;
       const auto* msg = static_cast<const inet_diag_msg*>(NLMSG_DATA(h));
-      if (inodes != nullptr && inodes->count(msg->idiag_inode) == 0) continue;
+      if (!keep(*msg)) continue;
       if (ids.size() < kMaxSockets) ids.push_back(msg->id);
     }
   }
@@ -110,11 +109,17 @@ int DestroyOne(int sock, uint8_t family, const inet_diag_sockid& id) {
 }  // namespace
 
 Result<DestroyCount> DestroyTcpSockets(int netns_fd, const std::set<ino_t>* inodes) {
+  return DestroyTcpSocketsIf(netns_fd, [inodes](const inet_diag_msg& msg) {
+    return inodes == nullptr || inodes->count(msg.idiag_inode) != 0;
+  });
+}
+
+Result<DestroyCount> DestroyTcpSocketsIf(int netns_fd, const SocketFilter& keep) {
   auto sock = OpenDiagSocket(netns_fd);
   if (!sock.ok()) return sock.error();
   DestroyCount count;
   for (uint8_t family : {AF_INET, AF_INET6}) {
-    auto ids = Dump(sock->get(), family, inodes);
+    auto ids = Dump(sock->get(), family, keep);
     if (!ids.ok()) return ids.error();
     count.found += static_cast<int>(ids->size());
     for (const inet_diag_sockid& id : *ids) {

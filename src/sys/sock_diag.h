@@ -4,8 +4,10 @@
 // included. Not child-safe.
 #pragma once
 
+#include <linux/inet_diag.h>
 #include <sys/types.h>
 
+#include <functional>
 #include <set>
 
 #include "util/result.h"
@@ -28,6 +30,11 @@ struct DestroyCount {
 // Needs CAP_NET_ADMIN over the namespace. At most 1 << 20 sockets per family. Errors: kSystem
 // (netlink socket, dump).
 Result<DestroyCount> DestroyTcpSockets(int netns_fd, const std::set<ino_t>* inodes);
+
+// As DestroyTcpSockets, for the sockets `keep` takes (called with each socket's dump entry:
+// its id, state, uid, inode — 0 for an orphan no process holds).
+using SocketFilter = std::function<bool(const inet_diag_msg&)>;
+Result<DestroyCount> DestroyTcpSocketsIf(int netns_fd, const SocketFilter& keep);
 
 // The inodes of the sockets open in process `pid` (readlink of /proc/PID/fd/*: "socket:[N]").
 // Errors: kSystem (the directory cannot be listed).

@@ -119,6 +119,28 @@ BOOST_AUTO_TEST_CASE(run_refuses_origins_not_allowed) {
   BOOST_TEST(!preflight->has_header("Access-Control-Allow-Origin"));
 }
 
+// One identity, one bucket: nginx's per-user limit was keyed on token + X-Sandrun-User, so a
+// token bound to alice sent with and without `X-Sandrun-User: alice` (the same user to the
+// daemon) had two buckets of 20 at once: 40 requests alternating both ways were never limited.
+// The daemon's limit counts alice once (10 r/s, 20 more at once). Bad JSON is refused at once
+// after the limit: only the limit is measured.
+BOOST_AUTO_TEST_CASE(a_bound_token_has_one_rate_limit_with_or_without_its_user_header) {
+  int limited = 0;
+  for (int i = 0; i < 40; ++i) {
+    const httplib::Headers header =
+        i % 2 == 0 ? httplib::Headers{} : httplib::Headers{{"X-Sandrun-User", "alice"}};
+    HttpResponse r = Send(kAlice, "{", header);
+    BOOST_TEST((r.status == 400 || r.status == 429), "status " << r.status << ": " << r.body);
+    if (r.status == 429) {
+      ++limited;
+      BOOST_TEST(ParseServiceError(r.body).code == "rate_limited");
+      BOOST_TEST(r.Header("Retry-After") == "1");
+    }
+  }
+  BOOST_TEST_MESSAGE(limited << " of 40 requests of alice's token, half with her header, limited");
+  BOOST_TEST(limited >= 10);
+}
+
 // nginx's limit was keyed on token + X-Sandrun-User, so a new header value
 // per request was never limited. The token's own limit (30 r/s, burst 40) now holds whatever
 // the header says (last in the suite: it spends kWebUi's budget). Bad JSON is refused at once by

@@ -310,7 +310,7 @@ BOOST_AUTO_TEST_CASE(network_cases_pass) {
 }
 
 // A run's connections to a server that never reads (fake_internet.py's sink): the run's
-// sockets and slirp4netns' host sockets for it stay within the run's memory_mb (slirp4netns is
+// sockets and sandrun-slirp's host sockets for it stay within the run's memory_mb (it is
 // in the run's memory cgroup, whose kmem.tcp limit counts both), and when the run ends every
 // connection is reset (sock_diag SOCK_DESTROY), not left as orphans retransmitting for ~15
 // minutes: the host's socket memory is back and the sink holds no connection within 5 s.
@@ -348,22 +348,63 @@ BOOST_AUTO_TEST_CASE(a_runs_connections_stay_within_its_memory_and_are_reset_whe
   BOOST_TEST(held == "0");
 }
 
-// slirp4netns is the run's: in the run's memory cgroup (its memory and socket buffers are
-// charged there), with at most 512 fds (not the daemon's 20 000).
-BOOST_AUTO_TEST_CASE(slirp4netns_is_in_the_runs_memory_cgroup_with_few_fds) {
-  const std::string uid = std::to_string(Stack::Get().sandbox_uid());
+// Connections the run resets while the network is full: sandrun-slirp closes its host sockets
+// for them during the run, with their data still unsent to a peer that never reads (the
+// fake internet's sink). Those are orphans no process holds; sandrun-slirp records them as it
+// closes them, and when the run ends they are destroyed with the rest: the sink holds no
+// connection within 5 s (before: each orphan retransmitted to it for minutes).
+BOOST_AUTO_TEST_CASE(host_sockets_closed_during_the_run_do_not_outlive_it) {
+  const FakeInternet& net = Net();
+  const std::string sink_count = net.S("dir") + "/sink.count";
+  const std::string code =
+      "import socket, struct, time\nsocks = []\nfor i in range(8):\n"
+      "  s = socket.create_connection((" +
+      Q(net.S("index")) + ", " + std::to_string(net.topology["sink_port"].GetInt()) +
+      "), timeout=3)\n  s.setblocking(False)\n  sent = 0\n  try:\n"
+      "    while sent < (4 << 20):\n      sent += s.send(b'x' * 65536)\n"
+      "  except BlockingIOError:\n    pass\n  socks.append(s)\n"
+      "time.sleep(1)\n"
+      "for s in socks:\n"
+      "  s.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack('ii', 1, 0))\n"
+      "  s.close()\n"
+      "time.sleep(2)\nprint('reset', len(socks))\n";
+  auto doc = PostRun(R"({"network": true, "language": "python", "limits": {"wall_time_s": 30},)"
+                     R"( "code": )" +
+                     Q(code) + "}");
+  BOOST_TEST_REQUIRE(Str(doc, "stdout") == "reset 8\n", Output(doc));
+  std::string held = "?";
+  for (int i = 0; i < 50; ++i) {
+    held = ReadFile(sink_count);
+    if (held == "0") break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  BOOST_TEST_MESSAGE("connections the sink holds 5 s after the run: " << held);
+  BOOST_TEST(held == "0");
+}
+
+// The run's user-mode network is the run's: sandrun-slirp runs as the stack's network_uid
+// (not the sandbox uid that owns every sandbox's user namespace), in the run's memory cgroup
+// (its memory and socket buffers are charged there), with at most 512 fds (not the daemon's
+// 20 000), in the host's namespaces (it holds the run's tap, it never joined the run's).
+BOOST_AUTO_TEST_CASE(sandrun_slirp_runs_as_the_network_uid_in_the_runs_memory_cgroup) {
+  const std::string uid = std::to_string(Stack::Get().network_uid());
+  const std::string sandbox_uid = std::to_string(Stack::Get().sandbox_uid());
   auto run = std::async(std::launch::async, [] {
     return PostRun(R"({"network": true, "language": "bash", "code": "sleep 6"})");
   });
   std::string pid;
   for (int i = 0; i < 100 && pid.empty(); ++i) {
-    pid = Shell("pgrep -u " + uid + " -x slirp4netns | head -1");
+    pid = Shell("pgrep -u " + uid + " -x sandrun-slirp | head -1");
     while (!pid.empty() && pid.back() == '\n') pid.pop_back();
     if (pid.empty()) std::this_thread::sleep_for(std::chrono::milliseconds(100));
   }
-  BOOST_TEST_REQUIRE(!pid.empty(), "no slirp4netns seen");
+  BOOST_TEST_REQUIRE(!pid.empty(), "no sandrun-slirp of uid " << uid << " seen");
   const std::string cgroups = ReadFile("/proc/" + pid + "/cgroup");
   const std::string limits = Shell("grep 'Max open files' /proc/" + pid + "/limits");
+  const std::string ids = Shell("grep -E '^(Uid|Gid|Groups|Seccomp):' /proc/" + pid + "/status");
+  const std::string userns = Shell("readlink /proc/" + pid + "/ns/user /proc/" + pid + "/ns/net");
+  const std::string host_ns = Shell("readlink /proc/self/ns/user /proc/self/ns/net");
+  const std::string sandbox_procs = Shell("pgrep -u " + sandbox_uid + " -x sandrun-slirp");
   (void)run.get();
   std::string memory_line;
   for (size_t at = 0; at < cgroups.size();) {
@@ -376,7 +417,7 @@ BOOST_AUTO_TEST_CASE(slirp4netns_is_in_the_runs_memory_cgroup_with_few_fds) {
     }
     at = end == std::string::npos ? cgroups.size() : end + 1;
   }
-  BOOST_TEST_MESSAGE("slirp4netns " << pid << ": " << memory_line << "; " << limits);
+  BOOST_TEST_MESSAGE("sandrun-slirp " << pid << ": " << memory_line << "; " << limits << ids);
   // A run's cgroup is <stack's cgroup_name>/<run id> (v2: .../runs/<run id>).
   const std::string name = Stack::Get().cgroup_name() + "/";
   const size_t at = memory_line.find(name);
@@ -386,24 +427,33 @@ BOOST_AUTO_TEST_CASE(slirp4netns_is_in_the_runs_memory_cgroup_with_few_fds) {
     BOOST_TEST((!below.empty() && below != "daemon"), memory_line);
   }
   BOOST_TEST(limits.find(" 512 ") != std::string::npos, limits);
+  const std::string u = "\t" + uid;
+  BOOST_TEST(ids.find("Uid:" + u + u + u + u + "\n") != std::string::npos, ids);
+  BOOST_TEST(ids.find("Gid:" + u + u + u + u + "\n") != std::string::npos, ids);
+  BOOST_TEST((ids.find("Groups:\t\n") != std::string::npos ||
+              ids.find("Groups:\t \n") != std::string::npos),
+             ids);
+  BOOST_TEST(ids.find("Seccomp:\t2") != std::string::npos, ids);
+  BOOST_TEST(userns == host_ns, userns << " vs the host's " << host_ns);
+  BOOST_TEST(sandbox_procs.empty());
 }
 
 BOOST_AUTO_TEST_CASE(nothing_of_the_network_outlives_its_run) {
   (void)PostRun(R"({"network": true, "language": "bash", "code": "true"})");
   std::this_thread::sleep_for(std::chrono::milliseconds(300));
-  const std::string uid = std::to_string(Stack::Get().sandbox_uid());
-  BOOST_TEST(Shell("pgrep -u " + uid + " -x slirp4netns").empty());
+  const std::string uid = std::to_string(Stack::Get().network_uid());
+  BOOST_TEST(Shell("pgrep -u " + uid + " -x sandrun-slirp").empty());
 }
 
 // A stateful run's kernel starts with the network its first run asks for; a later run of
 // the session that asks otherwise gets a new kernel (restarted, said in stderr). Last in the
-// suite: the kernel it leaves has the network (and its slirp4netns) until the stack stops.
+// suite: the kernel it leaves has the network (and its sandrun-slirp) until the stack stops.
 // pip runs as a %%bash cell (bash runs of a stateful session): `%pip` and `!cmd` need a pty,
 // which the sandbox has not.
 BOOST_AUTO_TEST_CASE(a_stateful_runs_kernel_has_the_network_its_run_asks_for) {
   const FakeInternet& net = Net();
   const std::string session = "net-kernel-" + std::to_string(::getpid());
-  const std::string uid = std::to_string(Stack::Get().sandbox_uid());
+  const std::string uid = std::to_string(Stack::Get().network_uid());
   auto stateful = [&](bool network, const std::string& language, const std::string& code) {
     return PostRun(std::string(R"({"stateful": true, "network": )") + (network ? "true" : "false") +
                    R"(, "session": )" + Q(session) + R"(, "language": )" + Q(language) +
@@ -420,7 +470,7 @@ BOOST_AUTO_TEST_CASE(a_stateful_runs_kernel_has_the_network_its_run_asks_for) {
   BOOST_TEST(Str(on, "status") == "ok", Output(on));
   BOOST_TEST(KernelStatus(on) == "started");
   BOOST_TEST(Str(on, "stdout") == "index 200\n", Output(on));
-  BOOST_TEST(!Shell("pgrep -u " + uid + " -x slirp4netns").empty());
+  BOOST_TEST(!Shell("pgrep -u " + uid + " -x sandrun-slirp").empty());
   auto install = stateful(true, "bash", "pip install " + net.S("package"));
   BOOST_TEST(Str(install, "status") == "ok", Output(install));
   BOOST_TEST(KernelStatus(install) == "kept");
@@ -444,7 +494,7 @@ BOOST_AUTO_TEST_CASE(a_stateful_runs_kernel_has_the_network_its_run_asks_for) {
              Output(off));
   BOOST_TEST_REQUIRE(off.HasMember("usage"), Output(off));
   BOOST_TEST(!off["usage"].HasMember("net_rx_bytes"));
-  BOOST_TEST(Shell("pgrep -u " + uid + " -x slirp4netns").empty());  // ended with its kernel
+  BOOST_TEST(Shell("pgrep -u " + uid + " -x sandrun-slirp").empty());  // ended with its kernel
 
   // Same network: the kernel is kept; pip finds nothing and says the run has no network
   // (this server gives it on request).

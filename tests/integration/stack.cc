@@ -140,6 +140,8 @@ void Stack::WriteTestConfig(const std::string& path) const {
       << sandbox_uid_ << R"(,
   "sandbox_gid": )"
       << sandbox_uid_ << R"(,
+  "network_uid": )"
+      << network_uid() << R"(,
   "cgroup_name": ")"
       << cgroup_name() << R"(",
   "session_wait_s": 3,

@@ -43,6 +43,9 @@ class Stack {
   // The stack's own sandbox host uid (and uid + 1), so that processes and files of this
   // stack's runs can be told from those of another stack on the same machine.
   uid_t sandbox_uid() const { return sandbox_uid_; }
+  // The stack's network_uid (its runs' sandrun-slirp), in 90000..99999: apart from every
+  // stack's sandbox uids.
+  uid_t network_uid() const { return static_cast<uid_t>(90000 + port_ % 10000); }
   // The stack's own cgroup directory name (config cgroup_name), for the same reason.
   std::string cgroup_name() const { return "sandrun-it-" + std::to_string(port_); }
 

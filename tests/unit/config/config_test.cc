@@ -160,6 +160,13 @@ BOOST_AUTO_TEST_CASE(network_keys_take_lists_and_are_checked) {
                      "\", \"allow_anonymous\": true, \"network_allow_cidrs\": [1]}"));
   BOOST_TEST_REQUIRE(!c.ok());
   BOOST_TEST(c.error().message.find("expected an array of strings") != std::string::npos);
+  // The network helper's uid owns no sandbox: not the sandbox's uid, nor its root's.
+  for (const char* uid : {"64000", "64001"}) {
+    c = Load(dir.Write("{\"state_dir\": \"" + dir.path +
+                       "\", \"allow_anonymous\": true, \"network_uid\": " + uid + "}"));
+    BOOST_TEST_REQUIRE(!c.ok(), uid);
+    BOOST_TEST(c.error().message.find("key 'network_uid'") != std::string::npos, c.error().message);
+  }
 }
 
 BOOST_AUTO_TEST_CASE(env_overrides_file) {
