@@ -356,7 +356,9 @@ void JupyterKernels::RelayCell(Entry& e, kernel::Kernel& k, const ClientMessage&
     note += (note.empty() ? "" : "\n") + std::string("sandrun: output limit exceeded (") +
             std::to_string(limits.output_bytes) + " bytes): the rest was dropped";
   }
-  if (!note.empty()) {
+  // A cell that the kernel's end cut short gets the note as its error (no traceback came);
+  // otherwise the note follows the cell's own output on stderr.
+  if (!note.empty() && !(result->kernel_lost && !errored)) {
     send(MessageToClient("iopub", "stream", request.header(),
                          R"({"name":"stderr","text":)" + Quoted(note + "\n") + "}", session));
   }
