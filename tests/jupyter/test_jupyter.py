@@ -11,6 +11,7 @@ import base64
 import glob
 import json
 import os
+import subprocess
 import sys
 import time
 import unittest
@@ -21,7 +22,7 @@ import aiohttp
 import websockets
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "openwebui"))
-from stack import Stack  # noqa: E402  (tests/openwebui/stack.py)
+from stack import Stack, free_loopback_port  # noqa: E402  (tests/openwebui/stack.py)
 
 from owui_jupyter import execute_code_jupyter  # noqa: E402
 
@@ -45,7 +46,7 @@ class JupyterStack(Stack):
             "tokens_file": os.path.join(self.state_dir, "tokens"),
             "pool": {},
             "max_kernels": 8,
-            "limits": {"wall_time_s": WALL_S, "cpu_time_s": WALL_S, "memory_mb": 512,
+            "limits": {"wall_time_s": WALL_S, "cpu_time_s": WALL_S, "memory_mb": 256,
                        "processes": 64, "output_bytes": OUTPUT_BYTES},
         }
         with open(os.path.join(self.state_dir, "test-config.json"), "w") as f:
@@ -267,6 +268,97 @@ class JupyterApi(unittest.TestCase):
         self.assertIn("output limit", out["flood"].stderr)
         self.assertLess(len(out["flood"].stdout), OUTPUT_BYTES + 1)
         self.assert_clean("the host is not clean after the hostile programs")
+
+
+    def test_6_jupyter_server_as_a_gateway_client(self):
+        """Debian's jupyter-server with --gateway-url: its own gateway client starts the kernel
+        in sandrun and relays the channels; the cell's process is in sandrun's cgroup."""
+        port = free_loopback_port()
+        home = os.path.join(self.stack.state_dir, "jupyter-server")
+        os.makedirs(home)
+        env = dict(os.environ, HOME=home, JUPYTER_RUNTIME_DIR=home, JUPYTER_DATA_DIR=home,
+                   JUPYTER_CONFIG_DIR=home)
+        with open(os.path.join(home, "log"), "wb") as log:
+            server = subprocess.Popen(
+                ["/usr/bin/python3", "-m", "jupyter_server", "--allow-root", "--no-browser",
+                 "--ServerApp.ip=127.0.0.1", f"--ServerApp.port={port}",
+                 "--ServerApp.token=gateway-test", f"--ServerApp.root_dir={home}",
+                 f"--gateway-url={self.url}", f"--GatewayClient.auth_token={self.stack.token}"],
+                stdout=log, stderr=subprocess.STDOUT, env=env, stdin=subprocess.DEVNULL)
+        try:
+            base = f"http://127.0.0.1:{port}"
+            deadline = time.monotonic() + 30
+            while True:
+                try:
+                    if http("GET", f"{base}/api")[0] == 200:
+                        break
+                except OSError:  # not listening yet
+                    pass
+                self.assertIsNone(server.poll(), "jupyter-server exited")
+                self.assertLess(time.monotonic(), deadline, "jupyter-server did not answer")
+                time.sleep(0.1)
+            pid, kernel_id = asyncio.run(self.cell_through_gateway(base))
+            # The process that ran the cell: in sandrun's cgroup, as the sandbox user.
+            found = []
+            for host_pid in self.stack.kernel_processes():
+                with open(f"/proc/{host_pid}/status") as f:
+                    nspid = [line.split()[1:] for line in f if line.startswith("NSpid:")]
+                with open(f"/proc/{host_pid}/cgroup") as f:
+                    cgroup = f.read()
+                if nspid and nspid[0][-1] == pid and f"sandrun-jupyter-{self.stack.port}/k-" in cgroup:
+                    found.append(host_pid)
+            self.assertEqual(len(found), 1, f"no sandboxed process of pid {pid} in its namespace")
+            status, _ = http("DELETE", f"{base}/api/kernels/{kernel_id}?token=gateway-test")
+            self.assertEqual(status, 204)
+            self.assert_clean("the gateway's kernel outlived its DELETE")
+        finally:
+            server.terminate()
+            server.wait(timeout=30)
+
+    async def cell_through_gateway(self, base):
+        """As JupyterLab does: a kernel, its channels, kernel_info until answered (jupyter-server
+        drops a message sent before its own connection to the gateway is up), one cell."""
+        async with aiohttp.ClientSession() as s:
+            async with s.post(f"{base}/api/kernels?token=gateway-test", json={}) as r:
+                self.assertEqual(r.status, 201, await r.text())
+                kernel_id = (await r.json())["id"]
+        ws_base = base.replace("http", "ws", 1)
+        url = f"{ws_base}/api/kernels/{kernel_id}/channels?token=gateway-test"
+
+        def request(msg_type, content):
+            msg_id = os.urandom(8).hex()
+            return msg_id, json.dumps({
+                "header": {"msg_id": msg_id, "msg_type": msg_type, "session": "gateway-test",
+                           "username": "test", "date": "", "version": "5.3"},
+                "parent_header": {}, "metadata": {}, "content": content, "channel": "shell"})
+
+        async with websockets.connect(url) as ws:
+            for _ in range(20):
+                info_id, text = request("kernel_info_request", {})
+                await ws.send(text)
+                try:
+                    while True:
+                        m = json.loads(await asyncio.wait_for(ws.recv(), 1))
+                        if m["parent_header"].get("msg_id") == info_id and \
+                                m["msg_type"] == "kernel_info_reply":
+                            break
+                    break
+                except asyncio.TimeoutError:
+                    continue
+            exec_id, text = request("execute_request", {
+                "code": "import os\nprint(os.getpid())", "silent": False, "store_history": True,
+                "user_expressions": {}, "allow_stdin": False, "stop_on_error": True})
+            await ws.send(text)
+            stdout = ""
+            while True:
+                m = json.loads(await asyncio.wait_for(ws.recv(), 30))
+                if m["parent_header"].get("msg_id") != exec_id:
+                    continue
+                if m["msg_type"] == "stream":
+                    stdout += m["content"]["text"]
+                if m["msg_type"] == "status" and m["content"]["execution_state"] == "idle":
+                    break
+        return stdout.strip(), kernel_id
 
 
 if __name__ == "__main__":
