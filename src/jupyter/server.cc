@@ -127,13 +127,15 @@ std::string ReplyType(const std::string& request_type) {
 
 struct JupyterServer::Impl {
   Impl(api::Service* s, std::string path, int pool_threads)
-      : service(s), socket_path(std::move(path)), pool(pool_threads), kernels(s) {}
+      : service(s), socket_path(std::move(path)), kernels(s), pool(pool_threads) {}
   api::Service* service;
   std::string socket_path;
+  // Before the io_context and the pool: the sessions their handlers hold are destroyed with
+  // them, and a session's destructor tells `kernels` it closed.
+  JupyterKernels kernels;
   asio::io_context ioc{1};
   Local::acceptor acceptor{ioc};
   asio::thread_pool pool;
-  JupyterKernels kernels;
   std::thread io_thread;
   std::atomic<bool> stopped{false};
   bool started = false;
