@@ -17,6 +17,7 @@
 #include "config/config.h"
 #include "config/config_path.h"
 #include "config/runs_dir.h"
+#include "jupyter/server.h"
 #include "sandbox/cgroup.h"
 #include "sandbox/host.h"
 #include "sandbox/launcher.h"
@@ -271,6 +272,13 @@ int RunDaemon(const Flags& flags, const config::Config& started, const config::C
                server.socket_from_systemd() ? ", the socket of sandrund.socket" : "",
                static_cast<long long>(config.max_concurrent_runs),
                static_cast<long long>(config.max_queue), swept);
+  // Jupyter's server API beside it (nginx proxies /api/ and /login there).
+  jupyter::JupyterServer jupyter_server(&service, config.fcgi_socket + ".jupyter");
+  if (Status s = jupyter_server.Open(); !s.ok()) {
+    std::fprintf(stderr, "sandrund: %s\n", s.error().message.c_str());
+    return 1;
+  }
+  jupyter_server.Start();
   api::StopSignals signals(stop, flags.config_path, started, service,
                            {[&server] { server.Stop(); },
                             [runs_dir = config.runs_dir, runs_dir_fallback] {
@@ -279,6 +287,7 @@ int RunDaemon(const Flags& flags, const config::Config& started, const config::C
   signals.Start();
   server.Serve([&](const api::HttpRequest& r) { return service.Handle(r); });
   signals.Join();
+  jupyter_server.Stop();
   service.StopWarmPool();
   service.EndKernels();
   CleanRunsDir(config.runs_dir, runs_dir_fallback);

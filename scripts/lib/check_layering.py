@@ -32,6 +32,10 @@ FLOORS = {
     'api': {'config', 'kernel', 'markdown', 'python', 'run', 'sandbox', 'storage', 'sys',
             'util'},
     'server': {'api', 'sys', 'util'},
+    # The Jupyter server API: an HTTP edge beside server/, on the Service and its kernels.
+    'jupyter': {'api', 'kernel', 'sys', 'util'},
+    # The zygote's CPython module: the sandbox's own child code.
+    'zygote': {'sandbox', 'sys', 'util'},
 }
 
 # Headers of src/api/ that are pipeline phases (workspace, steps, environments, installs,

@@ -88,6 +88,13 @@ class Service {
   // Ends every Python kernel of stateful sessions (the daemon stops; before the runs
   // directory is swept).
   void EndKernels() { kernels_.EndAll(); }
+  // For the Jupyter server (src/jupyter/): the kernels of stateful runs, which its kernels
+  // join (max_kernels, kernel_idle_s, EndKernels); the spec of a kernel with `live`'s limits,
+  // as a stateful run with the defaults gets; and why kernels cannot run on this host ("" when
+  // they can: cgroups with a freezer).
+  kernel::KernelManager& kernels() { return kernels_; }
+  kernel::KernelSpec JupyterKernelSpec(const config::Config& live) const;
+  std::string KernelsUnavailable() const;
   // The warm pool (warm_pool.h, config `pool`): starts filling it in the background (call
   // after PrepareCaches, once the signal mask is set), and ends it (every waiting sandbox
   // killed, its directory and cgroup removed; before the runs directory is swept).

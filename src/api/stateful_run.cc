@@ -236,6 +236,23 @@ void JoinCell(StepResult sr, const kernel::ExecuteResult& er, bool headers,
 
 }  // namespace
 
+kernel::KernelSpec Service::JupyterKernelSpec(const config::Config& live) const {
+  RunRequest run;
+  run.limits = live.limits;
+  run.network = live.network == "always";
+  return KernelSpecFor(config_, run);
+}
+
+std::string Service::KernelsUnavailable() const {
+  if (runner_ == nullptr) return "this host cannot run sandboxes";
+  if (runner_->cgroups() == nullptr) return "kernels need cgroups; this host runs without them";
+  if (!runner_->cgroups()->can_freeze()) {
+    return "kernels need the cgroup freezer (a kernel is frozen between cells); this host's "
+           "cgroup v1 has no freezer hierarchy mounted at /sys/fs/cgroup/freezer";
+  }
+  return "";
+}
+
 std::optional<HttpResponse> Service::CheckStateful(const RunRequest& run) const {
   if (runner_->cgroups() == nullptr) {
     return ErrorResponse(ApiCode::kUnavailable,

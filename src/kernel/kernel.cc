@@ -380,7 +380,8 @@ struct CellProgress {
   bool timed_out = false, cpu_out = false, flooded = false;
   sandbox::OutputObserver* observer = nullptr;  // sees stdout and stderr as they come
   bool abandoned = false;                       // the observer's reader went away
-  Clock::time_point kill_at{};  // when r.interrupted: the end of the interrupt's grace
+  Clock::time_point kill_at{};       // when r.interrupted: the end of the interrupt's grace
+  const CellRelay* relay = nullptr;  // ExecuteRelayed's: told each message
 };
 
 namespace {
@@ -543,6 +544,47 @@ ExecuteResult Kernel::Execute(const std::string& code, const ExecuteLimits& limi
   return r;
 }
 
+ExecuteResult Kernel::ExecuteRelayed(const std::string& request_content,
+                                     const ExecuteLimits& limits, const CellRelay& relay) {
+  ExecuteResult r;
+  const auto start = Clock::now();
+  auto lost = [&](std::string why) {
+    r.status = ExecuteStatus::kKilled;
+    r.stderr_text = std::move(why);
+    Shutdown();
+    r.kernel_lost = true;
+    return r;
+  };
+  if (!alive()) return lost("");
+  // Frozen between cells, as for Execute.
+  if (Status s = sandbox_->Freeze(false); !s.ok()) {
+    return lost("sandrun: the kernel could not be resumed: " + s.error().message + "\n");
+  }
+  const sandbox::CgroupStats before = sandbox_->Stats();
+  const sandbox::CounterBytes net_before = sandbox_->NetworkUsage();
+  std::string id;
+  if (!Send(sockets_->shell, "execute_request", request_content, &id)) {
+    return lost("sandrun: the kernel does not take requests\n");
+  }
+  CellProgress cell(limits, r);
+  cell.relay = &relay;
+  FollowCell(cell, id, start, before.cpu_usage_ms);
+  const sandbox::CgroupStats after = sandbox_->Stats();
+  r.wall_ms = MsSince(start);
+  TakeUsage(r, before, after, net_before, sandbox_->NetworkUsage());
+  if (cell.died || r.output_lost) {
+    Shutdown();
+    r.kernel_lost = true;
+  } else if (Status s = sandbox_->Freeze(true); !s.ok()) {
+    r.stderr_text += "sandrun: the kernel could not be paused after the cell (" +
+                     s.error().message + "): it was ended\n";
+    Shutdown();
+    r.kernel_lost = true;
+  }
+  SetLimitStatus(cell, after.oom_kills > before.oom_kills);
+  return r;
+}
+
 void Kernel::FollowCell(CellProgress& cell, const std::string& id, Clock::time_point start,
                         int64_t cpu_before_ms) {
   const auto deadline = start + std::chrono::milliseconds(cell.limits.wall_ms);
@@ -562,12 +604,16 @@ void Kernel::FollowCell(CellProgress& cell, const std::string& id, Clock::time_p
     zmq_poll(items, 3, cell.observer ? sandbox::OutputObserver::kTickMs : 100);
     while (Receive(sockets_->iopub, &frames)) {
       auto m = DecodeMessage(frames, key_);
-      if (m.ok() && m->parent_msg_id == id) TakeIopub(cell, *m);
+      if (m.ok() && m->parent_msg_id == id) {
+        TakeIopub(cell, *m);
+        if (cell.relay != nullptr) cell.relay->on_message(*m);
+      }
     }
     while (Receive(sockets_->shell, &frames)) {
       auto m = DecodeMessage(frames, key_);
       if (m.ok() && m->parent_msg_id == id && m->msg_type == "execute_reply") {
         TakeExecuteReply(cell, *m);
+        if (cell.relay != nullptr) cell.relay->on_message(*m);
       }
     }
     DrainOutput();
@@ -603,6 +649,9 @@ void Kernel::FollowCell(CellProgress& cell, const std::string& id, Clock::time_p
     }
     if (cell.observer && !cell.abandoned && !cell.observer->Tick()) {
       cell.abandoned = true;  // nobody waits for the cell: it ends now
+      interrupt();
+    }
+    if (cell.relay != nullptr && cell.relay->interrupt_asked && cell.relay->interrupt_asked()) {
       interrupt();
     }
     if (cell.r.interrupted && now >= cell.kill_at) {  // the interrupt did not end the cell

@@ -25,6 +25,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -109,6 +110,17 @@ struct ExecuteResult {
 };
 
 struct CellProgress;  // kernel.cc: one cell as Execute follows it
+struct IncomingMessage;
+
+// What ExecuteRelayed tells its caller while a cell runs, on the calling thread.
+struct CellRelay {
+  // Each message of the cell as it arrives: its iopub messages (status, execute_input,
+  // stream, display_data, execute_result, error, ...) and its execute_reply (from shell).
+  std::function<void(const IncomingMessage&)> on_message;
+  // Asked about every 100 ms: true sends the cell an interrupt_request (once), and the cell
+  // is killed as at a limit when it does not end within kInterruptGraceMs.
+  std::function<bool()> interrupt_asked;
+};
 
 class Kernel {
  public:
@@ -141,6 +153,12 @@ class Kernel {
   // interrupted (and the kernel ended if that does not end it).
   ExecuteResult Execute(const std::string& code, const ExecuteLimits& limits,
                         sandbox::OutputObserver* observer = nullptr);
+
+  // As Execute, for a client's own execute_request: `request_content` (a JSON object: code,
+  // silent, store_history, user_expressions, allow_stdin, stop_on_error) is sent as it is,
+  // and `relay` sees the cell's messages as they arrive (a Jupyter server passes them on).
+  ExecuteResult ExecuteRelayed(const std::string& request_content, const ExecuteLimits& limits,
+                               const CellRelay& relay);
 
   // The sandbox still runs (Boot succeeded and no run lost it).
   bool alive() const;

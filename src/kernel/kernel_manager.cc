@@ -260,6 +260,11 @@ void KernelManager::EndAll() {
   wake_.notify_all();
 }
 
+bool KernelManager::Has(const std::string& key) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return live_.count(key) > 0;
+}
+
 int64_t KernelManager::live() const {
   std::lock_guard<std::mutex> lock(mu_);
   return static_cast<int64_t>(live_.size());

@@ -84,6 +84,10 @@ class KernelManager {
   // session's files); its next run says restarted with `why`.
   void End(const std::string& key, const std::string& why);
 
+  // Whether a kernel of `key` lives (booting, leased or idle). The kernel may end at any
+  // moment after (idle expiry, room for another), so Acquire still decides.
+  bool Has(const std::string& key) const;
+
   // Ends every kernel idle past idle_s (the reaper calls it). Returns how many.
   int EndIdle();
   // Ends every kernel, leased or not (the daemon stops). Idempotent.

@@ -1,0 +1,80 @@
+// The JSON of Jupyter's server API as sandrun speaks it (docs/DESIGN.md, "Additions: a Jupyter
+// server API"): the messages of the channels WebSocket (Jupyter messaging v5.3 in JSON text
+// frames, the `channel` field saying shell, iopub, stdin or control, as jupyter_server sends
+// them), the REST models, and the small parsers of the HTTP edge (query, cookies, form).
+// Pure functions, thread-safe.
+#pragma once
+
+#include <rapidjson/document.h>
+
+#include <map>
+#include <string>
+#include <vector>
+
+#include "util/result.h"
+
+namespace sandrun::jupyter {
+
+// A message a client sent on the channels WebSocket.
+struct ClientMessage {
+  std::string channel;      // "shell" when the client named none
+  std::string msg_type;     // header.msg_type
+  rapidjson::Document doc;  // the whole message; doc["header"] and doc["content"] are objects
+  const rapidjson::Value& header() const { return doc["header"]; }
+  const rapidjson::Value& content() const { return doc["content"]; }
+};
+
+// Parses a text frame: a JSON object with `header` (an object with string msg_id and msg_type)
+// and `content` (an object; {} when absent). Errors: kInvalidInput naming what is wrong.
+Result<ClientMessage> ParseClientMessage(const std::string& text);
+
+// A message to the client on `channel`: a new header (msg_id, msg_type, session, date,
+// username "sandrun", version 5.3), msg_id and msg_type also at the top level (clients read
+// them there), `parent_header` (the client's request header) and `content`.
+std::string MessageToClient(const std::string& channel, const std::string& msg_type,
+                            const rapidjson::Value& parent_header, const rapidjson::Value& content,
+                            const std::string& session);
+// As above with `content_json` (a JSON object's text).
+std::string MessageToClient(const std::string& channel, const std::string& msg_type,
+                            const rapidjson::Value& parent_header, const std::string& content_json,
+                            const std::string& session);
+
+// The content sent to the kernel for a client's execute_request content `c`: code (a string,
+// else kInvalidInput), silent, store_history, user_expressions, stop_on_error as the client
+// gave them (Jupyter's defaults otherwise), and allow_stdin false: the kernel has no stdin.
+Result<std::string> KernelExecuteContent(const rapidjson::Value& c);
+
+// The content of a kernel_info_reply for sandrun's Python kernel.
+std::string KernelInfoReplyContent();
+
+// GET /api/kernelspecs (all) and /api/kernelspecs/python3 (one).
+std::string KernelSpecsJson();
+std::string KernelSpecJson();
+inline constexpr char kKernelName[] = "python3";
+
+// A kernel's REST model: {"id", "name", "last_activity", "execution_state", "connections"}.
+struct KernelModel {
+  std::string id;
+  std::string last_activity;    // ISO 8601 UTC
+  std::string execution_state;  // "idle", "busy"
+  int connections = 0;
+};
+std::string KernelModelJson(const KernelModel& k);
+std::string KernelListJson(const std::vector<KernelModel>& kernels);
+
+// Jupyter's error body: {"message": message, "reason": reason}.
+std::string ErrorJson(const std::string& message, const std::string& reason);
+
+// `text` with %XX decoded (and '+' as a space when `plus_is_space`, as in forms); a bad
+// escape stays as it is.
+std::string PercentDecode(const std::string& text, bool plus_is_space);
+// "a=1&b=2" (a query or an application/x-www-form-urlencoded body) as name -> value; the first
+// of a repeated name wins.
+std::map<std::string, std::string> ParseForm(const std::string& text);
+// A Cookie header "a=1; b=2" as name -> value.
+std::map<std::string, std::string> ParseCookies(const std::string& header);
+
+// The current time as ISO 8601 UTC with microseconds ("2026-12-04T02:00:00.000000Z").
+std::string IsoNow();
+
+}  // namespace sandrun::jupyter

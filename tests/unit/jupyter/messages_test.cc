@@ -1,0 +1,79 @@
+#define BOOST_TEST_MODULE jupyter_messages
+#include "jupyter/messages.h"
+
+#include <boost/test/unit_test.hpp>
+
+namespace sandrun::jupyter {
+namespace {
+
+BOOST_AUTO_TEST_SUITE(Messages)
+
+BOOST_AUTO_TEST_CASE(a_client_message_needs_a_header_with_type_and_id) {
+  for (const char* bad : {"", "[]", "{}", R"({"header":1})", R"({"header":{"msg_type":"x"}})",
+                          R"({"header":{"msg_type":"x","msg_id":"1"},"content":[]})"}) {
+    BOOST_TEST(!ParseClientMessage(bad).ok(), bad);
+  }
+  auto m = ParseClientMessage(R"({"header":{"msg_type":"execute_request","msg_id":"a"}})");
+  BOOST_TEST_REQUIRE(m.ok());
+  BOOST_TEST(m->channel == "shell");
+  BOOST_TEST(m->msg_type == "execute_request");
+  BOOST_TEST(m->content().IsObject());
+}
+
+BOOST_AUTO_TEST_CASE(a_message_to_the_client_names_its_parent_and_type_at_the_top) {
+  auto request = ParseClientMessage(
+      R"({"header":{"msg_type":"execute_request","msg_id":"abc"},"channel":"shell"})");
+  BOOST_TEST_REQUIRE(request.ok());
+  const std::string text = MessageToClient("iopub", "stream", request->header(),
+                                           R"({"name":"stdout","text":"hi\n"})", "s1");
+  rapidjson::Document d;
+  d.Parse(text.c_str());
+  BOOST_TEST_REQUIRE(d.IsObject());
+  BOOST_TEST(std::string(d["msg_type"].GetString()) == "stream");
+  BOOST_TEST(std::string(d["header"]["msg_type"].GetString()) == "stream");
+  BOOST_TEST(std::string(d["parent_header"]["msg_id"].GetString()) == "abc");
+  BOOST_TEST(std::string(d["channel"].GetString()) == "iopub");
+  BOOST_TEST(std::string(d["content"]["text"].GetString()) == "hi\n");
+  BOOST_TEST(std::string(d["msg_id"].GetString()) == d["header"]["msg_id"].GetString());
+}
+
+BOOST_AUTO_TEST_CASE(the_kernel_never_gets_stdin_and_code_must_be_a_string) {
+  rapidjson::Document c;
+  c.Parse(R"({"code":"1+1","allow_stdin":true,"silent":true})");
+  auto content = KernelExecuteContent(c);
+  BOOST_TEST_REQUIRE(content.ok());
+  rapidjson::Document d;
+  d.Parse(content->c_str());
+  BOOST_TEST(!d["allow_stdin"].GetBool());
+  BOOST_TEST(d["silent"].GetBool());
+  BOOST_TEST(d["store_history"].GetBool());
+  c.Parse(R"({"code":5})");
+  BOOST_TEST(!KernelExecuteContent(c).ok());
+}
+
+BOOST_AUTO_TEST_CASE(forms_queries_and_cookies_are_parsed_as_browsers_send_them) {
+  auto form = ParseForm("_xsrf=ab%2Fc&password=a+b%zz&empty&x=1&x=2");
+  BOOST_TEST(form["_xsrf"] == "ab/c");
+  BOOST_TEST(form["password"] == "a b%zz");
+  BOOST_TEST(form.count("empty") == 1);
+  BOOST_TEST(form["x"] == "1");
+  BOOST_TEST(PercentDecode("%", false) == "%");
+  BOOST_TEST(PercentDecode("%4", false) == "%4");
+  BOOST_TEST(PercentDecode("a+b%41", false) == "a+bA");
+  auto cookies = ParseCookies("_xsrf=1; sandrun-jupyter=abc;bad; =x");
+  BOOST_TEST(cookies["_xsrf"] == "1");
+  BOOST_TEST(cookies["sandrun-jupyter"] == "abc");
+  BOOST_TEST(cookies.size() == 2u);
+}
+
+BOOST_AUTO_TEST_CASE(errors_have_jupyters_shape) {
+  rapidjson::Document d;
+  d.Parse(ErrorJson("no \"such\" kernel\n", "Not Found").c_str());
+  BOOST_TEST(std::string(d["message"].GetString()) == "no \"such\" kernel\n");
+  BOOST_TEST(std::string(d["reason"].GetString()) == "Not Found");
+}
+
+BOOST_AUTO_TEST_SUITE_END()
+
+}  // namespace
+}  // namespace sandrun::jupyter
