@@ -106,6 +106,41 @@ std::vector<std::string> RunCgroupDirs() {
 
 int LeftoverRunCgroups() { return static_cast<int>(RunCgroupDirs().size()); }
 
+PoolCounts CountPoolThings() {
+  PoolCounts counts;
+  DIR* proc = ::opendir("/proc");
+  while (struct dirent* e = proc ? ::readdir(proc) : nullptr) {
+    if (e->d_name[0] < '0' || e->d_name[0] > '9') continue;
+    struct stat st;
+    if (::stat((std::string("/proc/") + e->d_name).c_str(), &st) != 0) continue;
+    if (IsSandboxUid(st.st_uid) && InPoolCgroup(e->d_name)) ++counts.processes;
+  }
+  if (proc) ::closedir(proc);
+  std::function<void(const std::string&, int, bool)> walk = [&](const std::string& dir, int depth,
+                                                                bool inside) {
+    DIR* d = depth < 0 ? nullptr : ::opendir(dir.c_str());
+    while (struct dirent* e = d ? ::readdir(d) : nullptr) {
+      if (e->d_type != DT_DIR || e->d_name[0] == '.') continue;
+      if (inside && IsPoolName(e->d_name)) ++counts.cgroups;
+      walk(dir + "/" + e->d_name, depth - 1, inside || e->d_name == Stack::Get().cgroup_name());
+    }
+    if (d) ::closedir(d);
+  };
+  walk("/sys/fs/cgroup", 6, false);
+  const std::string runs = Stack::Get().state_dir() + "/runs";
+  DIR* d = ::opendir(runs.c_str());
+  while (struct dirent* e = d ? ::readdir(d) : nullptr) {
+    if (IsPoolName(e->d_name)) ++counts.dirs;
+  }
+  if (d) ::closedir(d);
+  std::ifstream mounts("/proc/self/mountinfo");
+  std::string line;
+  while (std::getline(mounts, line)) {
+    if (line.find(runs + "/" + kPoolPrefix) != std::string::npos) ++counts.mounts;
+  }
+  return counts;
+}
+
 int RunDirCount() { return CountEntries(Stack::Get().state_dir() + "/runs"); }
 
 int RunMountCount() {

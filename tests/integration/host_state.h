@@ -33,6 +33,16 @@ bool WaitForRunsGone(double seconds);
 // sandrun_pool_hits_total from /metrics: runs a warm sandbox served, of `language` or of
 // every language ("" ); -1 when /metrics does not say.
 int64_t WarmPoolHits(const std::string& language = "");
+// What the pools hold on the host (named pool-<...>: the warm pool's sandboxes, the kernel
+// pool's kernels), which every count above leaves out.
+struct PoolCounts {
+  int processes = 0;  // of the sandbox uids, in a pool's cgroup
+  int cgroups = 0;    // below the stack's cgroup directory, every hierarchy
+  int dirs = 0;       // in <state>/runs
+  int mounts = 0;     // below <state>/runs
+  int total() const { return processes + cgroups + dirs + mounts; }
+};
+PoolCounts CountPoolThings();
 // Open file descriptors of the stack's sandrund; -1 if it cannot be found.
 int DaemonFdCount();
 // Paths owned by the sandbox's host uids in /tmp, /var/tmp, /dev/shm, /run (top level only:
