@@ -1,10 +1,11 @@
 // The kernel pool (src/kernel/kernel_pool.h): notebook runs and new stateful kernels take a
 // kernel booted ahead. Through the real nginx and daemon, with a stack of their own
 // (CMakeLists.txt: kernel_pool_size 1 and no warm pool, so every pool-<...> on the host is
-// the kernel pool's; KernelPoolOff: kernel_pool_size 0).
+// the kernel pool's; KernelPoolOff: kernel_pool_size 0). That nothing of the pool outlives
+// the daemon (a stop, a kill) is checked by the Kernels suite's stop and kill cases, whose
+// stack has the default pool.
 #include <rapidjson/stringbuffer.h>
 #include <rapidjson/writer.h>
-#include <signal.h>
 
 #include <boost/test/unit_test.hpp>
 #include <chrono>
@@ -18,38 +19,12 @@
 namespace sandrun::integration {
 namespace {
 
-using Clock = std::chrono::steady_clock;
-
-double SecondsSince(Clock::time_point t) {
-  return std::chrono::duration<double>(Clock::now() - t).count();
-}
-
-// /healthz "kernel_pool" member `key` (an integer or a bool as 0/1); -1 when absent.
-int64_t PoolStat(const char* key) {
-  rapidjson::Document doc = ParseJson(Get("/healthz").body);
-  if (!doc.IsObject() || !doc.HasMember("kernel_pool")) return -1;
-  const rapidjson::Value& pool = doc["kernel_pool"];
-  if (!pool.HasMember(key)) return -1;
-  if (pool[key].IsBool()) return pool[key].GetBool() ? 1 : 0;
-  return pool[key].IsInt64() ? pool[key].GetInt64() : -1;
-}
-
 // stdout of snippet `i` of a notebook run's answer ("" when it has none).
 std::string SnippetOut(const rapidjson::Value& doc, rapidjson::SizeType i) {
   if (!doc.HasMember("snippets") || !doc["snippets"].IsArray() || doc["snippets"].Size() <= i) {
     return "";
   }
   return Str(doc["snippets"][i], "stdout");
-}
-
-// Waits (up to 60 s: a kernel boots in 1-5 s on a busy machine) until the pool is full.
-void WaitForPoolFull() {
-  const auto t = Clock::now();
-  while (PoolStat("ready") < PoolStat("size") && SecondsSince(t) < 60) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
-  }
-  BOOST_TEST_REQUIRE(PoolStat("ready") == PoolStat("size"),
-                     "the kernel pool did not fill in 60 s: " << Get("/healthz").body);
 }
 
 // A notebook run (a markdown answer) of `user`'s `session` ("" = none) with `files`
@@ -156,20 +131,20 @@ BOOST_AUTO_TEST_SUITE(KernelPool)
 // session's file copied into the frozen pooled kernel, the input file, the variables of
 // block 1 in block 2, the written file and the figure.
 BOOST_AUTO_TEST_CASE(a_notebook_run_from_the_pool_answers_as_one_from_a_new_kernel) {
-  BOOST_TEST(PoolStat("size") == 1);
-  BOOST_TEST(PoolStat("active") == 0, "no kernel was started yet: the pool waits for one");
+  BOOST_TEST(KernelPoolStat("size") == 1);
+  BOOST_TEST(KernelPoolStat("active") == 0, "no kernel was started yet: the pool waits for one");
   // The first kernel start fills the pool.
   auto first = PostRun(Notebook("```python\nx = 1\n```\n\n```python\nprint(x)\n```\n"));
   BOOST_TEST_REQUIRE(SnippetOut(first, 1) == "1\n", Str(first, "stderr"));
-  WaitForPoolFull();
+  WaitForKernelPoolFull();
   SeedSession("diff-pooled");
   SeedSession("diff-fresh");
   const std::vector<std::pair<std::string, std::string>> files = {{"input.txt", "cGxhY2VkCg=="}};
-  const int64_t hits = PoolStat("hits");
+  const int64_t hits = KernelPoolStat("hits");
   auto pooled = PostRun(Notebook(kAnswer, "diff-pooled", files));
-  BOOST_TEST(PoolStat("hits") == hits + 1, "the run took the pooled kernel");
+  BOOST_TEST(KernelPoolStat("hits") == hits + 1, "the run took the pooled kernel");
   auto fresh = PostRun(Notebook(kAnswer, "diff-fresh", files, 99));
-  BOOST_TEST(PoolStat("hits") == hits + 1, "disk_mb 99: a new kernel");
+  BOOST_TEST(KernelPoolStat("hits") == hits + 1, "disk_mb 99: a new kernel");
   BOOST_TEST(Str(pooled, "status") == "ok", Str(pooled, "stderr"));
   BOOST_TEST(Str(pooled, "stdout").find("42 placed from the session [") != std::string::npos,
              Str(pooled, "stdout"));
@@ -186,58 +161,22 @@ BOOST_AUTO_TEST_CASE(a_pooled_kernel_is_handed_out_once) {
       "```python\nimport os\nprint('marked' in globals(), os.path.exists('/tmp/mark'))\n```\n\n"
       "```python\nmarked = 1\nopen('/tmp/mark', 'w').write('1')\n```\n";
   for (int i = 0; i < 2; ++i) {
-    WaitForPoolFull();
-    const int64_t hits = PoolStat("hits");
+    WaitForKernelPoolFull();
+    const int64_t hits = KernelPoolStat("hits");
     auto r = PostRun(Notebook(mark));
-    BOOST_TEST(PoolStat("hits") == hits + 1);
+    BOOST_TEST(KernelPoolStat("hits") == hits + 1);
     BOOST_TEST(SnippetOut(r, 0) == "False False\n", Str(r, "stderr"));
   }
-  WaitForPoolFull();
-  const int64_t hits = PoolStat("hits");
+  WaitForKernelPoolFull();
+  const int64_t hits = KernelPoolStat("hits");
   const std::string stateful = R"({"language": "python", "stateful": true, "user": "pool-user",
     "session": "pool-stateful", "code": ")";
   auto a = PostRun(stateful + R"(import os\nprint('marked' in globals()); s = 5"})");
   BOOST_TEST(Str(a, "stdout") == "False\n", Str(a, "stderr"));
-  BOOST_TEST(PoolStat("hits") == hits + 1);
+  BOOST_TEST(KernelPoolStat("hits") == hits + 1);
   auto b = PostRun(stateful + R"j(print(s)"})j");
   BOOST_TEST(Str(b, "stdout") == "5\n", Str(b, "stderr"));
   BOOST_TEST(Str(b["kernel"], "status") == "kept");
-}
-
-// A daemon killed (SIGKILL) with a full pool: its pooled kernels wait frozen, and the next
-// start sweeps them; a SIGTERM stop ends them. Nothing of the pool is left either way.
-BOOST_AUTO_TEST_CASE(nothing_of_the_pool_outlives_the_daemon) {
-  WaitForPoolFull();
-  BOOST_TEST_REQUIRE(CountPoolThings().processes > 0, "a pooled kernel waits");
-  pid_t daemon = Stack::Get().DaemonPid();
-  BOOST_TEST_REQUIRE(daemon > 0);
-  kill(daemon, SIGKILL);
-  Stack::Get().Restart();
-  auto t = Clock::now();
-  while (CountPoolThings().total() > 0 && SecondsSince(t) < 30) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(100));
-  }
-  BOOST_TEST(CountPoolThings().total() == 0);
-  BOOST_TEST(WaitForRunsGone(30));
-  // Filled again by a kernel start, then stopped.
-  auto r = PostRun(Notebook("```python\ny = 2\n```\n\n```python\nprint(y)\n```\n"));
-  BOOST_TEST(SnippetOut(r, 1) == "2\n", Str(r, "stderr"));
-  WaitForPoolFull();
-  BOOST_TEST_REQUIRE(CountPoolThings().processes > 0);
-  daemon = Stack::Get().DaemonPid();
-  kill(daemon, SIGTERM);
-  t = Clock::now();
-  while (ProcessAlive(daemon) && SecondsSince(t) < 30) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
-  }
-  BOOST_TEST(!ProcessAlive(daemon));
-  const PoolCounts left = CountPoolThings();
-  BOOST_TEST(left.total() == 0, "processes " << left.processes << " cgroups " << left.cgroups
-                                             << " dirs " << left.dirs << " mounts " << left.mounts);
-  BOOST_TEST(SandboxProcessCount() == 0);
-  BOOST_TEST(LeftoverRunCgroups() == 0);
-  BOOST_TEST(RunMountCount() == 0);
-  Stack::Get().Restart();
 }
 
 BOOST_AUTO_TEST_SUITE_END()
@@ -246,7 +185,7 @@ BOOST_AUTO_TEST_SUITE_END()
 BOOST_AUTO_TEST_SUITE(KernelPoolOff)
 
 BOOST_AUTO_TEST_CASE(without_a_pool_notebook_and_stateful_runs_start_their_kernels) {
-  BOOST_TEST(PoolStat("size") == 0);
+  BOOST_TEST(KernelPoolStat("size") == 0);
   auto r =
       PostRun(Notebook(kAnswer, "", {{"input.txt", "cGxhY2VkCg=="}, {"kept.txt", "Z2l2ZW4="}}));
   BOOST_TEST(Str(r, "status") == "ok", Str(r, "stderr"));
@@ -254,8 +193,8 @@ BOOST_AUTO_TEST_CASE(without_a_pool_notebook_and_stateful_runs_start_their_kerne
   auto s = PostRun(R"j({"language": "python", "stateful": true, "user": "pool-user",
     "session": "off", "code": "print(6 * 7)"})j");
   BOOST_TEST(Str(s, "stdout") == "42\n", Str(s, "stderr"));
-  BOOST_TEST(PoolStat("active") == 0);
-  BOOST_TEST(PoolStat("hits") == 0);
+  BOOST_TEST(KernelPoolStat("active") == 0);
+  BOOST_TEST(KernelPoolStat("hits") == 0);
   BOOST_TEST(CountPoolThings().total() == 0);
 }
 
