@@ -87,7 +87,8 @@ class Sandrun:
         deadline = time.monotonic() + limit_s
         while True:
             pool = self.kernel_pool()
-            if pool.get("size", 0) == 0 or pool.get("ready", 0) >= pool["size"]:
+            # Not filling yet (before the daemon's first kernel start): nothing to wait for.
+            if not pool.get("active") or pool.get("ready", 0) >= pool.get("size", 0):
                 return True
             if time.monotonic() >= deadline:
                 return False
