@@ -46,8 +46,16 @@ Service::Service(const config::Config& config, const sandbox::SandboxRunner* run
       session_waiters_(config.session_max_waiters, config.session_max_waiters_total),
       environment_waiters_(config.session_max_waiters_total, config.session_max_waiters_total),
       // A kernel never outlives its session's expiry.
-      kernels_(runner, {config.runs_dir, std::min(config.kernel_idle_s, config.session_idle_s),
-                        config.max_kernels}),
+      kernels_(runner, {config.runs_dir,
+                        std::min(config.kernel_idle_s, config.session_idle_s),
+                        config.max_kernels,
+                        // Boots pause as the warm pool's refills do (RefillMayStart).
+                        {KernelPoolSize(config, runner), [this] { return PooledKernelSpec(); },
+                         [this](std::chrono::milliseconds waited) {
+                           const RefillGate gate{[this] { return RunLoad(admission_.active()); },
+                                                 sys::UsableCpus()};
+                           return RefillMayStart(gate, gate.load(), waited);
+                         }}}),
       pool_(
           WarmPoolSizes(config, runner != nullptr),
           [this](const std::string& language) { return MakeWarmSandbox(language); },
@@ -191,6 +199,23 @@ HttpResponse Service::HandleHealth() const {
     WritePoolCounts(w, stats.hits, stats.misses, stats.failures, stats.last_error);
     w.EndObject();
   }
+  w.EndObject();
+  // The kernel pool (kernel/kernel_pool.h): {"size", "ready", "active", "refilling",
+  // "deferred", "hits", "misses", "failures"[, "last_error"]}.
+  const kernel::KernelPoolStats kp = kernels_.pool_stats();
+  w.Key("kernel_pool");
+  w.StartObject();
+  w.Key("size");
+  w.Int64(kp.size);
+  w.Key("ready");
+  w.Int64(kp.ready);
+  w.Key("active");
+  w.Bool(kp.active);
+  w.Key("refilling");
+  w.Bool(kp.refilling);
+  w.Key("deferred");
+  w.Bool(kp.deferred);
+  WritePoolCounts(w, kp.hits, kp.misses, kp.failures, kp.last_error);
   w.EndObject();
   // The network namespaces made ahead (sandbox/net_namespace_pool.h), the same counts.
   const sandbox::NetNamespaceStats nets =

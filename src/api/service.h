@@ -251,6 +251,12 @@ class Service {
   // The refusal of a stateful run this host or request cannot have (503 without cgroups,
   // 400 with stdin or a language other than python and bash) or nullopt.
   std::optional<HttpResponse> CheckStateful(const RunRequest& run) const;
+  // The spec of the kernel pool's kernels (kernel/kernel_pool.h): a kernel as a run with the
+  // live default limits, no network and no stdin gets it (KernelSpecFor).
+  kernel::KernelSpec PooledKernelSpec() const;
+  // Kernels the pool keeps (config kernel_pool_size), 0 where kernels cannot run (no
+  // runner, no cgroup freezer).
+  static int64_t KernelPoolSize(const config::Config& config, const sandbox::SandboxRunner* runner);
   // The session's kernel for `run` (KernelManager::Acquire), a new one filled from the
   // session (RestoreSession; its digests into `restored`). The refusal (RestoreSession's,
   // 503 busy, 500 sandbox_error) or nullopt.

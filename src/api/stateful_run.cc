@@ -283,6 +283,19 @@ std::optional<HttpResponse> Service::CheckStateful(const RunRequest& run) const 
   return std::nullopt;
 }
 
+kernel::KernelSpec Service::PooledKernelSpec() const {
+  RunRequest run;
+  run.limits = LiveConfig()->limits;
+  return KernelSpecFor(config_, run);
+}
+
+int64_t Service::KernelPoolSize(const config::Config& config,
+                                const sandbox::SandboxRunner* runner) {
+  const bool kernels =
+      runner != nullptr && runner->cgroups() != nullptr && runner->cgroups()->can_freeze();
+  return kernels ? config.kernel_pool_size : 0;
+}
+
 std::optional<HttpResponse> Service::AcquireKernel(const RunRequest& run,
                                                    const storage::SessionLock& session,
                                                    const std::string& id,

@@ -207,6 +207,10 @@ std::vector<Key> KernelKeys() {
       {"max_kernels", &Config::max_kernels, "int", 1,
        "Python kernels of stateful sessions alive at once; the least recently used is ended "
        "first"},
+      {"kernel_pool_size", &Config::kernel_pool_size, "int", 0,
+       "Python kernels kept booted (frozen) for notebook runs and new stateful kernels with "
+       "the default limits, no network and no stdin, from the first kernel start on (at most "
+       "8); 0 = every kernel starts on its run's request"},
       {"node_id", &Config::node_id, "string", 0,
        "this node's name behind a front nginx (1-32 of a-z 0-9 -): download links become "
        "/files/<node_id>/...; empty = a single machine, links /files/..."},
@@ -454,6 +458,15 @@ bool IndexUrl(const std::string& url) {
   return PlainText(url) && (url.rfind("http://", 0) == 0 || url.rfind("https://", 0) == 0);
 }
 
+// The kernel pool's bound: each pooled kernel is an idle IPython held frozen.
+void CheckKernelKeys(const Config& c, std::vector<Error>& problems) {
+  if (c.kernel_pool_size > 8) {
+    problems.push_back(
+        WithFix(KeyError("kernel_pool_size", "must be <= 8"),
+                "each pooled kernel holds an idle IPython (tens of MB); 1 or 2 is enough"));
+  }
+}
+
 // network, network_allow_cidrs and the pip_* keys, each problem on its own line.
 void CheckNetworkKeys(const Config& c, std::vector<Error>& problems) {
   if (c.network != "off" && c.network != "on_request" && c.network != "always") {
@@ -624,6 +637,7 @@ Status Finish(Config& c, bool read_secrets) {
     problems.push_back(s.error());
   }
   CheckNetworkKeys(c, problems);
+  CheckKernelKeys(c, problems);
   c.origins.clear();
   for (std::string origin : SplitList(c.allowed_origins)) {
     while (!origin.empty() && origin.back() == '/') origin.pop_back();

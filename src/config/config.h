@@ -161,6 +161,9 @@ struct Config {
   // at most max_kernels live at once (least recently used ended first).
   int64_t kernel_idle_s = 600;
   int64_t max_kernels = 4;
+  // Kernels booted ahead for notebook and stateful runs of the default limits (kernel/
+  // kernel_pool.h); 0: none. At most 8.
+  int64_t kernel_pool_size = 1;
   // This node's name in a cluster (docs/CLUSTER.md): download links are
   // /files/<node_id>/... so that the front nginx routes them here. "" = one machine, links
   // /files/... as always. 1 to 32 of [a-z0-9-], not starting with '-'.

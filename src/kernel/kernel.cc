@@ -661,6 +661,66 @@ void Kernel::FollowCell(CellProgress& cell, const std::string& id, Clock::time_p
   }
 }
 
+namespace {
+
+// The kernel's cgroup as a host helper of a pooled kernel joins it (FillFrozen): the memory
+// cgroup alone, so that what it writes is charged to the kernel while the freezer (v1: a
+// hierarchy of its own) does not stop it. Everything else goes to the kernel's cgroup as is.
+class HelperView : public sandbox::RunCgroup {
+ public:
+  explicit HelperView(sandbox::RunCgroup* kernel) : kernel_(kernel) {}
+  Status AddProcess(pid_t pid) override { return kernel_->AddMemoryOnly(pid); }
+  Status AddMemoryOnly(pid_t pid) override { return kernel_->AddMemoryOnly(pid); }
+  Status EnterCallingThread() override { return Refused(); }
+  Status LeaveCallingThread() override { return OkStatus(); }
+  Status SetLimits(const sandbox::CgroupLimits&) override { return Refused(); }
+  Status Rename(const std::string&) override { return Refused(); }
+  sandbox::CgroupStats Stats() const override { return kernel_->Stats(); }
+  Status Freeze(bool) override { return Refused(); }
+  Status Destroy() override { return OkStatus(); }  // the kernel's sandbox owns the cgroup
+
+ private:
+  static Status Refused() {
+    return MakeError(ErrorKind::kSystem, "a helper of a frozen kernel only joins its cgroup");
+  }
+  sandbox::RunCgroup* kernel_;
+};
+
+}  // namespace
+
+Status Kernel::FillFrozen(const Populate& populate, bool thaw) {
+  if (!alive()) return KernelError("the pooled kernel ended while waiting");
+  if (!populate) return OkStatus();
+  sandbox::RunCgroup* cgroup = sandbox_->cgroup();
+  HelperView view(cgroup);
+  if (thaw) {
+    if (Status s = sandbox_->Freeze(false); !s.ok()) {
+      Shutdown();
+      return KernelError("the pooled kernel could not be resumed: " + s.error().message);
+    }
+  }
+  Status filled = populate(workspace_, cgroup != nullptr ? &view : nullptr);
+  if (thaw) {
+    if (Status s = sandbox_->Freeze(true); !s.ok()) {
+      Shutdown();
+      return KernelError("the kernel cannot be paused between cells: " + s.error().message);
+    }
+  }
+  return filled;
+}
+
+Status Kernel::Rename(const std::string& dir, const std::string& id) {
+  if (Status s = sys::Rename(dir_, dir); !s.ok()) return KernelError(s.error().message);
+  dir_ = dir;
+  workspace_ = dir_ + "/fs/ws";
+  tmp_ = dir_ + "/fs/tmp";
+  if (sandbox_ != nullptr && sandbox_->cgroup() != nullptr) {
+    if (Status s = sandbox_->cgroup()->Rename(id); !s.ok()) return KernelError(s.error().message);
+  }
+  id_ = id;
+  return OkStatus();
+}
+
 bool Kernel::alive() const {
   return sandbox_ != nullptr && sockets_ != nullptr && !sandbox_->Exited();
 }

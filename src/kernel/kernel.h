@@ -122,6 +122,10 @@ struct CellRelay {
   std::function<bool()> interrupt_asked;
 };
 
+// Fills a new kernel's workspace (the session's files) from a process in `cgroup`, the
+// kernel's (null without cgroups), so that the files are charged to the kernel's memory.
+using Populate = std::function<Status(const std::string& workspace, sandbox::RunCgroup* cgroup)>;
+
 class Kernel {
  public:
   // Makes `dir` (must not exist): a tmpfs of spec.limits.disk_bytes holding the workspace
@@ -145,6 +149,22 @@ class Kernel {
   // what the kernel printed when it ended early, or why it cannot be frozen.
   Status Boot(const sandbox::SandboxRunner& runner, void* zmq_context,
               std::unique_ptr<sandbox::RunCgroup> cgroup);
+
+  // For a kernel booted ahead of its run (the kernel pool, kernel_pool.h): fills its
+  // workspace with `populate` while the kernel stays frozen, as it has been since Boot (no
+  // code of it runs, so none can race the daemon's writes). The cgroup `populate` gets is a
+  // view of the kernel's in which a helper joins the memory cgroup alone (AddMemoryOnly): its
+  // files are charged to the kernel, and it is not frozen with it (cgroup v1, where the
+  // freezer is a hierarchy of its own). `thaw`: thaw the kernel while `populate` runs and
+  // freeze it again after (cgroup v2, where a process in the kernel's cgroup freezes with it;
+  // a pooled kernel has run no code but its own start). Errors: `populate`'s, as it returned
+  // them; kSystem when the kernel cannot be frozen again (it is then ended).
+  Status FillFrozen(const Populate& populate, bool thaw);
+
+  // Moves the kernel's directory to `dir` and renames its cgroup to `id` (cgroup v1; v2
+  // keeps the name), for a pooled kernel taking a run's name. Errors: kSystem, naming the
+  // rename; what was renamed stays renamed.
+  Status Rename(const std::string& dir, const std::string& id);
 
   // Runs `code` as one cell: thaws the kernel, and freezes it again after the cell (a kernel
   // that does not freeze within a second is ended: kernel_lost). Never fails: what went

@@ -70,7 +70,12 @@ void KernelManager::Lease::Release() {
 }
 
 KernelManager::KernelManager(const sandbox::SandboxRunner* runner, ManagerOptions options)
-    : runner_(runner), options_(std::move(options)), zmq_context_(zmq_ctx_new()) {}
+    : runner_(runner),
+      options_(std::move(options)),
+      zmq_context_(zmq_ctx_new()),
+      pool_(options_.pool, [this](const KernelSpec& spec, const std::string& name) {
+        return BootKernel(spec, name, nullptr);
+      }) {}
 
 void KernelManager::StartReaperOnce() {
   // Started with the first kernel, not with the manager: until then the daemon stays as it
@@ -141,30 +146,59 @@ Status KernelManager::ClaimUnderLock(const std::string& key, const KernelSpec& s
   return OkStatus();
 }
 
+Result<std::unique_ptr<Kernel>> KernelManager::BootKernel(const KernelSpec& spec,
+                                                          const std::string& name,
+                                                          const Populate& populate) {
+  auto made = Kernel::Create(options_.runs_dir + "/" + name, name, spec);
+  if (!made.ok()) return made.error();
+  // One cgroup for the restore and the kernel (issue 10 item 4): the session's tmpfs pages
+  // stay charged to the kernel's memory limit.
+  // Freezable: the kernel is frozen between cells (Kernel::Boot, Kernel::Execute).
+  sandbox::CgroupLimits cgroup_limits = sandbox::CgroupLimitsFor(spec.limits);
+  cgroup_limits.freezable = true;
+  auto cgroup = runner_->CreateCgroup((*made)->id(), cgroup_limits);
+  if (!cgroup.ok()) return MakeError(ErrorKind::kSystem, cgroup.error().message);
+  if (populate) {
+    if (Status s = populate((*made)->workspace(), cgroup->get()); !s.ok()) return s.error();
+  }
+  Status s = (*made)->Boot(*runner_, zmq_context_, std::move(*cgroup));
+  if (!s.ok()) return s.error();
+  return std::move(*made);
+}
+
+Result<std::unique_ptr<Kernel>> KernelManager::TakePooled(const KernelSpec& spec,
+                                                          const Populate& populate) {
+  pool_.Activate();
+  std::unique_ptr<Kernel> pooled = pool_.Take(spec);
+  if (!pooled) return std::unique_ptr<Kernel>();
+  // On cgroup v2 a helper in the kernel's cgroup would freeze with it: the kernel is thawed
+  // while the helper copies (it has run no code but its own start).
+  const bool thaw = runner_->cgroups() != nullptr && runner_->cgroups()->version() != "v1";
+  if (Status s = pooled->FillFrozen(populate, thaw); !s.ok()) return s.error();
+  const std::string name = "k-" + util::RandomHex(8);
+  if (Status s = pooled->Rename(options_.runs_dir + "/" + name, name); !s.ok()) {
+    std::fprintf(stderr, "sandrund: kernel pool: %s; a new kernel is started instead\n",
+                 s.error().message.c_str());
+    return std::unique_ptr<Kernel>();
+  }
+  return pooled;
+}
+
 Result<std::unique_ptr<Kernel>> KernelManager::StartKernel(const KernelSpec& spec,
                                                            const Populate& populate) {
+  auto pooled = TakePooled(spec, populate);
+  if (!pooled.ok() || *pooled) return pooled;
   // A kernel that ends while starting is started once more, from scratch (a new directory,
   // cgroup and restore): now and then ipykernel exits with code 1 before it answers, printing
   // nothing (cause not found yet; seen about once in three full test runs). The first
   // failure is logged.
   for (int attempt = 0;; ++attempt) {
-    auto made = Kernel::Create(options_.runs_dir + "/k-" + util::RandomHex(8),
-                               "k-" + util::RandomHex(8), spec);
-    if (!made.ok()) return made.error();
-    // One cgroup for the restore and the kernel: the session's tmpfs pages
-    // stay charged to the kernel's memory limit.
-    // Freezable: the kernel is frozen between cells (Kernel::Boot, Kernel::Execute).
-    sandbox::CgroupLimits cgroup_limits = sandbox::CgroupLimitsFor(spec.limits);
-    cgroup_limits.freezable = true;
-    auto cgroup = runner_->CreateCgroup((*made)->id(), cgroup_limits);
-    if (!cgroup.ok()) return MakeError(ErrorKind::kSystem, cgroup.error().message);
-    if (Status s = populate((*made)->workspace(), cgroup->get()); !s.ok()) return s.error();
-    Status s = (*made)->Boot(*runner_, zmq_context_, std::move(*cgroup));
-    if (s.ok()) return std::move(*made);
-    if (attempt > 0 || s.error().message.find("ended while starting") == std::string::npos) {
-      return s.error();
+    auto made = BootKernel(spec, "k-" + util::RandomHex(8), populate);
+    if (made.ok()) return made;
+    if (attempt > 0 || made.error().message.find("ended while starting") == std::string::npos) {
+      return made.error();
     }
-    std::fprintf(stderr, "sandrund: %s; starting it again\n", s.error().message.c_str());
+    std::fprintf(stderr, "sandrund: %s; starting it again\n", made.error().message.c_str());
   }
 }
 
@@ -244,6 +278,7 @@ int KernelManager::EndIdle() {
 }
 
 void KernelManager::EndAll() {
+  pool_.Stop();
   std::vector<std::unique_ptr<Kernel>> gone;
   {
     std::lock_guard<std::mutex> lock(mu_);

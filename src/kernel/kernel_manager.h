@@ -15,6 +15,7 @@
 #include <thread>
 
 #include "kernel/kernel.h"
+#include "kernel/kernel_pool.h"
 #include "sandbox/runner.h"
 #include "util/result.h"
 
@@ -24,6 +25,9 @@ struct ManagerOptions {
   std::string runs_dir;  // kernels' directories are made here as "k-<hex>"
   int64_t idle_s = 600;
   int64_t max_kernels = 4;
+  // The kernel pool (kernel_pool.h): its size (0: none), the spec it boots kernels with and
+  // when a boot may start. It fills from the first kernel start on.
+  KernelPool::Options pool;
 };
 
 class KernelManager {
@@ -63,14 +67,15 @@ class KernelManager {
   KernelManager& operator=(const KernelManager&) = delete;
 
   // The live kernel of `key` if it was started with `spec`'s limits and network; else a
-  // new one: the least recently used kernels are ended to make room, its directory and
-  // cgroup are made, `populate` fills its workspace from a process in that cgroup (the
-  // session's files, then charged to the kernel; the cgroup is null without cgroups; an
-  // error Status is returned as is), then it boots in the same cgroup. A live kernel with
+  // new one: the least recently used kernels are ended to make room, and StartKernel starts
+  // it: a pooled kernel when the pool serves `spec`, else its directory and cgroup are made,
+  // `populate` fills its workspace from a process in that cgroup (the session's files, then
+  // charged to the kernel; the cgroup is null without cgroups; an error Status is returned
+  // as is), then it boots in the same cgroup. A live kernel with
   // other limits or network is ended and replaced (note says why: ReplaceReason).
   // Errors: kUnavailable when max_kernels are all leased now; kSystem when it cannot start;
   // whatever `populate` returned. Waits for the kernel to boot (seconds).
-  using Populate = std::function<Status(const std::string& workspace, sandbox::RunCgroup* cgroup)>;
+  using Populate = kernel::Populate;
   Result<Acquired> Acquire(const std::string& key, const KernelSpec& spec,
                            const Populate& populate);
 
@@ -93,6 +98,7 @@ class KernelManager {
   // Ends every kernel, leased or not (the daemon stops). Idempotent.
   void EndAll();
   int64_t live() const;
+  KernelPoolStats pool_stats() const { return pool_.Stats(); }
 
  private:
   void Reaper();
@@ -102,8 +108,17 @@ class KernelManager {
   Status ClaimUnderLock(const std::string& key, const KernelSpec& spec,
                         const std::shared_ptr<Entry>& entry, Acquired* out,
                         std::vector<std::unique_ptr<Kernel>>* gone);
-  // Acquire's part outside the lock: a new kernel's directory, cgroup, files and boot.
+  // Acquire's part outside the lock: a pooled kernel with its files (TakePooled), or a new
+  // kernel's directory, cgroup, files and boot (BootKernel).
   Result<std::unique_ptr<Kernel>> StartKernel(const KernelSpec& spec, const Populate& populate);
+  // A kernel of the pool serving `spec`, its workspace filled by `populate` and named as a
+  // kernel started now is; null when the pool has none (or the one it had failed: logged).
+  // Errors: what `populate` returned.
+  Result<std::unique_ptr<Kernel>> TakePooled(const KernelSpec& spec, const Populate& populate);
+  // A new kernel named `name` (directory and cgroup), filled by `populate` (may be null),
+  // booted. Errors as StartKernel's.
+  Result<std::unique_ptr<Kernel>> BootKernel(const KernelSpec& spec, const std::string& name,
+                                             const Populate& populate);
   int64_t NowMs() const;
 
   const sandbox::SandboxRunner* runner_;
@@ -117,6 +132,7 @@ class KernelManager {
   void StartReaperOnce();
   std::once_flag reaper_started_;
   std::thread reaper_;
+  KernelPool pool_;  // last: stopped (and its kernels ended) first
 };
 
 }  // namespace sandrun::kernel

@@ -905,6 +905,8 @@ std::string LiveSandbox::ExitDescription() {
   return "ended";
 }
 
+RunCgroup* LiveSandbox::cgroup() const { return state_->cgroup.get(); }
+
 Status LiveSandbox::Freeze(bool frozen) {
   if (!state_->cgroup) return MakeError(ErrorKind::kSystem, "the sandbox has no cgroup to freeze");
   return state_->cgroup->Freeze(frozen);

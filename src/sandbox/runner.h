@@ -57,6 +57,9 @@ class LiveSandbox {
   // Freezes (true) or thaws (false) every process of the sandbox (RunCgroup::Freeze; the
   // cgroup made with CgroupLimits::freezable). Errors: no cgroup, or as Freeze's.
   Status Freeze(bool frozen);
+  // The sandbox's cgroup (null without cgroups, or after Kill()), for a helper of the
+  // sandbox (RunHelper) or a rename; the sandbox keeps owning it.
+  RunCgroup* cgroup() const;
   // SIGKILL to init (its pid namespace goes with it), thaws a frozen sandbox so that it
   // dies, reaps it, removes the cgroup. Idempotent.
   void Kill();

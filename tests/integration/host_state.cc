@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <boost/test/unit_test.hpp>
 #include <chrono>
 #include <fstream>
 #include <functional>
@@ -47,12 +48,12 @@ constexpr char kRootTemplateDir[] = ".root-template";
 
 bool IsPoolName(const std::string& name) { return name.rfind(kPoolPrefix, 0) == 0; }
 
-// Whether process `pid` sits in a warm pool's cgroup.
-bool InPoolCgroup(const std::string& pid) {
+// Whether process `pid` sits in a pool's cgroup (named `prefix`<...>).
+bool InPoolCgroup(const std::string& pid, const std::string& prefix = kPoolPrefix) {
   std::ifstream cgroups("/proc/" + pid + "/cgroup");
   std::string line;
   while (std::getline(cgroups, line)) {
-    if (line.find(std::string("/") + kPoolPrefix) != std::string::npos) return true;
+    if (line.find("/" + prefix) != std::string::npos) return true;
   }
   return false;
 }
@@ -106,6 +107,42 @@ std::vector<std::string> RunCgroupDirs() {
 
 int LeftoverRunCgroups() { return static_cast<int>(RunCgroupDirs().size()); }
 
+PoolCounts CountPoolThings(const std::string& prefix) {
+  auto named = [&](const std::string& name) { return name.rfind(prefix, 0) == 0; };
+  PoolCounts counts;
+  DIR* proc = ::opendir("/proc");
+  while (struct dirent* e = proc ? ::readdir(proc) : nullptr) {
+    if (e->d_name[0] < '0' || e->d_name[0] > '9') continue;
+    struct stat st;
+    if (::stat((std::string("/proc/") + e->d_name).c_str(), &st) != 0) continue;
+    if (IsSandboxUid(st.st_uid) && InPoolCgroup(e->d_name, prefix)) ++counts.processes;
+  }
+  if (proc) ::closedir(proc);
+  std::function<void(const std::string&, int, bool)> walk = [&](const std::string& dir, int depth,
+                                                                bool inside) {
+    DIR* d = depth < 0 ? nullptr : ::opendir(dir.c_str());
+    while (struct dirent* e = d ? ::readdir(d) : nullptr) {
+      if (e->d_type != DT_DIR || e->d_name[0] == '.') continue;
+      if (inside && named(e->d_name)) ++counts.cgroups;
+      walk(dir + "/" + e->d_name, depth - 1, inside || e->d_name == Stack::Get().cgroup_name());
+    }
+    if (d) ::closedir(d);
+  };
+  walk("/sys/fs/cgroup", 6, false);
+  const std::string runs = Stack::Get().state_dir() + "/runs";
+  DIR* d = ::opendir(runs.c_str());
+  while (struct dirent* e = d ? ::readdir(d) : nullptr) {
+    if (named(e->d_name)) ++counts.dirs;
+  }
+  if (d) ::closedir(d);
+  std::ifstream mounts("/proc/self/mountinfo");
+  std::string line;
+  while (std::getline(mounts, line)) {
+    if (line.find(runs + "/" + prefix) != std::string::npos) ++counts.mounts;
+  }
+  return counts;
+}
+
 int RunDirCount() { return CountEntries(Stack::Get().state_dir() + "/runs"); }
 
 int RunMountCount() {
@@ -149,6 +186,26 @@ std::set<std::string> SandboxOwnedOutsideWorkspace() {
     }
   }
   return out;
+}
+
+// /healthz "kernel_pool" member `key` (an integer or a bool as 0/1); -1 when absent.
+int64_t KernelPoolStat(const char* key) {
+  rapidjson::Document doc = ParseJson(Get("/healthz").body);
+  if (!doc.IsObject() || !doc.HasMember("kernel_pool")) return -1;
+  const rapidjson::Value& pool = doc["kernel_pool"];
+  if (!pool.HasMember(key)) return -1;
+  if (pool[key].IsBool()) return pool[key].GetBool() ? 1 : 0;
+  return pool[key].IsInt64() ? pool[key].GetInt64() : -1;
+}
+
+void WaitForKernelPoolFull() {
+  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  while (KernelPoolStat("ready") < KernelPoolStat("size") &&
+         std::chrono::steady_clock::now() < until) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  BOOST_TEST_REQUIRE(KernelPoolStat("ready") == KernelPoolStat("size"),
+                     "the kernel pool did not fill in 60 s: " << Get("/healthz").body);
 }
 
 int64_t WarmPoolHits(const std::string& language) {

@@ -33,6 +33,24 @@ bool WaitForRunsGone(double seconds);
 // sandrun_pool_hits_total from /metrics: runs a warm sandbox served, of `language` or of
 // every language ("" ); -1 when /metrics does not say.
 int64_t WarmPoolHits(const std::string& language = "");
+// What the pools hold on the host (named pool-<...>: the warm pool's sandboxes, the kernel
+// pool's kernels, pool-k-<hex>), which every count above leaves out; those named
+// `prefix`<...> only.
+struct PoolCounts {
+  int processes = 0;  // of the sandbox uids, in a pool's cgroup
+  int cgroups = 0;    // below the stack's cgroup directory, every hierarchy
+  int dirs = 0;       // in <state>/runs
+  int mounts = 0;     // below <state>/runs
+  int total() const { return processes + cgroups + dirs + mounts; }
+};
+PoolCounts CountPoolThings(const std::string& prefix = "pool-");
+// The kernel pool's (src/kernel/kernel_pool.h kPoolKernelPrefix).
+inline constexpr char kKernelPoolPrefix[] = "pool-k-";
+// /healthz "kernel_pool" member `key` (an integer, or a bool as 0/1); -1 when absent.
+int64_t KernelPoolStat(const char* key);
+// Waits (up to 60 s: a kernel boots in 1-5 s on a busy machine) until the kernel pool is
+// full; fails the test (BOOST_REQUIRE) when it is not.
+void WaitForKernelPoolFull();
 // Open file descriptors of the stack's sandrund; -1 if it cannot be found.
 int DaemonFdCount();
 // Paths owned by the sandbox's host uids in /tmp, /var/tmp, /dev/shm, /run (top level only:

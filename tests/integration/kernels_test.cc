@@ -470,11 +470,14 @@ BOOST_AUTO_TEST_CASE(latency_of_a_kept_kernel_next_to_a_cold_run) {
 
 // A daemon killed (SIGKILL) while a kernel is frozen: init's death signal cannot take a frozen
 // process (cgroup v1), so the kernel waits, frozen, for the next start, whose sweep thaws and
-// kills it: nothing of it is left.
+// kills it: nothing of it is left. The same for a kernel of the kernel pool.
 BOOST_AUTO_TEST_CASE(a_kernel_frozen_when_the_daemon_is_killed_is_swept_at_the_next_start) {
   auto r = PostRun(Stateful("erin", "frozen-kill", "import threading\nfrozen = 1"));
   BOOST_TEST_REQUIRE(Str(r, "status") == "ok", Str(r, "stderr"));
   BOOST_TEST_REQUIRE(SandboxProcessCount() > 0, "the idle kernel lives between runs");
+  // And a pooled kernel waits, frozen too (the default kernel_pool_size 1).
+  WaitForKernelPoolFull();
+  BOOST_TEST_REQUIRE(CountPoolThings(kKernelPoolPrefix).processes > 0, "a pooled kernel waits");
   const pid_t daemon = Stack::Get().DaemonPid();
   BOOST_TEST_REQUIRE(daemon > 0);
   kill(daemon, SIGKILL);
@@ -485,15 +488,22 @@ BOOST_AUTO_TEST_CASE(a_kernel_frozen_when_the_daemon_is_killed_is_swept_at_the_n
   }
   BOOST_TEST(SandboxProcessCount() == 0);
   BOOST_TEST(LeftoverRunCgroups() == 0);
+  const PoolCounts pool = CountPoolThings(kKernelPoolPrefix);
+  BOOST_TEST(pool.total() == 0, "the pooled kernel was swept too: processes "
+                                    << pool.processes << ", cgroups " << pool.cgroups << ", dirs "
+                                    << pool.dirs << ", mounts " << pool.mounts);
   auto after = PostRun(Stateful("erin", "frozen-kill", "print('frozen' in globals())"));
   BOOST_TEST(Str(after, "stdout") == "False\n", Str(after, "stderr"));
 }
 
-// Last: the daemon stops (SIGTERM) with live kernels; nothing of them is left on the host.
+// Last: the daemon stops (SIGTERM) with live kernels and a full kernel pool; nothing of them
+// is left on the host.
 BOOST_AUTO_TEST_CASE(no_kernel_process_or_cgroup_outlives_the_daemon) {
   auto r = PostRun(Stateful("erin", "left", "q = 1"));
   BOOST_TEST(Str(r, "status") == "ok", Str(r, "stderr"));
   BOOST_TEST_REQUIRE(SandboxProcessCount() > 0, "the idle kernel lives between runs");
+  WaitForKernelPoolFull();
+  BOOST_TEST_REQUIRE(CountPoolThings(kKernelPoolPrefix).processes > 0, "a pooled kernel waits");
   BOOST_TEST(LeftoverRunCgroups() > 0);
   const pid_t daemon = Stack::Get().DaemonPid();
   BOOST_TEST_REQUIRE(daemon > 0);
@@ -506,6 +516,10 @@ BOOST_AUTO_TEST_CASE(no_kernel_process_or_cgroup_outlives_the_daemon) {
   BOOST_TEST(SandboxProcessCount() == 0);
   BOOST_TEST(LeftoverRunCgroups() == 0);
   BOOST_TEST(RunMountCount() == 0);
+  const PoolCounts pool = CountPoolThings(kKernelPoolPrefix);
+  BOOST_TEST(pool.total() == 0, "of the kernel pool: processes "
+                                    << pool.processes << ", cgroups " << pool.cgroups << ", dirs "
+                                    << pool.dirs << ", mounts " << pool.mounts);
   Stack::Get().Restart();
 }
 
