@@ -75,6 +75,10 @@ struct SandboxSpec {
   gid_t host_gid = 64000;
   std::string run_id;  // names the cgroup
   NetworkSpec network;
+  // Start from the zygote (zygote.h) when the launcher has one: argv is then the run's
+  // Python's (python3 sandrun_main.py PROGRAM), which the zygote goes on as instead of
+  // exec'ing it. Without a zygote the run starts as any other.
+  bool zygote = false;
 };
 
 }  // namespace sandrun::sandbox

@@ -1,0 +1,70 @@
+"""The zygote (config `zygote`; DESIGN.md "zygote"): a Python started once, as a run's Python
+starts, forked into each new sandbox.
+
+    python3 <dir>/sandrun_zygote.py 3 <module dir> <daemon pid>
+
+sandrund starts it with a run's environment (its PYTHONPATH names <dir>, which holds the support
+files: site imports sitecustomize from there, as in a sandbox). Nothing here has random state
+at import. It serves the daemon's requests on fd 3 (_sandrun_zygote.serve: builds a run's
+sandbox with the launcher's code), one at a time, and exits at the daemon's EOF. In the
+sandbox it built, serve() returns the run's argv and environ in the program's process, which
+then runs as `python3 sandrun_main.py PROGRAM` does: what differs from a fresh interpreter is
+listed in DESIGN.md.
+"""
+
+import os
+import signal
+import sys
+
+import sandrun_loader
+
+
+def _become_the_run(argv, environ, here):
+    """In the sandbox: the run's argv, environ, paths, then the loader (never returns)."""
+    inside = os.path.dirname(argv[1]) if len(argv) > 1 else here
+    for name in ("sitecustomize", "sandrun_loader", "sandrun_zygote", "__main__"):
+        module = sys.modules.get(name)
+        origin = getattr(module, "__file__", None) or ""
+        if origin.startswith(here + "/"):
+            module.__file__ = inside + origin[len(here) :]
+            module.__cached__ = None
+            if getattr(module, "__spec__", None) is not None:
+                module.__spec__.origin = module.__file__
+    sys.modules.pop("_sandrun_zygote", None)
+    sys.modules.pop("sandrun_zygote", None)
+    sys.path_importer_cache.clear()
+    os.environ.clear()
+    for entry in environ:
+        key, _, value = entry.partition("=")
+        os.environ[key] = value
+    sys.orig_argv[:] = argv
+    sys.argv[:] = argv[1:]
+    signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+    import importlib
+
+    importlib.invalidate_caches()
+    sandrun_loader.run(argv[2:])
+
+
+def _main():
+    sock, module_dir, daemon = int(sys.argv[1]), sys.argv[2], int(sys.argv[3])
+    sys.path.insert(0, module_dir)
+    import _sandrun_zygote
+
+    del sys.path[0]
+    _sandrun_zygote.watch_parent(daemon)
+    here = os.path.dirname(os.path.abspath(__file__))
+    sandrun_loader.warm_up()
+    # Its children (each sandbox's init) are reaped by the kernel; the daemon watches them
+    # through pidfds.
+    signal.signal(signal.SIGCHLD, signal.SIG_IGN)
+    while True:
+        served = _sandrun_zygote.serve(sock)
+        if served is False:
+            return
+        if served is not None:
+            _become_the_run(served[0], served[1], here)
+
+
+if __name__ == "__main__":
+    _main()
