@@ -107,7 +107,12 @@ void PrepareProgram(const InitPlan& plan, bool reset_signals) {
     }
   }
   if (::chdir(plan.workdir.c_str()) != 0) InitFail(ChildStep::kChdir, 0);
-    sock_fprog program{static_cast<unsigned short>(plan.seccomp.size()),
+  // The id change made the process non-dumpable (its /proc/self owned by host root, which the
+  // namespace cannot map); execve of a readable program makes it dumpable again: so here.
+  if (!reset_signals && ::prctl(PR_SET_DUMPABLE, 1, 0, 0, 0) != 0) {
+    InitFail(ChildStep::kCapabilities, 2);
+  }
+  sock_fprog program{static_cast<unsigned short>(plan.seccomp.size()),
                      const_cast<sock_filter*>(plan.seccomp.data())};
   if (!plan.seccomp.empty() && ::syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, 0, &program) != 0) {
     InitFail(ChildStep::kSeccomp, 0);

@@ -25,8 +25,9 @@ void WriteUserSysctls(const InitPlan& plan);
 // In the program's process, everything before its execve: the signal mask emptied (and,
 // with `reset_signals`, the dispositions init changed back to the default), the lifeline
 // closed, a new session, oom_score_adj, no capabilities, the sandbox user's ids,
-// no_new_privs, the rlimits, the working directory and the seccomp filter last. Fails the
-// start (InitFail) on an error.
+// no_new_privs, the rlimits, the working directory and the seccomp filter last. Without
+// `reset_signals` (the zygote's program, which does not exec) the process is made dumpable
+// again as execve would. Fails the start (InitFail) on an error.
 void PrepareProgram(const InitPlan& plan, bool reset_signals);
 
 // NUL-terminated pointers into `in`, for execve.

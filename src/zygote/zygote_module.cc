@@ -111,6 +111,9 @@ PyObject* StringList(const std::vector<std::string>& in) {
 PyObject* ChildSide(const ChildPlan& plan) {
   ::signal(SIGCHLD, SIG_DFL);  // the zygote ignores it; init waits for its children
   ChildSetUp(plan);
+  // Its id change made it non-dumpable, its /proc/self owned by host root, which the namespace
+  // cannot map (oom_score_adj would refuse the write): dumpable as init is after its execve.
+  ::prctl(PR_SET_DUMPABLE, 1, 0, 0, 0);
   auto init_plan = DecodeInitPlan(ReadPlanBytes());
   if (!init_plan.ok()) InitFail(ChildStep::kInitPlan, 0, EINVAL);
   WriteUserSysctls(*init_plan);
