@@ -14,11 +14,11 @@
 #include "api/housekeeping.h"
 #include "api/run_steps.h"
 #include "api/service.h"
-#include "python/support_files.h"
 #include "api/stop_signals.h"
 #include "config/config.h"
 #include "config/config_path.h"
 #include "config/runs_dir.h"
+#include "python/support_files.h"
 #include "sandbox/cgroup.h"
 #include "sandbox/host_check.h"
 #include "sandbox/launcher.h"
@@ -319,10 +319,12 @@ void StartZygote(const config::Config& config, sandbox::Launcher& launcher) {
     }
   }
   for (std::string& line : api::SandboxEnv(config)) {
-    if (line.rfind("PYTHONPATH=", 0) == 0) line = "PYTHONPATH=" + options.script_dir + ":/home/user";
+    if (line.rfind("PYTHONPATH=", 0) == 0)
+      line = "PYTHONPATH=" + options.script_dir + ":/home/user";
     options.env.push_back(std::move(line));
   }
-  auto zygote = s.ok() ? sandbox::Zygote::Start(options) : Result<std::unique_ptr<sandbox::Zygote>>(s.error());
+  auto zygote = s.ok() ? sandbox::Zygote::Start(options)
+                       : Result<std::unique_ptr<sandbox::Zygote>>(s.error());
   if (!zygote.ok()) {
     std::fprintf(stderr, "sandrund: zygote: %s; Python runs start without it\n",
                  zygote.error().message.c_str());

@@ -428,8 +428,7 @@ Result<RunResponse> Service::RunSteps(const RunRequest& run, const std::string& 
                  "sandrun: " + step.title + " not run: the run's " + spent + " budget is spent");
       break;
     }
-    auto ran =
-        RunStep(run, i, StepSpec(config_, run, i, id, paths, budget), cgroup, warm, zygote);
+    auto ran = RunStep(run, i, StepSpec(config_, run, i, id, paths, budget), cgroup, warm, zygote);
     if (!ran.ok()) return ran.error();
     if (!IsInstallStep(step)) program_ms += ran->step.wall_ms;
     output_used += ran->output_bytes;

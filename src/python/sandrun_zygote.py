@@ -12,8 +12,8 @@ then runs as `python3 sandrun_main.py PROGRAM` does: what differs from a fresh i
 listed in DESIGN.md.
 """
 
+import _signal
 import os
-import signal
 import sys
 
 import sandrun_loader
@@ -30,6 +30,9 @@ def _become_the_run(argv, environ, here):
             module.__cached__ = None
             if getattr(module, "__spec__", None) is not None:
                 module.__spec__.origin = module.__file__
+    # The zygote's own directory (its script's and PYTHONPATH's entry), as sitecustomize takes
+    # the support directory off in a sandbox.
+    sys.path[:] = [p for p in sys.path if os.path.abspath(p or ".") != here]
     sys.modules.pop("_sandrun_zygote", None)
     sys.modules.pop("sandrun_zygote", None)
     sys.path_importer_cache.clear()
@@ -39,7 +42,7 @@ def _become_the_run(argv, environ, here):
         os.environ[key] = value
     sys.orig_argv[:] = argv
     sys.argv[:] = argv[1:]
-    signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+    _signal.signal(_signal.SIGCHLD, _signal.SIG_DFL)
     import importlib
 
     importlib.invalidate_caches()
@@ -98,7 +101,7 @@ def _main():
     sandrun_loader.warm_up()
     # Its children (each sandbox's init) are reaped by the kernel; the daemon watches them
     # through pidfds.
-    signal.signal(signal.SIGCHLD, signal.SIG_IGN)
+    _signal.signal(_signal.SIGCHLD, _signal.SIG_IGN)
     # Every object made so far into the collector's permanent generation: a collection in a
     # run then never walks (and writes to) them, so their pages stay shared with the zygote
     # instead of each being copied on its first write (gc.freeze, made for pre-fork servers).

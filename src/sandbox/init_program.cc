@@ -119,5 +119,4 @@ void PrepareProgram(const InitPlan& plan, bool reset_signals) {
   }
 }
 
-
 }  // namespace sandrun::sandbox

@@ -359,8 +359,8 @@ Result<bool> ZygoteIntoRun(Started& st, const MountPlan& mounts, int init_exe, u
                            NetNamespacePool* nets, Zygote& zygote) {
   sys::UniqueFd netns = nets != nullptr ? nets->Take() : sys::UniqueFd();
   const Pipes& p = st.pipes;
-  std::vector<int> fds = {p.in.read.get(),     p.out.write.get(), p.err.write.get(),
-                          p.report.write.get(), p.sync.read.get(), st.plan_fd.get(),
+  std::vector<int> fds = {p.in.read.get(),       p.out.write.get(), p.err.write.get(),
+                          p.report.write.get(),  p.sync.read.get(), st.plan_fd.get(),
                           p.lifeline.read.get(), init_exe};
   if (netns.valid()) fds.push_back(netns.get());
   if (st.cgroup) st.base = st.cgroup->Stats();
@@ -481,8 +481,10 @@ Result<Started> Start(const SandboxSpec& spec, const MountPlan& mounts, const Se
   CloseChildEnds(st);
   if (Status s = SetUpChildFromParent(st, spec, *placed); !s.ok()) {
     sys::KillPidfd(st.pidfd.get());
-    if (st.from_zygote) AwaitExit(st.pidfd.get());
-    else (void)sys::Reap(st.pid);  // reaped: its memory (ours) is no longer used
+    if (st.from_zygote)
+      AwaitExit(st.pidfd.get());
+    else
+      (void)sys::Reap(st.pid);  // reaped: its memory (ours) is no longer used
     st.child_stack.Reset();
     return MakeError(ErrorKind::kSystem, s.error().message, s.error().err);
   }

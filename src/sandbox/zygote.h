@@ -19,9 +19,9 @@
 namespace sandrun::sandbox {
 
 struct ZygoteOptions {
-  std::string python;      // the sandbox's python3 (an absolute host path, the same file)
-  std::string script_dir;  // host directory holding the support files and sandrun_zygote.py
-  std::string module_dir;  // host directory holding _sandrun_zygote.so
+  std::string python;            // the sandbox's python3 (an absolute host path, the same file)
+  std::string script_dir;        // host directory holding the support files and sandrun_zygote.py
+  std::string module_dir;        // host directory holding _sandrun_zygote.so
   std::vector<std::string> env;  // a run's environment (its PYTHONPATH names script_dir)
 };
 

@@ -188,8 +188,7 @@ PyObject* Serve(PyObject*, PyObject* args) {
   // The user namespace is owned by the sandbox's host uid (launcher.cc CloneChild).
   const bool as_owner = ::syscall(SYS_setresuid, -1, request->owner_uid, -1) == 0;
   PyOS_BeforeFork();
-  const long pid =
-      as_owner ? ::syscall(SYS_clone, flags, nullptr, &pidfd, nullptr, nullptr) : -1;
+  const long pid = as_owner ? ::syscall(SYS_clone, flags, nullptr, &pidfd, nullptr, nullptr) : -1;
   const int clone_errno = as_owner ? errno : EPERM;
   if (pid == 0) return ChildSide(plan);
   PyOS_AfterFork_Parent();
@@ -207,6 +206,15 @@ PyObject* WatchParent(PyObject*, PyObject* args) {
   if (!PyArg_ParseTuple(args, "i", &daemon)) return nullptr;
   ::prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0);
   if (::getppid() != daemon) ::_exit(0);
+  // glibc's two internal signals (32, 33), which posix_spawn cannot reset: ignored from the
+  // daemon otherwise, and so in every run (a fresh Python has them at the default).
+  struct kernel_sigaction {
+    void (*handler)(int);
+    unsigned long flags;
+    void (*restorer)();
+    uint64_t mask;
+  } dfl{SIG_DFL, 0, nullptr, 0};
+  for (int sig : {32, 33}) ::syscall(SYS_rt_sigaction, sig, &dfl, nullptr, sizeof dfl.mask);
   Py_RETURN_NONE;
 }
 
@@ -215,8 +223,15 @@ PyMethodDef kMethods[] = {
     {"serve", Serve, METH_VARARGS, "Serve one request of the daemon (sandrun zygote)."},
     {nullptr, nullptr, 0, nullptr}};
 
-PyModuleDef kModule = {PyModuleDef_HEAD_INIT, "_sandrun_zygote", nullptr, -1, kMethods,
-                       nullptr, nullptr, nullptr, nullptr};
+PyModuleDef kModule = {PyModuleDef_HEAD_INIT,
+                       "_sandrun_zygote",
+                       nullptr,
+                       -1,
+                       kMethods,
+                       nullptr,
+                       nullptr,
+                       nullptr,
+                       nullptr};
 
 }  // namespace
 }  // namespace sandrun::sandbox
