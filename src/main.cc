@@ -12,6 +12,7 @@
 #include <string>
 
 #include "api/housekeeping.h"
+#include "api/run_displays.h"
 #include "api/run_steps.h"
 #include "api/service.h"
 #include "api/stop_signals.h"
@@ -323,6 +324,8 @@ void StartZygote(const config::Config& config, sandbox::Launcher& launcher) {
       line = "PYTHONPATH=" + options.script_dir + ":/home/user";
     options.env.push_back(std::move(line));
   }
+  // What a run's notebook display reads (sitecustomize installs its hooks only with them).
+  for (std::string& line : api::NotebookEnv(config)) options.env.push_back(std::move(line));
   auto zygote = s.ok() ? sandbox::Zygote::Start(options)
                        : Result<std::unique_ptr<sandbox::Zygote>>(s.error());
   if (!zygote.ok()) {

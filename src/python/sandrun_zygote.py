@@ -40,20 +40,26 @@ def _become_the_run(argv, environ, here):
     for entry in environ:
         key, _, value = entry.partition("=")
         os.environ[key] = value
+    # What sitecustomize read of the environment at its import: the run's values.
+    site = sys.modules.get("sitecustomize")
+    if site is not None:
+        site._OUTPUTS = os.environ.get("SANDRUN_OUTPUTS", "")
+        site._MAX_FIGURES = site._int_env("SANDRUN_MAX_FIGURES", 20)
+        site._MAX_DPI = site._int_env("SANDRUN_FIGURE_MAX_DPI", 150)
+        site._MAX_PIXELS = site._int_env("SANDRUN_FIGURE_MAX_PIXELS", 4_000_000)
     sys.orig_argv[:] = argv
     sys.argv[:] = argv[1:]
     _signal.signal(_signal.SIGCHLD, _signal.SIG_DFL)
     import importlib
 
     importlib.invalidate_caches()
-    zygote_modules = set(sys.modules)
     try:
         sandrun_loader.run(argv[2:])
     except SystemExit as end:
-        _exit(end.code, zygote_modules)
+        _exit(end.code)
 
 
-def _exit(code, zygote_modules):
+def _exit(code):
     """Ends the run as the interpreter's finalization would, except the teardown of what the
     zygote made: touching it would copy every page of it into this process (measured: 2/3 of a
     print(1) run's CPU). In order: the threads that are not daemons are waited for, the atexit
@@ -66,12 +72,18 @@ def _exit(code, zygote_modules):
 
     threading._shutdown()
     atexit._run_exitfuncs()
-    for name in list(sys.modules):
-        if name == "__main__" or name not in zygote_modules:
-            module = sys.modules.pop(name, None)
-            if module is not None and hasattr(module, "__dict__"):
-                module.__dict__.clear()
     gc.collect()
+    # What a finalization's teardown would flush: every open file of the run (the zygote's
+    # own objects are frozen, not listed).
+    import io
+
+    for obj in gc.get_objects():
+        if isinstance(obj, io.IOBase):
+            try:
+                if not obj.closed:
+                    obj.flush()
+            except Exception:
+                pass
     if code is None:
         status = 0
     elif isinstance(code, int):

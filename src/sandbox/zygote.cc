@@ -74,7 +74,7 @@ Result<ZygoteChild> Zygote::Spawn(const ZygoteRequest& request, const std::vecto
   ssize_t sent;
   do {
     sent = ::sendmsg(sock_.get(), &msg, MSG_NOSIGNAL);
-  } while (sent < 0 && errno == EINTR);
+  } while (sent < 0 && sys::LastErrno() == EINTR);
   if (sent < 0) return sys::ErrnoError("send to the zygote");
   int32_t body[2] = {-1, 0};
   iovec riov{body, sizeof body};
@@ -87,7 +87,7 @@ Result<ZygoteChild> Zygote::Spawn(const ZygoteRequest& request, const std::vecto
   ssize_t got;
   do {
     got = ::recvmsg(sock_.get(), &reply, MSG_CMSG_CLOEXEC);
-  } while (got < 0 && errno == EINTR);
+  } while (got < 0 && sys::LastErrno() == EINTR);
   if (got != static_cast<ssize_t>(sizeof body)) {
     return MakeError(ErrorKind::kSystem, "the zygote is gone");
   }

@@ -23,6 +23,7 @@
 #include "sandbox/child.h"
 #include "sandbox/init_plan.h"
 #include "sandbox/init_program.h"
+#include "sys/syscalls.h"
 
 namespace sandrun::sandbox {
 namespace {
@@ -52,7 +53,7 @@ bool Receive(int sock, Received& got) {
   ssize_t n;
   do {
     n = ::recvmsg(sock, &msg, MSG_CMSG_CLOEXEC);
-  } while (n < 0 && errno == EINTR);
+  } while (n < 0 && sys::LastErrno() == EINTR);
   if (n <= 0) return false;
   for (cmsghdr* c = CMSG_FIRSTHDR(&msg); c != nullptr; c = CMSG_NXTHDR(&msg, c)) {
     if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS) continue;
@@ -80,7 +81,7 @@ void Reply(int sock, pid_t pid, int err, int pidfd) {
     c->cmsg_len = CMSG_LEN(sizeof(int));
     std::memcpy(CMSG_DATA(c), &pidfd, sizeof pidfd);
   }
-  while (::sendmsg(sock, &msg, MSG_NOSIGNAL) < 0 && errno == EINTR) {
+  while (::sendmsg(sock, &msg, MSG_NOSIGNAL) < 0 && sys::LastErrno() == EINTR) {
   }
 }
 
@@ -189,7 +190,7 @@ PyObject* Serve(PyObject*, PyObject* args) {
   const bool as_owner = ::syscall(SYS_setresuid, -1, request->owner_uid, -1) == 0;
   PyOS_BeforeFork();
   const long pid = as_owner ? ::syscall(SYS_clone, flags, nullptr, &pidfd, nullptr, nullptr) : -1;
-  const int clone_errno = as_owner ? errno : EPERM;
+  const int clone_errno = as_owner ? sys::LastErrno() : EPERM;
   if (pid == 0) return ChildSide(plan);
   PyOS_AfterFork_Parent();
   if (::syscall(SYS_setresuid, -1, 0, -1) != 0) ::_exit(70);
