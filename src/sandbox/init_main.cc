@@ -49,6 +49,9 @@ bool LifelineCut(int timeout_ms) {
 
 [[noreturn]] void RunProgram(const InitPlan& plan) {
   PrepareProgram(plan, /*reset_signals=*/true);
+  // The report pipe is init's alone: the program gets it only until its execve (a record it
+  // wrote there would be taken for init's: a faked exit status or set-up failure).
+  ::fcntl(kInitReportFd, F_SETFD, FD_CLOEXEC);
   std::vector<char*> argv = CStrings(plan.argv);
   std::vector<char*> envp = CStrings(plan.envp);
   ::execve(plan.program.c_str(), argv.data(), envp.data());
