@@ -7,8 +7,7 @@ sandrund starts it with a run's environment (its PYTHONPATH names <dir>, which h
 files: site imports sitecustomize from there, as in a sandbox). Nothing here has random state
 at import. It serves the daemon's requests on fd 3 (_sandrun_zygote.serve: builds a run's
 sandbox with the launcher's code), one at a time, and exits at the daemon's EOF. In the
-sandbox it built, serve() returns the run's argv and environ in the program's process, which
-then runs as `python3 sandrun_main.py PROGRAM` does: what differs from a fresh interpreter is
+sandbox it built, the program's process calls become(argv, environ), which runs as `python3 sandrun_main.py PROGRAM` does: what differs from a fresh interpreter is
 listed in DESIGN.md.
 """
 
@@ -120,12 +119,11 @@ def _main():
     import gc
 
     gc.freeze()
-    while True:
-        served = _sandrun_zygote.serve(sock)
-        if served is False:
-            return
-        if served is not None:
-            _become_the_run(served[0], served[1], here)
+    def become(argv, environ):
+        _become_the_run(argv, environ, here)
+
+    while _sandrun_zygote.serve(sock, become) is not False:
+        pass
 
 
 if __name__ == "__main__":

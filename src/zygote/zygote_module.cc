@@ -11,6 +11,7 @@
 #include <fcntl.h>
 #include <sched.h>
 #include <signal.h>
+#include <sys/mman.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/syscall.h>
@@ -107,47 +108,78 @@ PyObject* StringList(const std::vector<std::string>& in) {
   return list;
 }
 
-// In the clone child, pid 1 of the new pid namespace: the root, the user limits, the program
-// (returns into Python as it), then sandrun-init over this process. Never returns elsewhere.
-PyObject* ChildSide(const ChildPlan& plan) {
-  ::signal(SIGCHLD, SIG_DFL);  // the zygote ignores it; init waits for its children
-  ChildSetUp(plan);
-  // Its id change made it non-dumpable, its /proc/self owned by host root, which the namespace
-  // cannot map (oom_score_adj would refuse the write): dumpable as init is after its execve.
-  ::prctl(PR_SET_DUMPABLE, 1, 0, 0, 0);
+// The program's process (a fork of the clone child, so a copy of the zygote's memory as it
+// was at the request): the user limits (it is still the namespace's root), PrepareProgram,
+// then the run's Python: `callback(argv, environ)`, which ends the process itself.
+[[noreturn]] void ProgramSide(PyObject* callback) {
   auto init_plan = DecodeInitPlan(ReadPlanBytes());
   if (!init_plan.ok()) InitFail(ChildStep::kInitPlan, 0, EINVAL);
   WriteUserSysctls(*init_plan);
+  // The zygote's dispositions are a fresh Python's (SIGPIPE and SIGXFSZ ignored, SIGINT
+  // Python's handler): kept, as a started interpreter has them.
+  PrepareProgram(*init_plan, /*reset_signals=*/false);
+  for (int fd : {kInitReportFd, 4, kInitExeFd, 8}) ::close(fd);
+  PyOS_AfterFork_Child();
+  PyObject* result = PyObject_CallFunction(callback, "(NN)", StringList(init_plan->argv),
+                                           StringList(init_plan->envp));
+  if (result == nullptr) PyErr_Print();
+  ::_exit(1);  // the callback ends the process; reaching here is a failure
+}
+
+struct CloneArgs {
+  const ChildPlan* plan;
+  PyObject* callback;
+};
+
+// The clone child, pid 1 of the new pid namespace, in the zygote's memory (CLONE_VM) until
+// its execve, on its own stack; the zygote waits for that execve (exec-notify pipe). It
+// allocates nothing (the zygote's heap is shared): the root, the program's fork, then
+// sandrun-init over this process.
+int ChildEntry(void* arg) {
+  const CloneArgs& args = *static_cast<const CloneArgs*>(arg);
+  ::signal(SIGCHLD, SIG_DFL);  // the zygote ignores it; init waits for its children
+  ChildSetUp(*args.plan);
+  // Its id change made it non-dumpable, its /proc/self owned by host root, which the namespace
+  // cannot map (oom_score_adj would refuse the write): dumpable as after an execve.
+  ::prctl(PR_SET_DUMPABLE, 1, 0, 0, 0);
   sigset_t chld;
   ::sigemptyset(&chld);
   ::sigaddset(&chld, SIGCHLD);
   ::sigprocmask(SIG_BLOCK, &chld, nullptr);
   const pid_t program = ::fork();
   if (program < 0) InitFail(ChildStep::kFork, 0);
-  if (program == 0) {
-    // The zygote's dispositions are a fresh Python's (SIGPIPE and SIGXFSZ ignored, SIGINT
-    // Python's handler): kept, as a started interpreter has them.
-    PrepareProgram(*init_plan, /*reset_signals=*/false);
-    for (int fd : {kInitReportFd, 4, kInitExeFd, 8}) ::close(fd);
-    PyOS_AfterFork_Child();
-    return Py_BuildValue("(NN)", StringList(init_plan->argv), StringList(init_plan->envp));
-  }
-  const std::string pid = std::to_string(program);
-  const char* argv[] = {"sandrun-init", "--supervise", pid.c_str(), nullptr};
+  if (program == 0) ProgramSide(args.callback);
+  char pid[16];
+  int n = 0;
+  char digits[16];
+  for (pid_t v = program; v > 0; v /= 10) digits[n++] = static_cast<char>('0' + v % 10);
+  for (int i = 0; i < n; ++i) pid[i] = digits[n - 1 - i];
+  pid[n] = 0;
+  const char* argv[] = {"sandrun-init", "--supervise", pid, nullptr};
   static const char* const kEnv[] = {nullptr};
   ::syscall(SYS_execveat, kInitExeFd, "", argv, kEnv, AT_EMPTY_PATH);
   InitFail(ChildStep::kExecInit, 0);
 }
 
+// Waits for EOF on `fd`: the clone child exec'd or died and no longer uses this memory.
+void AwaitExec(int fd) {
+  char byte;
+  while (::read(fd, &byte, 1) != 0 && sys::LastErrno() == EINTR) {
+  }
+}
+
+constexpr size_t kChildStackBytes = 8 << 20;  // the program's Python runs on its copy
+
 void CloseAll(const std::vector<int>& fds) {
   for (int fd : fds) ::close(fd);
 }
 
-// serve(sock) -> False at the daemon's EOF, None in the zygote after a request, or
-// (argv, environ) in the program of the sandbox it built.
+// serve(sock, callback) -> False at the daemon's EOF, else None after a request; in the
+// program of the sandbox it built, callback(argv, environ) runs instead (and ends it).
 PyObject* Serve(PyObject*, PyObject* args) {
   int sock = -1;
-  if (!PyArg_ParseTuple(args, "i", &sock)) return nullptr;
+  PyObject* callback = nullptr;
+  if (!PyArg_ParseTuple(args, "iO", &sock, &callback)) return nullptr;
   Received got;
   if (!Receive(sock, got)) {
     CloseAll(got.fds);
@@ -170,7 +202,13 @@ PyObject* Serve(PyObject*, PyObject* args) {
   plan.plan_fd = got.fds[kPlan];
   plan.lifeline_fd = got.fds[kLifeline];
   plan.init_exe_fd = got.fds[kInitExe];
-  plan.exec_notify_fd = -1;
+  int notify[2];
+  if (::pipe2(notify, O_CLOEXEC) != 0) {
+    CloseAll(got.fds);
+    Reply(sock, -1, sys::LastErrno(), -1);
+    Py_RETURN_NONE;
+  }
+  plan.exec_notify_fd = notify[1];
   plan.root_dir = request->root_dir.c_str();
   plan.put_old = request->put_old.c_str();
   plan.old_root_inside = "/.oldroot";
@@ -188,16 +226,25 @@ PyObject* Serve(PyObject*, PyObject* args) {
   int pidfd = -1;
   // The user namespace is owned by the sandbox's host uid (launcher.cc CloneChild).
   const bool as_owner = ::syscall(SYS_setresuid, -1, request->owner_uid, -1) == 0;
+  void* stack = ::mmap(nullptr, kChildStackBytes, PROT_READ | PROT_WRITE,
+                       MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_STACK, -1, 0);
+  CloneArgs clone_args{&plan, callback};
   PyOS_BeforeFork();
-  const long pid = as_owner ? ::syscall(SYS_clone, flags, nullptr, &pidfd, nullptr, nullptr) : -1;
+  const long pid = as_owner && stack != MAP_FAILED
+                       ? ::clone(ChildEntry, static_cast<char*>(stack) + kChildStackBytes,
+                                 static_cast<int>(flags | CLONE_VM), &clone_args, &pidfd)
+                       : -1;
   const int clone_errno = as_owner ? sys::LastErrno() : EPERM;
-  if (pid == 0) return ChildSide(plan);
-  PyOS_AfterFork_Parent();
+  ::close(notify[1]);
   if (::syscall(SYS_setresuid, -1, 0, -1) != 0) ::_exit(70);
   if ((flags & CLONE_NEWNET) == 0 || !request->new_net) ::setns(home_netns, CLONE_NEWNET);
   CloseAll(got.fds);
   Reply(sock, pid > 0 ? static_cast<pid_t>(pid) : -1, pid > 0 ? 0 : clone_errno, pidfd);
   if (pidfd >= 0) ::close(pidfd);
+  if (pid > 0) AwaitExec(notify[0]);
+  ::close(notify[0]);
+  PyOS_AfterFork_Parent();
+  if (stack != MAP_FAILED) ::munmap(stack, kChildStackBytes);
   Py_RETURN_NONE;
 }
 
