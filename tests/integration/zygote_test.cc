@@ -22,8 +22,10 @@ const char kWhichWay[] =
     "import sandrun_loader\n"
     "print('cold' if sandrun_loader._OWN_FILES[0].startswith('/home/user/') else 'zygote')\n";
 
-std::string Body(const std::string& code, const std::string& session) {
-  std::string body = "{\"language\": \"python\", \"code\": " + Q(code);
+// `extra`: more members of the body (", \"stdin\": ...").
+std::string Body(const std::string& code, const std::string& session,
+                 const std::string& extra = "") {
+  std::string body = "{\"language\": \"python\", \"code\": " + Q(code) + extra;
   if (!session.empty()) body += ", \"session\": " + Q(session);
   return body + "}";
 }
@@ -33,10 +35,11 @@ int session_counter = 0;
 // Runs `code` from the zygote and cold; checks which way each went.
 // A program that does not compile prints nothing: `check_way` false.
 std::pair<rapidjson::Document, rapidjson::Document> ZygoteAndCold(const std::string& code,
-                                                                  bool check_way = true) {
+                                                                  bool check_way = true,
+                                                                  const std::string& extra = "") {
   const std::string session = "zygote-diff-" + std::to_string(++session_counter);
-  rapidjson::Document zygote = PostRun(Body(std::string(kWhichWay) + code, ""));
-  rapidjson::Document cold = PostRun(Body(std::string(kWhichWay) + code, session));
+  rapidjson::Document zygote = PostRun(Body(std::string(kWhichWay) + code, "", extra));
+  rapidjson::Document cold = PostRun(Body(std::string(kWhichWay) + code, session, extra));
   if (check_way) {
     BOOST_TEST(Str(zygote, "stdout").rfind("zygote\n", 0) == 0, Str(zygote, "stdout"));
     BOOST_TEST(Str(cold, "stdout").rfind("cold\n", 0) == 0, Str(cold, "stdout"));
@@ -97,6 +100,18 @@ BOOST_AUTO_TEST_CASE(a_zygote_run_is_a_cold_one) {
       "f = open('unclosed.txt', 'w')\nf.write('kept')\nimport atexit\n"
       "_ = atexit.register(lambda: print('atexit ran'))\n",
   };
+  // warm_pool_test.cc's cases with files and stdin.
+  const std::vector<std::pair<std::string, std::string>> with_input = {
+      {"import helper\nfrom helper import X\nprint(helper.X + X)\n",
+       ", \"files\": [{\"path\": \"helper.py\", \"content_base64\": \"WCA9IDQy\"}]"},
+      {"name = input()\nprint('hi', name)\nimport sys\nprint(repr(sys.stdin.read()))\n",
+       ", \"stdin\": \"alice\\nrest of it\\n\""},
+  };
+  for (const auto& [code, extra] : with_input) {
+    auto [zygote, cold] = ZygoteAndCold(code, true, extra);
+    BOOST_TEST(Str(zygote, "stdout") == "zygote\n" + After(Str(cold, "stdout")), code);
+    BOOST_TEST(Str(zygote, "stderr") == Str(cold, "stderr"), code);
+  }
   for (const auto& code : programs) {
     auto [zygote, cold] = ZygoteAndCold(code, code != "print('a'\n");
     BOOST_TEST_CONTEXT(code) {
