@@ -119,6 +119,7 @@ def _main():
     import gc
 
     gc.freeze()
+    os.write(sock, b"ready")  # the daemon waits for it (zygote.cc Zygote::Start)
     def become(argv, environ):
         _become_the_run(argv, environ, here)
 

@@ -1,6 +1,7 @@
 #include "sandbox/zygote.h"
 
 #include <fcntl.h>
+#include <poll.h>
 #include <signal.h>
 #include <spawn.h>
 #include <sys/socket.h>
@@ -11,6 +12,9 @@
 #include "sys/syscalls.h"
 
 namespace sandrun::sandbox {
+namespace {
+constexpr int kReadyTimeoutMs = 30000;
+}  // namespace
 
 Result<std::unique_ptr<Zygote>> Zygote::Start(const ZygoteOptions& options) {
   int pair[2];
@@ -47,7 +51,18 @@ Result<std::unique_ptr<Zygote>> Zygote::Start(const ZygoteOptions& options) {
   if (rc != 0) {
     return MakeError(ErrorKind::kSystem, "posix_spawn " + argv[0] + ": " + std::strerror(rc), rc);
   }
-  return std::unique_ptr<Zygote>(new Zygote(std::move(ours), pid));
+  auto zygote = std::unique_ptr<Zygote>(new Zygote(std::move(ours), pid));
+  // Ready once its Python has started and imported its C side: else the daemon says so now
+  // (and runs start without it) rather than at every run.
+  pollfd ready{zygote->sock_.get(), POLLIN, 0};
+  char word[8] = {};
+  if (::poll(&ready, 1, kReadyTimeoutMs) != 1 ||
+      ::recv(zygote->sock_.get(), word, sizeof word, 0) != 5 || std::string(word, 5) != "ready") {
+    return MakeError(ErrorKind::kSystem, "it did not start (" + argv[0] + " " + argv[1] +
+                                             "; is _sandrun_zygote.so in " + options.module_dir +
+                                             "?)");
+  }
+  return zygote;
 }
 
 Zygote::~Zygote() {
