@@ -12,12 +12,15 @@
 #include <string>
 
 #include "api/housekeeping.h"
+#include "api/run_displays.h"
+#include "api/run_steps.h"
 #include "api/service.h"
 #include "api/stop_signals.h"
 #include "config/config.h"
 #include "config/config_path.h"
 #include "config/runs_dir.h"
 #include "jupyter/server.h"
+#include "python/support_files.h"
 #include "sandbox/cgroup.h"
 #include "sandbox/host.h"
 #include "sandbox/launcher.h"
@@ -224,6 +227,44 @@ int64_t MaxSandboxes(const config::Config& config) {
   return config.max_concurrent_runs + pooled + config.max_kernels;
 }
 
+// Starts the zygote (config `zygote`) for `launcher`: the support files and sandrun_zygote.py
+// in <runs_dir>/.zygote, the Python of the language "python", a run's environment with that
+// directory on PYTHONPATH, _sandrun_zygote.so beside this executable. A failure is said and
+// runs start as without it.
+void StartZygote(const config::Config& config, sandbox::Launcher& launcher) {
+  sandbox::ZygoteOptions options;
+  for (const auto& language : config.languages) {
+    if (language.name == "python" && !language.argv.empty()) options.python = language.argv[0];
+  }
+  options.script_dir = config.runs_dir + "/.zygote";
+  std::error_code error;
+  const std::string exe = std::filesystem::read_symlink("/proc/self/exe", error).string();
+  options.module_dir = exe.substr(0, exe.rfind('/'));
+  Status s = options.python.empty() ? MakeError(ErrorKind::kSystem, "no language \"python\"")
+                                    : sys::MakeDirs(options.script_dir, 0755);
+  for (const auto& file : python::SupportFiles()) {
+    if (s.ok()) {
+      s = sys::WriteFile(options.script_dir + "/" + file.name, std::string(file.content), 0644);
+    }
+  }
+  for (std::string& line : api::SandboxEnv(config)) {
+    if (line.rfind("PYTHONPATH=", 0) == 0)
+      line = "PYTHONPATH=" + options.script_dir + ":/home/user";
+    options.env.push_back(std::move(line));
+  }
+  // What a run's notebook display reads (sitecustomize installs its hooks only with them).
+  for (std::string& line : api::NotebookEnv(config)) options.env.push_back(std::move(line));
+  auto zygote = s.ok() ? sandbox::Zygote::Start(options)
+                       : Result<std::unique_ptr<sandbox::Zygote>>(s.error());
+  if (!zygote.ok()) {
+    std::fprintf(stderr, "sandrund: zygote: %s; Python runs start without it\n",
+                 zygote.error().message.c_str());
+    return;
+  }
+  std::fprintf(stderr, "sandrund: zygote started (pid %d)\n", static_cast<int>((*zygote)->pid()));
+  launcher.set_zygote(std::move(*zygote));
+}
+
 // The daemon: the host, the service, the janitor, the signal thread and the FastCGI server,
 // until a stop signal. `started`: the config as loaded (what a SIGHUP reload compares with).
 int RunDaemon(const Flags& flags, const config::Config& started, const config::Config& config,
@@ -247,6 +288,7 @@ int RunDaemon(const Flags& flags, const config::Config& started, const config::C
   if (host.cgroups_unavailable && config.require_cgroups) return 1;
   if (host.launcher)
     host.launcher->set_user_sysctls(sandbox::ApplyUserLimitShares(MaxSandboxes(config)));
+  if (host.launcher && config.zygote) StartZygote(config, *host.launcher);
   api::Service service(config, host.launcher.get(), host.problems);
   service.SetWeakerLimits(host.weaker_limits);
   if (host.launcher) SelfTest(service);

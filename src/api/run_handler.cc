@@ -311,7 +311,9 @@ HttpResponse Service::HandleStatelessRun(const HttpRequest& request, const RunRe
     return *refused;
   }
   util::StampPhase("files_placed");
-  auto ran = RunSteps(run, id, paths, teardown->cgroup.get(), warm ? warm->sandbox.get() : nullptr);
+  const bool zygote = !warm && ZygoteShapeFits(run, session.held());
+  auto ran = RunSteps(run, id, paths, teardown->cgroup.get(), warm ? warm->sandbox.get() : nullptr,
+                      zygote);
   if (!ran.ok()) {
     CountSandboxError();
     return ErrorResponse(ApiCode::kSandboxError, "run " + id + ": " + ran.error().message);
@@ -409,7 +411,7 @@ std::optional<HttpResponse> Service::PlaceRunFiles(const RunRequest& run,
 
 Result<RunResponse> Service::RunSteps(const RunRequest& run, const std::string& id,
                                       const RunPaths& paths, sandbox::RunCgroup* cgroup,
-                                      sandbox::WaitingSandbox* warm) const {
+                                      sandbox::WaitingSandbox* warm, bool zygote) const {
   RunResponse response;
   response.id = id;
   response.status = RunStatus::kOk;
@@ -440,7 +442,7 @@ Result<RunResponse> Service::RunSteps(const RunRequest& run, const std::string& 
     run::StepEvents events(run.events, StepIndex(step, i), step.language->name);
     sandbox::SandboxSpec spec = StepSpec(config_, run, i, id, paths, budget);
     spec.observer = events.observer();
-    auto ran = RunStep(run, i, spec, cgroup, warm);
+    auto ran = RunStep(run, i, spec, cgroup, warm, zygote);
     if (!ran.ok()) return ran.error();
     events.End(RunStatusName(ran->step.status), ran->step.exit_code);
     if (!IsInstallStep(step)) program_ms += ran->step.wall_ms;
@@ -453,12 +455,18 @@ Result<RunResponse> Service::RunSteps(const RunRequest& run, const std::string& 
 }
 
 Result<StepRun> Service::RunStep(const RunRequest& run, size_t i, const sandbox::SandboxSpec& spec,
-                                 sandbox::RunCgroup* cgroup, sandbox::WaitingSandbox* warm) const {
+                                 sandbox::RunCgroup* cgroup, sandbox::WaitingSandbox* warm,
+                                 bool zygote) const {
   // Steps run one after the other in the run's cgroup; each one's outcome is its own. The
   // warm pool's sandbox (when the run took one) serves its one program step.
   const bool warm_start = warm != nullptr && !warm->used();
+  sandbox::SandboxSpec from_zygote;
+  if (zygote && !warm_start && !IsInstallStep(run.steps[i])) {
+    from_zygote = spec;
+    from_zygote.zygote = true;
+  }
   auto result = warm_start ? runner_->RunWaiting(*warm, WarmStartLine(spec), spec)
-                           : runner_->Run(spec, cgroup);
+                           : runner_->Run(from_zygote.zygote ? from_zygote : spec, cgroup);
   // A pooled sandbox that ended while waiting is not the run's failure: start cold, in the
   // same directory and cgroup.
   if (warm_start && !result.ok() && !warm->used()) result = runner_->Run(spec, cgroup);

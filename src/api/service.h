@@ -180,15 +180,23 @@ class Service {
   // An Error (code "sandbox") when a sandbox could not be built (HandleRun answers 500
   // sandbox_error).
   // `warm`: a sandbox of the warm pool for the one program step (TakeWarmSandbox), or null.
+  // `zygote`: the run fits the zygote (ZygoteShapeFits): its program step asks for it.
   Result<RunResponse> RunSteps(const RunRequest& run, const std::string& id, const RunPaths& paths,
-                               sandbox::RunCgroup* cgroup, sandbox::WaitingSandbox* warm) const;
+                               sandbox::RunCgroup* cgroup, sandbox::WaitingSandbox* warm,
+                               bool zygote = false) const;
   // Runs program step `i` of `run` in the sandbox `spec` (StepSpec) in the run's `cgroup`
   // and describes it (DescribeStep). The one place a step meets the sandbox. Errors: the
   // runner's ("sandbox").
   // With `warm` (not yet used) the step runs there (RunWaiting) instead of a new sandbox; a
   // warm sandbox that ended while waiting is not the run's failure: the step starts cold.
+  // With `zygote` (and no `warm`) the step's sandbox starts from the zygote.
   Result<StepRun> RunStep(const RunRequest& run, size_t i, const sandbox::SandboxSpec& spec,
-                          sandbox::RunCgroup* cgroup, sandbox::WaitingSandbox* warm) const;
+                          sandbox::RunCgroup* cgroup, sandbox::WaitingSandbox* warm,
+                          bool zygote = false) const;
+  // Whether `run` can start from the zygote (config `zygote`): the shape the warm pool fits
+  // (a stateless run of one Python program, no session, prepared environment, network or
+  // install step), any disk_mb (the zygote makes the sandbox new).
+  bool ZygoteShapeFits(const RunRequest& run, bool session_held) const;
   // Whether `run` can take a sandbox of the warm pool (warm_start.cc): a stateless run of one
   // program step in a pooled language, with no session, prepared environment, network or
   // install step, and the pool's disk_mb (the default).

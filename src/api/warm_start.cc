@@ -96,6 +96,19 @@ bool Service::WarmShapeFits(const RunRequest& run, bool session_held) const {
   return pool_.Serves(program.language->name) && run.limits.disk_mb == LiveConfig()->limits.disk_mb;
 }
 
+bool Service::ZygoteShapeFits(const RunRequest& run, bool session_held) const {
+  if (!config_.zygote || session_held || run.stateful || run.network ||
+      !run.environment_dir.empty()) {
+    return false;
+  }
+  const std::vector<size_t> programs = PartitionSteps(run.steps).programs;
+  if (programs.size() != 1) return false;
+  const CodeStep& program = run.steps[programs.front()];
+  if (program.language == nullptr || IsInstallStep(program)) return false;
+  const std::vector<std::string>& argv = program.language->argv;
+  return argv.size() == 3 && argv[1] == "{loader}" && argv[2] == "{file}";
+}
+
 // A pooled sandbox is the sandbox of a run of one program of `language` with the default
 // limits, made as a cold run's is (MakeRunDir, WriteSupportFiles, PlaceFontCache, StepSpec);
 // only its argv (the warm entry), its rlimits (at the ceilings, lowered by the start line) and

@@ -116,6 +116,8 @@ std::vector<Key> SandboxKeys() {
       {"sandbox_gid", &Config::sandbox_gid, "int", 1, "host gid of the sandbox user (and gid+1)"},
       {"require_cgroups", &Config::require_cgroups, "bool", 0,
        "refuse to start without cgroup memory/pids control"},
+      {"zygote", &Config::zygote, "bool", 0,
+       "start fitting Python runs from a pre-started Python forked into each sandbox"},
       {"cgroup_name", &Config::cgroup_name, "string", 0,
        "directory created under the daemon's cgroup; one daemon per name on a host"},
       {"timezone", &Config::timezone, "string", 0, "TZ inside the sandbox (default the host's)"},

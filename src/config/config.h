@@ -127,6 +127,10 @@ struct Config {
   int64_t sandbox_uid = 64000;  // unprivileged host uid the sandbox user maps to
   int64_t sandbox_gid = 64000;
   bool require_cgroups = true;
+  // Start the stateless Python runs the warm pool would fit (and that find no pooled sandbox)
+  // from a zygote: a Python started once and forked into each new sandbox
+  // (sandbox/zygote.h). Restart to change.
+  bool zygote = false;
   std::string cgroup_name = "sandrun";
   std::string timezone;             // "" = host's
   int64_t session_wait_s = 30;      // a run waits this long for its session's previous run

@@ -32,7 +32,6 @@ namespace {
 
 constexpr int kReportFd = kInitReportFd;
 constexpr int kSyncFd = 4;
-constexpr int kInitExeFd = 7;
 constexpr int kExecNotifyFd = 8;
 
 [[noreturn]] void Fail(ChildStep step, int detail) {
@@ -57,12 +56,18 @@ bool ArrangeFds(const ChildPlan& plan) {
                   {plan.lifeline_fd, kInitLifelineFd, false},
                   {plan.init_exe_fd, kInitExeFd, true},
                   {plan.exec_notify_fd, kExecNotifyFd, true}};
-  // First above every target, so that no dup2 below overwrites a source not yet moved.
+  // First above every target, so that no dup2 below overwrites a source not yet moved. A
+  // plan without an fd (-1: the zygote's has no exec-notify pipe) leaves its number closed.
   for (Move& m : moves) {
+    if (m.from < 0) continue;
     m.from = ::fcntl(m.from, F_DUPFD, 10);
     if (m.from < 0) return false;
   }
   for (const Move& m : moves) {
+    if (m.from < 0) {
+      ::close(m.to);
+      continue;
+    }
     if (::dup2(m.from, m.to) < 0) return false;
     if (m.cloexec) ::fcntl(m.to, F_SETFD, FD_CLOEXEC);
   }
@@ -149,8 +154,7 @@ const char* ChildStepName(ChildStep step) {
   return "unknown";
 }
 
-int ChildMain(void* arg) {
-  const ChildPlan& plan = *static_cast<const ChildPlan*>(arg);
+void ChildSetUp(const ChildPlan& plan) {
   // Dies with the daemon's thread that made us until the first credential change below
   // clears this (prctl(2)); sandrun-init sets it again after its execve and checks the
   // lifeline, which closes the window in between.
@@ -182,6 +186,11 @@ int ChildMain(void* arg) {
   if (::sethostname(plan.hostname, __builtin_strlen(plan.hostname)) != 0) {
     Fail(ChildStep::kHostname, 0);
   }
+}
+
+int ChildMain(void* arg) {
+  const ChildPlan& plan = *static_cast<const ChildPlan*>(arg);
+  ChildSetUp(plan);
   static const char* const kInitArgv[] = {"sandrun-init", nullptr};
   static const char* const kInitEnv[] = {nullptr};
   ::syscall(SYS_execveat, kInitExeFd, "", kInitArgv, kInitEnv, AT_EMPTY_PATH);

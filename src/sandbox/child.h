@@ -92,6 +92,13 @@ struct ChildPlan {
 // parent builds the root template with it too.
 bool RunMountStep(const MountStep& step);
 
+// The child's set-up up to (not including) the exec of sandrun-init: the fds in their places
+// (init_plan.h; an fd of -1 in `plan` leaves its number closed), the sync byte, the
+// namespace's root ids, the cgroup namespace, the mounts, pivot_root and the hostname. On a
+// failure it reports the step on the report fd and exits 127. ChildMain and the zygote
+// (zygote_module.cc) both run it.
+void ChildSetUp(const ChildPlan& plan);
+
 // Entry point for clone(2): returns the child's exit code. Child-safe by construction: no
 // allocation, no lock, only system calls (and errno, which with CLONE_VM is the cloning
 // thread's: that thread only waits while the child can fail a call).

@@ -140,4 +140,52 @@ Result<InitPlan> DecodeInitPlan(std::string_view bytes) {
   return plan;
 }
 
+namespace {
+constexpr char kZygoteMagic[] = "sandrun-zygote-request-1";
+}  // namespace
+
+std::string EncodeZygoteRequest(const ZygoteRequest& request) {
+  Writer w;
+  w.Str(kZygoteMagic);
+  w.U32(request.owner_uid);
+  w.U32(request.new_net ? 1 : 0);
+  w.Str(request.root_dir);
+  w.Str(request.put_old);
+  w.Str(request.hostname);
+  w.U32(static_cast<uint32_t>(request.steps.size()));
+  for (const auto& step : request.steps) {
+    w.U32(static_cast<uint32_t>(step.op));
+    w.U32((step.has_source ? 1 : 0) | (step.has_data ? 2 : 0));
+    w.Str(step.source);
+    w.Str(step.target);
+    w.Str(step.data);
+    w.I64(static_cast<int64_t>(step.flags));
+  }
+  return w.Take();
+}
+
+Result<ZygoteRequest> DecodeZygoteRequest(std::string_view bytes) {
+  Reader r(bytes);
+  if (r.Str() != kZygoteMagic) return MakeError(ErrorKind::kProtocol, "not a zygote request");
+  ZygoteRequest request;
+  request.owner_uid = r.U32();
+  request.new_net = r.U32() != 0;
+  request.root_dir = r.Str();
+  request.put_old = r.Str();
+  request.hostname = r.Str();
+  request.steps.resize(r.ok() ? r.Count() : 0);
+  for (auto& step : request.steps) {
+    step.op = static_cast<int>(r.U32());
+    const uint32_t has = r.U32();
+    step.has_source = (has & 1) != 0;
+    step.has_data = (has & 2) != 0;
+    step.source = r.Str();
+    step.target = r.Str();
+    step.data = r.Str();
+    step.flags = static_cast<uint64_t>(r.I64());
+  }
+  if (!r.done()) return MakeError(ErrorKind::kProtocol, "zygote request truncated");
+  return request;
+}
+
 }  // namespace sandrun::sandbox

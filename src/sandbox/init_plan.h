@@ -24,6 +24,7 @@ namespace sandrun::sandbox {
 constexpr int kInitReportFd = 3;    // ChildReport records to the launcher (close-on-exec)
 constexpr int kInitPlanFd = 5;      // memfd holding the encoded InitPlan
 constexpr int kInitLifelineFd = 6;  // read end of a pipe whose write end only the daemon holds
+constexpr int kInitExeFd = 7;       // sandrun-init, for the clone child's execveat (close-on-exec)
 
 // The sandbox user inside the user namespace (mapped to config sandbox_uid/gid).
 constexpr uid_t kInsideUid = 1000;
@@ -57,5 +58,23 @@ struct InitPlan {
 std::string EncodeInitPlan(const InitPlan& plan);
 // Errors: kProtocol when `bytes` is truncated, oversized or not an InitPlan.
 Result<InitPlan> DecodeInitPlan(std::string_view bytes);
+
+// What the zygote (zygote.h) needs to build a sandbox's root for the daemon, as plain values:
+// the ChildPlan's paths and mount steps (its fds travel beside it, SCM_RIGHTS).
+struct ZygoteRequest {
+  uint32_t owner_uid = 0;  // the user namespace's owner (launcher.cc CloneChild)
+  bool new_net = true;     // CLONE_NEWNET (else the request carries a network namespace)
+  std::string root_dir, put_old, hostname;
+  struct Step {
+    int op = 0;
+    bool has_source = false, has_data = false;
+    std::string source, target, data;
+    uint64_t flags = 0;
+  };
+  std::vector<Step> steps;
+};
+std::string EncodeZygoteRequest(const ZygoteRequest& request);
+// Errors: kProtocol when `bytes` is not a whole ZygoteRequest.
+Result<ZygoteRequest> DecodeZygoteRequest(std::string_view bytes);
 
 }  // namespace sandrun::sandbox

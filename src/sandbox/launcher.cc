@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <optional>
@@ -130,6 +131,8 @@ struct Started {
   Clock::time_point start;
   // The clone child's stack, in our memory (CLONE_VM): unmapped once the child has exec'd.
   sys::StackMapping child_stack;
+  // Made by the zygote: init is the zygote's child (it reaps it), the pidfd tells its end.
+  bool from_zygote = false;
 };
 
 // What the poll loop saw.
@@ -326,6 +329,59 @@ Result<bool> CloneIntoRun(Started& st, ChildPlan& plan, uid_t owner, NetNamespac
   return placed;
 }
 
+// The zygote's request for the sandbox `mounts` describes (the ChildPlan's paths and steps).
+ZygoteRequest MakeZygoteRequest(const MountPlan& mounts, uid_t owner, bool new_net) {
+  ZygoteRequest request;
+  request.owner_uid = owner;
+  request.new_net = new_net;
+  request.root_dir = mounts.root;
+  request.put_old = mounts.put_old;
+  request.hostname = "sandbox";
+  for (const MountStep& s : mounts.steps) {
+    ZygoteRequest::Step step;
+    step.op = static_cast<int>(s.op);
+    step.has_source = s.source != nullptr;
+    if (s.source != nullptr) step.source = s.source;
+    step.target = s.target;
+    step.has_data = s.data != nullptr;
+    if (s.data != nullptr) {
+      step.data.assign(s.data, s.data_size != 0 ? s.data_size : std::strlen(s.data));
+    }
+    step.flags = s.flags;
+    request.steps.push_back(std::move(step));
+  }
+  return request;
+}
+
+// As CloneIntoRun, by the zygote: it clones the child (owned by the sandbox uid, in a network
+// namespace made ahead when there is one) and passes back its pid and pidfd. The child
+// starts outside the run's cgroup: the parent moves it there (returns false).
+Result<bool> ZygoteIntoRun(Started& st, const MountPlan& mounts, int init_exe, uid_t owner,
+                           NetNamespacePool* nets, Zygote& zygote) {
+  sys::UniqueFd netns = nets != nullptr ? nets->Take() : sys::UniqueFd();
+  const Pipes& p = st.pipes;
+  std::vector<int> fds = {p.in.read.get(),       p.out.write.get(), p.err.write.get(),
+                          p.report.write.get(),  p.sync.read.get(), st.plan_fd.get(),
+                          p.lifeline.read.get(), init_exe};
+  if (netns.valid()) fds.push_back(netns.get());
+  if (st.cgroup) st.base = st.cgroup->Stats();
+  st.start = Clock::now();
+  auto child = zygote.Spawn(MakeZygoteRequest(mounts, owner, !netns.valid()), fds);
+  if (!child.ok()) return child.error();
+  util::StampPhase("zygote_cloned");
+  st.pid = child->pid;
+  st.pidfd = std::move(child->pidfd);
+  st.from_zygote = true;
+  return false;
+}
+
+// Waits until the process of `pidfd` (not our child: the zygote's) has ended.
+void AwaitExit(int pidfd) {
+  pollfd p{pidfd, POLLIN, 0};
+  while (::poll(&p, 1, -1) < 0 && sys::LastErrno() == EINTR) {
+  }
+}
+
 // Closes the child's ends now so EOF means "every process of the run is gone". The
 // lifeline's write end stays with us alone until Run returns.
 void CloseChildEnds(Started& st) {
@@ -397,7 +453,7 @@ Status SetUpChildFromParent(Started& st, const SandboxSpec& spec, bool placed) {
 // `nets`: the pool of network namespaces made ahead (null: the child makes its own).
 Result<Started> Start(const SandboxSpec& spec, const MountPlan& mounts, const SeccompFilter& filter,
                       RunCgroup* cgroup, int init_exe, NetNamespacePool* nets,
-                      const UserSysctls& user_sysctls) {
+                      const UserSysctls& user_sysctls, Zygote* zygote = nullptr) {
   Started st;
   // An earlier step's init still exiting in this cgroup would count against its pids.max.
   if (cgroup) cgroup->ReapExiting();
@@ -413,16 +469,27 @@ Result<Started> Start(const SandboxSpec& spec, const MountPlan& mounts, const Se
   st.cgroup = cgroup;
 
   ChildPlan plan = MakeChildPlan(st, mounts, init_exe);
-  auto placed = CloneIntoRun(st, plan, spec.host_uid, spec.network.enabled ? nullptr : nets);
+  NetNamespacePool* made_nets = spec.network.enabled ? nullptr : nets;
+  auto placed = spec.zygote && zygote != nullptr
+                    ? ZygoteIntoRun(st, mounts, init_exe, spec.host_uid, made_nets, *zygote)
+                    : CloneIntoRun(st, plan, spec.host_uid, made_nets);
+  if (!placed.ok() && st.pid < 0 && spec.zygote && zygote != nullptr) {
+    std::fprintf(stderr, "sandrund: zygote: %s; the run starts cold\n",
+                 placed.error().message.c_str());
+    placed = CloneIntoRun(st, plan, spec.host_uid, made_nets);
+  }
   if (!placed.ok()) return placed.error();
   CloseChildEnds(st);
   if (Status s = SetUpChildFromParent(st, spec, *placed); !s.ok()) {
     sys::KillPidfd(st.pidfd.get());
-    (void)sys::Reap(st.pid);  // reaped: its memory (ours) is no longer used
+    if (st.from_zygote)
+      AwaitExit(st.pidfd.get());
+    else
+      (void)sys::Reap(st.pid);  // reaped: its memory (ours) is no longer used
     st.child_stack.Reset();
     return MakeError(ErrorKind::kSystem, s.error().message, s.error().err);
   }
-  AwaitChildExec(st);
+  if (!st.from_zygote) AwaitChildExec(st);
   util::StampPhase("child_execd");
   return st;
 }
@@ -611,7 +678,9 @@ Result<SandboxResult> Conclude(Started& st, Supervised& seen, const MountPlan& m
   const CgroupStats stats = st.cgroup ? Since(st.cgroup->Stats(), st.base) : CgroupStats{};
   std::optional<sys::ExitInfo> reaped;  // none when left to the cgroup
   if (seen.facts.have_report && st.cgroup && stats.cpu_usage_ms >= 0 && stats.peak_memory_kb >= 0) {
-    st.cgroup->ReapLater(st.pid);
+    if (!st.from_zygote) st.cgroup->ReapLater(st.pid);
+  } else if (st.from_zygote) {
+    AwaitExit(st.pidfd.get());
   } else if (auto exit = sys::Reap(st.pid); exit.ok()) {
     reaped = *exit;
   }
@@ -666,7 +735,7 @@ Result<SandboxResult> Launcher::Run(const SandboxSpec& spec, RunCgroup* cgroup) 
   util::StampPhase("launch");
   MountPlan mounts = BuildMountPlan(spec, root_template_);
   auto started = sandbox::Start(spec, mounts, filter_, cgroup, init_exe_.get(), &net_namespaces_,
-                                user_sysctls_);
+                                user_sysctls_, zygote_.get());
   if (!started.ok()) return started.error();
   Supervised seen = Supervise(*started, spec);
   return Conclude(*started, seen, mounts);

@@ -15,6 +15,7 @@
 #include "sandbox/seccomp.h"
 #include "sandbox/spec.h"
 #include "sandbox/user_limits.h"
+#include "sandbox/zygote.h"
 #include "sys/unique_fd.h"
 #include "util/result.h"
 
@@ -110,6 +111,10 @@ class Launcher : public SandboxRunner {
   // first sandbox starts (not thread-safe).
   void set_user_sysctls(UserSysctls sysctls) { user_sysctls_ = std::move(sysctls); }
   NetNamespaceStats net_namespace_stats() const override { return net_namespaces_.stats(); }
+  // The zygote that starts runs whose spec asks for it (SandboxSpec::zygote); none by
+  // default. Call before the first sandbox starts (not thread-safe).
+  void set_zygote(std::unique_ptr<Zygote> zygote) { zygote_ = std::move(zygote); }
+  const Zygote* zygote() const { return zygote_.get(); }
 
  private:
   SeccompFilter filter_;
@@ -117,6 +122,7 @@ class Launcher : public SandboxRunner {
   RootTemplatePaths root_template_;
   sys::UniqueFd init_exe_;
   UserSysctls user_sysctls_ = DefaultUserSysctls();
+  std::unique_ptr<Zygote> zygote_;
   // Network namespaces of runs without network, made ahead (net_namespace_pool.h).
   mutable NetNamespacePool net_namespaces_{kNetNamespacesReady};
 };

@@ -96,6 +96,10 @@ struct SandboxSpec {
   NetworkSpec network;
   // Sees the output as it is read (a streamed run); null: none. Not owned; outlives the run.
   OutputObserver* observer = nullptr;
+  // Start from the zygote (zygote.h) when the launcher has one: argv is then the run's
+  // Python's (python3 sandrun_main.py PROGRAM), which the zygote goes on as instead of
+  // exec'ing it. Without a zygote the run starts as any other.
+  bool zygote = false;
 };
 
 }  // namespace sandrun::sandbox

@@ -48,6 +48,46 @@ BOOST_AUTO_TEST_CASE(refuses_truncated_or_foreign_bytes) {
   BOOST_TEST(!sandbox::DecodeInitPlan("not a plan at all").ok());
 }
 
+// The zygote's request (zygote.h): mount steps with and without source and data, data with
+// a NUL inside (a file's content), flags of 64 bits.
+BOOST_AUTO_TEST_CASE(a_zygote_request_round_trips) {
+  sandbox::ZygoteRequest in;
+  in.owner_uid = 64000;
+  in.new_net = false;
+  in.root_dir = "/state/.root-template";
+  in.put_old = "/state/.root-template/.oldroot";
+  in.hostname = "sandbox";
+  sandbox::ZygoteRequest::Step mkdir_step;
+  mkdir_step.op = 0;
+  mkdir_step.target = "/a";
+  sandbox::ZygoteRequest::Step file_step;
+  file_step.op = 2;
+  file_step.has_source = true;
+  file_step.source = "src";
+  file_step.has_data = true;
+  file_step.data = std::string("a\0b", 3);
+  file_step.target = "/b";
+  file_step.flags = 1ull << 40;
+  in.steps = {mkdir_step, file_step};
+  auto out = sandbox::DecodeZygoteRequest(sandbox::EncodeZygoteRequest(in));
+  BOOST_TEST_REQUIRE(out.ok());
+  BOOST_TEST(out->owner_uid == 64000u);
+  BOOST_TEST(!out->new_net);
+  BOOST_TEST(out->root_dir == in.root_dir);
+  BOOST_TEST(out->put_old == in.put_old);
+  BOOST_TEST(out->hostname == "sandbox");
+  BOOST_TEST_REQUIRE(out->steps.size() == 2u);
+  BOOST_TEST(!out->steps[0].has_source);
+  BOOST_TEST(!out->steps[0].has_data);
+  BOOST_TEST(out->steps[0].target == "/a");
+  BOOST_TEST(out->steps[1].has_source);
+  BOOST_TEST(out->steps[1].data == std::string("a\0b", 3));
+  BOOST_TEST(out->steps[1].flags == (1ull << 40));
+  const std::string bytes = sandbox::EncodeZygoteRequest(in);
+  BOOST_TEST(!sandbox::DecodeZygoteRequest(bytes.substr(0, bytes.size() - 1)).ok());
+  BOOST_TEST(!sandbox::DecodeZygoteRequest(sandbox::EncodeInitPlan({})).ok());
+}
+
 BOOST_AUTO_TEST_SUITE_END()
 
 BOOST_AUTO_TEST_SUITE(ClassifyOutcome)

@@ -1,0 +1,131 @@
+"""The zygote (config `zygote`; DESIGN.md "zygote"): a Python started once, as a run's Python
+starts, forked into each new sandbox.
+
+    python3 <dir>/sandrun_zygote.py 3 <module dir> <daemon pid>
+
+sandrund starts it with a run's environment (its PYTHONPATH names <dir>, which holds the support
+files: site imports sitecustomize from there, as in a sandbox). Nothing here has random state
+at import. It serves the daemon's requests on fd 3 (_sandrun_zygote.serve: builds a run's
+sandbox with the launcher's code), one at a time, and exits at the daemon's EOF. In the
+sandbox it built, the program's process calls become(argv, environ), which runs as `python3 sandrun_main.py PROGRAM` does: what differs from a fresh interpreter is
+listed in DESIGN.md.
+"""
+
+import _signal
+import os
+import sys
+
+import sandrun_loader
+
+
+def _become_the_run(argv, environ, here):
+    """In the sandbox: the run's argv, environ, paths, then the loader (never returns)."""
+    inside = os.path.dirname(argv[1]) if len(argv) > 1 else here
+    for name in ("sitecustomize", "sandrun_loader", "sandrun_zygote", "__main__"):
+        module = sys.modules.get(name)
+        origin = getattr(module, "__file__", None) or ""
+        if origin.startswith(here + "/"):
+            module.__file__ = inside + origin[len(here) :]
+            module.__cached__ = None
+            if getattr(module, "__spec__", None) is not None:
+                module.__spec__.origin = module.__file__
+    # The zygote's own directory (its script's and PYTHONPATH's entry), as sitecustomize takes
+    # the support directory off in a sandbox.
+    sys.path[:] = [p for p in sys.path if os.path.abspath(p or ".") != here]
+    sys.modules.pop("_sandrun_zygote", None)
+    sys.modules.pop("sandrun_zygote", None)
+    sys.path_importer_cache.clear()
+    os.environ.clear()
+    for entry in environ:
+        key, _, value = entry.partition("=")
+        os.environ[key] = value
+    # What sitecustomize read of the environment at its import: the run's values.
+    site = sys.modules.get("sitecustomize")
+    if site is not None:
+        site._OUTPUTS = os.environ.get("SANDRUN_OUTPUTS", "")
+        site._MAX_FIGURES = site._int_env("SANDRUN_MAX_FIGURES", 20)
+        site._MAX_DPI = site._int_env("SANDRUN_FIGURE_MAX_DPI", 150)
+        site._MAX_PIXELS = site._int_env("SANDRUN_FIGURE_MAX_PIXELS", 4_000_000)
+    sys.orig_argv[:] = argv
+    sys.argv[:] = argv[1:]
+    _signal.signal(_signal.SIGCHLD, _signal.SIG_DFL)
+    import importlib
+
+    importlib.invalidate_caches()
+    try:
+        sandrun_loader.run(argv[2:])
+    except SystemExit as end:
+        _exit(end.code)
+
+
+def _exit(code):
+    """Ends the run as the interpreter's finalization would, except the teardown of what the
+    zygote made: touching it would copy every page of it into this process (measured: 2/3 of a
+    print(1) run's CPU). In order: the threads that are not daemons are waited for, the atexit
+    functions run, the run's own modules (__main__ and those it imported) are let go so what
+    they hold is closed (files flushed), a collection, the streams flushed, the exit status as
+    Python gives it for SystemExit(code)."""
+    import atexit
+    import gc
+    import threading
+
+    threading._shutdown()
+    atexit._run_exitfuncs()
+    gc.collect()
+    # What a finalization's teardown would flush: every open file of the run (the zygote's
+    # own objects are frozen, not listed).
+    import io
+
+    for obj in gc.get_objects():
+        if isinstance(obj, io.IOBase):
+            try:
+                if not obj.closed:
+                    obj.flush()
+            except Exception:
+                pass
+    if code is None:
+        status = 0
+    elif isinstance(code, int):
+        status = code & 0xFF
+    else:
+        try:
+            print(code, file=sys.stderr)
+        except Exception:
+            pass
+        status = 1
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except Exception:
+            pass
+    os._exit(status)
+
+
+def _main():
+    sock, module_dir, daemon = int(sys.argv[1]), sys.argv[2], int(sys.argv[3])
+    sys.path.insert(0, module_dir)
+    import _sandrun_zygote
+
+    del sys.path[0]
+    _sandrun_zygote.watch_parent(daemon)
+    here = os.path.dirname(os.path.abspath(__file__))
+    sandrun_loader.warm_up()
+    # Its children (each sandbox's init) are reaped by the kernel; the daemon watches them
+    # through pidfds.
+    _signal.signal(_signal.SIGCHLD, _signal.SIG_IGN)
+    # Every object made so far into the collector's permanent generation: a collection in a
+    # run then never walks (and writes to) them, so their pages stay shared with the zygote
+    # instead of each being copied on its first write (gc.freeze, made for pre-fork servers).
+    import gc
+
+    gc.freeze()
+    os.write(sock, b"ready")  # the daemon waits for it (zygote.cc Zygote::Start)
+    def become(argv, environ):
+        _become_the_run(argv, environ, here)
+
+    while _sandrun_zygote.serve(sock, become) is not False:
+        pass
+
+
+if __name__ == "__main__":
+    _main()

@@ -1,0 +1,126 @@
+#include "sandbox/zygote.h"
+
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cstring>
+
+#include "sys/syscalls.h"
+
+namespace sandrun::sandbox {
+namespace {
+constexpr int kReadyTimeoutMs = 30000;
+}  // namespace
+
+Result<std::unique_ptr<Zygote>> Zygote::Start(const ZygoteOptions& options) {
+  int pair[2];
+  if (::socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, pair) != 0) {
+    return sys::ErrnoError("socketpair for the zygote");
+  }
+  sys::UniqueFd ours(pair[0]), theirs(pair[1]);
+  std::vector<std::string> argv = {options.python, options.script_dir + "/sandrun_zygote.py", "3",
+                                   options.module_dir, std::to_string(::getpid())};
+  std::vector<char*> args, envp;
+  for (auto& a : argv) args.push_back(a.data());
+  args.push_back(nullptr);
+  std::vector<std::string> env = options.env;
+  for (auto& e : env) envp.push_back(e.data());
+  envp.push_back(nullptr);
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0);
+  posix_spawn_file_actions_addopen(&actions, 1, "/dev/null", O_WRONLY, 0);
+  posix_spawn_file_actions_adddup2(&actions, theirs.get(), 3);
+  posix_spawn_file_actions_addclosefrom_np(&actions, 4);
+  posix_spawnattr_t attr;
+  posix_spawnattr_init(&attr);
+  sigset_t none, all;
+  ::sigemptyset(&none);
+  ::sigfillset(&all);
+  posix_spawnattr_setsigmask(&attr, &none);
+  posix_spawnattr_setsigdefault(&attr, &all);
+  posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF);
+  pid_t pid = -1;
+  const int rc = ::posix_spawn(&pid, args[0], &actions, &attr, args.data(), envp.data());
+  posix_spawn_file_actions_destroy(&actions);
+  posix_spawnattr_destroy(&attr);
+  if (rc != 0) {
+    return MakeError(ErrorKind::kSystem, "posix_spawn " + argv[0] + ": " + std::strerror(rc), rc);
+  }
+  auto zygote = std::unique_ptr<Zygote>(new Zygote(std::move(ours), pid));
+  // Ready once its Python has started and imported its C side: else the daemon says so now
+  // (and runs start without it) rather than at every run.
+  pollfd ready{zygote->sock_.get(), POLLIN, 0};
+  char word[8] = {};
+  if (::poll(&ready, 1, kReadyTimeoutMs) != 1 ||
+      ::recv(zygote->sock_.get(), word, sizeof word, 0) != 5 || std::string(word, 5) != "ready") {
+    return MakeError(ErrorKind::kSystem, "it did not start (" + argv[0] + " " + argv[1] +
+                                             "; is _sandrun_zygote.so in " + options.module_dir +
+                                             "?)");
+  }
+  return zygote;
+}
+
+Zygote::~Zygote() {
+  sock_.Reset();
+  (void)sys::KillPid(pid_);
+  (void)sys::Reap(pid_);
+}
+
+Result<ZygoteChild> Zygote::Spawn(const ZygoteRequest& request, const std::vector<int>& fds) {
+  const std::string bytes = EncodeZygoteRequest(request);
+  std::lock_guard<std::mutex> lock(mu_);
+  iovec iov{const_cast<char*>(bytes.data()), bytes.size()};
+  std::vector<char> control(CMSG_SPACE(sizeof(int) * fds.size()));
+  msghdr msg{};
+  msg.msg_iov = &iov;
+  msg.msg_iovlen = 1;
+  msg.msg_control = control.data();
+  msg.msg_controllen = control.size();
+  cmsghdr* c = CMSG_FIRSTHDR(&msg);
+  c->cmsg_level = SOL_SOCKET;
+  c->cmsg_type = SCM_RIGHTS;
+  c->cmsg_len = CMSG_LEN(sizeof(int) * fds.size());
+  std::memcpy(CMSG_DATA(c), fds.data(), sizeof(int) * fds.size());
+  ssize_t sent;
+  do {
+    sent = ::sendmsg(sock_.get(), &msg, MSG_NOSIGNAL);
+  } while (sent < 0 && sys::LastErrno() == EINTR);
+  if (sent < 0) return sys::ErrnoError("send to the zygote");
+  int32_t body[2] = {-1, 0};
+  iovec riov{body, sizeof body};
+  alignas(cmsghdr) char rcontrol[CMSG_SPACE(sizeof(int))];
+  msghdr reply{};
+  reply.msg_iov = &riov;
+  reply.msg_iovlen = 1;
+  reply.msg_control = rcontrol;
+  reply.msg_controllen = sizeof rcontrol;
+  ssize_t got;
+  do {
+    got = ::recvmsg(sock_.get(), &reply, MSG_CMSG_CLOEXEC);
+  } while (got < 0 && sys::LastErrno() == EINTR);
+  if (got != static_cast<ssize_t>(sizeof body)) {
+    return MakeError(ErrorKind::kSystem, "the zygote is gone");
+  }
+  ZygoteChild child;
+  for (cmsghdr* r = CMSG_FIRSTHDR(&reply); r != nullptr; r = CMSG_NXTHDR(&reply, r)) {
+    if (r->cmsg_level == SOL_SOCKET && r->cmsg_type == SCM_RIGHTS) {
+      int fd;
+      std::memcpy(&fd, CMSG_DATA(r), sizeof fd);
+      child.pidfd = sys::UniqueFd(fd);
+    }
+  }
+  if (body[0] <= 0 || !child.pidfd.valid()) {
+    return MakeError(ErrorKind::kSystem,
+                     std::string("zygote clone(CLONE_NEWUSER|...): ") + std::strerror(body[1]),
+                     body[1]);
+  }
+  child.pid = body[0];
+  return child;
+}
+
+}  // namespace sandrun::sandbox

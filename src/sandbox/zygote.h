@@ -1,0 +1,56 @@
+// The daemon's side of the zygote (config `zygote`): a Python started once as a run's Python
+// starts (site, sitecustomize, the loader), which builds a run's sandbox with the launcher's
+// own code and goes on in it as the run's Python (zygote_module.cc, sandrun_zygote.py). The
+// launcher sends it a ZygoteRequest and the child's fds and gets back the sandbox's first
+// process (pid and pidfd), which it then sets up and supervises as its own clone's.
+#pragma once
+
+#include <sys/types.h>
+
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "sandbox/init_plan.h"
+#include "sys/unique_fd.h"
+#include "util/result.h"
+
+namespace sandrun::sandbox {
+
+struct ZygoteOptions {
+  std::string python;            // the sandbox's python3 (an absolute host path, the same file)
+  std::string script_dir;        // host directory holding the support files and sandrun_zygote.py
+  std::string module_dir;        // host directory holding _sandrun_zygote.so
+  std::vector<std::string> env;  // a run's environment (its PYTHONPATH names script_dir)
+};
+
+struct ZygoteChild {
+  pid_t pid = -1;
+  sys::UniqueFd pidfd;
+};
+
+class Zygote {
+ public:
+  // Starts the zygote (posix_spawn, so from the thread that lives as long as the daemon: its
+  // parent-death signal follows that thread). Errors: kSystem.
+  static Result<std::unique_ptr<Zygote>> Start(const ZygoteOptions& options);
+  // Closes the socket (the zygote exits at its EOF) and kills and reaps it.
+  ~Zygote();
+  Zygote(const Zygote&) = delete;
+  Zygote& operator=(const Zygote&) = delete;
+
+  // One sandbox: `fds` in zygote_module.cc's order. Thread-safe: one request at a time (the
+  // zygote is single-threaded; it answers once the clone is made). Errors: kSystem when the
+  // zygote is gone or refused.
+  Result<ZygoteChild> Spawn(const ZygoteRequest& request, const std::vector<int>& fds);
+  pid_t pid() const { return pid_; }
+
+ private:
+  Zygote(sys::UniqueFd sock, pid_t pid) : sock_(std::move(sock)), pid_(pid) {}
+  std::mutex mu_;
+  sys::UniqueFd sock_;
+  pid_t pid_;
+};
+
+}  // namespace sandrun::sandbox

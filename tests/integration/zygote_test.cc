@@ -1,0 +1,178 @@
+// The zygote (config `zygote`, sandbox/zygote.h): stateless Python runs start from a Python
+// started once and forked into each new sandbox. This suite's stack has {"zygote": true,
+// "pool": {}}: a stateless run of one Python program starts from the zygote; the same run
+// with a fresh session starts cold (a held session does not fit the zygote), so each case
+// runs both ways and compares what the user sees. The loader's own file names tell which way a
+// run went (the zygote imported it from the host's copy: a documented difference).
+#include <signal.h>
+
+#include <boost/test/unit_test.hpp>
+#include <chrono>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "helpers.h"
+#include "stack.h"
+
+namespace sandrun::integration {
+namespace {
+
+const char kWhichWay[] =
+    "import sandrun_loader\n"
+    "print('cold' if sandrun_loader._OWN_FILES[0].startswith('/home/user/') else 'zygote')\n";
+
+// `extra`: more members of the body (", \"stdin\": ...").
+std::string Body(const std::string& code, const std::string& session,
+                 const std::string& extra = "") {
+  std::string body = "{\"language\": \"python\", \"code\": " + Q(code) + extra;
+  if (!session.empty()) body += ", \"session\": " + Q(session);
+  return body + "}";
+}
+
+int session_counter = 0;
+
+// Runs `code` from the zygote and cold; checks which way each went.
+// A program that does not compile prints nothing: `check_way` false.
+std::pair<rapidjson::Document, rapidjson::Document> ZygoteAndCold(const std::string& code,
+                                                                  bool check_way = true,
+                                                                  const std::string& extra = "") {
+  const std::string session = "zygote-diff-" + std::to_string(++session_counter);
+  rapidjson::Document zygote = PostRun(Body(std::string(kWhichWay) + code, "", extra));
+  rapidjson::Document cold = PostRun(Body(std::string(kWhichWay) + code, session, extra));
+  if (check_way) {
+    BOOST_TEST(Str(zygote, "stdout").rfind("zygote\n", 0) == 0, Str(zygote, "stdout"));
+    BOOST_TEST(Str(cold, "stdout").rfind("cold\n", 0) == 0, Str(cold, "stdout"));
+  }
+  return {std::move(zygote), std::move(cold)};
+}
+
+std::string After(const std::string& s) { return s.substr(s.find('\n') + 1); }
+
+// The sandbox uid's processes (the program) and the zygote of this stack.
+int StackSandboxProcesses() {
+  int n = 0;
+  const std::string zygote = Stack::Get().state_dir() + "/runs/.zygote/sandrun_zygote.py";
+  const std::string uid = std::to_string(Stack::Get().sandbox_uid());
+  const std::string root = std::to_string(Stack::Get().sandbox_uid() + 1);
+  for (const auto& [pid, argv] : ProcessArgvs()) {
+    if (argv.size() > 1 && argv[1] == zygote) ++n;
+    const std::string status = ReadFile("/proc/" + std::to_string(pid) + "/status");
+    const size_t at = status.find("\nUid:\t");
+    if (at == std::string::npos) continue;
+    const std::string real = status.substr(at + 6, status.find('\t', at + 6) - at - 6);
+    if (real == uid || real == root) ++n;
+  }
+  return n;
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_SUITE(Zygote)
+
+// What a program sees of its interpreter and its process is a fresh Python's: the cold start
+// is the reference (warm_pool_test.cc's cases, and the process's own state).
+BOOST_AUTO_TEST_CASE(a_zygote_run_is_a_cold_one) {
+  const std::vector<std::string> programs = {
+      "def f():\n    raise ValueError('boom')\n\nf()\n",
+      "import sys\nprint(__name__, sys.argv, sys.orig_argv, __file__, sys.path)\n"
+      "if __name__ == '__main__':\n    print('as main')\n",
+      "x = 20\nx + 22\n",
+      "import sys\nprint('bye')\nsys.exit(3)\n",
+      "import sys\nsys.exit('a message')\n",
+      "print('a'\n",
+      "import resource as r\nprint([r.getrlimit(getattr(r, n)) for n in dir(r) "
+      "if n.startswith('RLIMIT_')])\n",
+      "import sys, os\nprint(sys.flags, os.getppid(), os.getpid() > 1, os.getcwd(), "
+      "os.getuid(), os.getgid(), os.getgroups(), sorted(os.environ.items()))\n",
+      "import signal\nprint([(s.name, signal.getsignal(s)) for s in signal.valid_signals() "
+      "if isinstance(s, signal.Signals) and s not in (signal.SIGKILL, signal.SIGSTOP)])\n"
+      "print(signal.pthread_sigmask(signal.SIG_BLOCK, []))\n",
+      "import os\n"
+      "st = open('/proc/self/status').read().splitlines()\n"
+      "print([l for l in st if l.split(':')[0] in ('CapInh', 'CapPrm', 'CapEff', 'CapBnd', "
+      "'CapAmb', 'NoNewPrivs', 'Seccomp', 'SigIgn', 'SigBlk')])\n"
+      "print(open('/proc/self/oom_score_adj').read(), os.readlink('/proc/self/exe'))\n",
+      // The modules the zygote's own start imported beyond a fresh start's (DESIGN.md).
+      "import sys\nprint(sorted(set(sys.modules) - {'gc', 'collections', 'contextlib', "
+      "'functools', 'importlib._abc', 'importlib.util', 'itertools', 'keyword', 'operator', "
+      "'reprlib', '_collections', '_functools', '_operator'}))\n",
+      "f = open('unclosed.txt', 'w')\nf.write('kept')\nimport atexit\n"
+      "_ = atexit.register(lambda: print('atexit ran'))\n",
+  };
+  // warm_pool_test.cc's cases with files and stdin.
+  const std::vector<std::pair<std::string, std::string>> with_input = {
+      {"import helper\nfrom helper import X\nprint(helper.X + X)\n",
+       ", \"files\": [{\"path\": \"helper.py\", \"content_base64\": \"WCA9IDQy\"}]"},
+      {"name = input()\nprint('hi', name)\nimport sys\nprint(repr(sys.stdin.read()))\n",
+       ", \"stdin\": \"alice\\nrest of it\\n\""},
+  };
+  for (const auto& [code, extra] : with_input) {
+    auto [zygote, cold] = ZygoteAndCold(code, true, extra);
+    BOOST_TEST(Str(zygote, "stdout") == "zygote\n" + After(Str(cold, "stdout")), code);
+    BOOST_TEST(Str(zygote, "stderr") == Str(cold, "stderr"), code);
+  }
+  for (const auto& code : programs) {
+    auto [zygote, cold] = ZygoteAndCold(code, code != "print('a'\n");
+    BOOST_TEST_CONTEXT(code) {
+      BOOST_TEST(Str(zygote, "status") == Str(cold, "status"));
+      BOOST_TEST(After(Str(zygote, "stdout")) == After(Str(cold, "stdout")));
+      BOOST_TEST(Str(zygote, "stderr") == Str(cold, "stderr"));
+      BOOST_TEST(Int(zygote, "exit_code") == Int(cold, "exit_code"));
+      BOOST_TEST(zygote["files"].Size() == cold["files"].Size());
+    }
+  }
+}
+
+// Two runs from the zygote share no random state and no fd; each starts with 0-2 only.
+BOOST_AUTO_TEST_CASE(two_zygote_runs_share_no_random_state_or_fd) {
+  const std::string code =
+      "import os, random, uuid, tempfile\n"
+      "print(random.random(), os.urandom(8).hex(), uuid.uuid4(), "
+      "next(tempfile._get_candidate_names()))\n"
+      "print(sorted(os.listdir('/proc/self/fd')))\n";
+  rapidjson::Document a = PostRun(Body(std::string(kWhichWay) + code, ""));
+  rapidjson::Document b = PostRun(Body(std::string(kWhichWay) + code, ""));
+  const std::string sa = Str(a, "stdout"), sb = Str(b, "stdout");
+  BOOST_TEST(sa.rfind("zygote\n", 0) == 0, sa);
+  BOOST_TEST(sb.rfind("zygote\n", 0) == 0, sb);
+  const std::string line_a = After(sa).substr(0, After(sa).find('\n'));
+  const std::string line_b = After(sb).substr(0, After(sb).find('\n'));
+  BOOST_TEST(line_a != line_b);
+  for (const std::string* s : {&sa, &sb}) {
+    BOOST_TEST(s->find("['0', '1', '2', '3']") != std::string::npos, *s);  // 3: listdir's own
+  }
+}
+
+// A kill -9 of the daemon leaves no zygote and no sandbox: the zygote dies with it
+// (PR_SET_PDEATHSIG, and its socket's EOF), a run's init with its lifeline and the zygote.
+BOOST_AUTO_TEST_CASE(a_killed_daemon_leaves_no_zygote_and_no_sandbox) {
+  std::thread run([] {
+    try {
+      (void)Post("/run", Body("import time\nprint('started', flush=True)\ntime.sleep(30)\n", ""));
+    } catch (...) {
+    }
+  });
+  const auto t0 = std::chrono::steady_clock::now();
+  while (StackSandboxProcesses() < 2 &&
+         std::chrono::steady_clock::now() - t0 < std::chrono::seconds(20)) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  BOOST_TEST_REQUIRE(StackSandboxProcesses() >= 2, "the zygote and a run's program are there");
+  const pid_t daemon = Stack::Get().DaemonPid();
+  BOOST_TEST_REQUIRE(daemon > 0);
+  kill(daemon, SIGKILL);
+  const auto t1 = std::chrono::steady_clock::now();
+  while ((ProcessAlive(daemon) || StackSandboxProcesses() > 0) &&
+         std::chrono::steady_clock::now() - t1 < std::chrono::seconds(10)) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  BOOST_TEST(!ProcessAlive(daemon));
+  BOOST_TEST(StackSandboxProcesses() == 0, "a zygote or a sandbox outlived the daemon");
+  run.join();
+  Stack::Get().Restart();
+}
+
+BOOST_AUTO_TEST_SUITE_END()
+
+}  // namespace sandrun::integration
