@@ -47,6 +47,7 @@ constexpr Row kTable[] = {
     {ApiCode::kSessionBusy, 409, "session_busy"},
     {ApiCode::kBodyTooLarge, 413, "body_too_large"},
     {ApiCode::kUnsupportedMediaType, 415, "unsupported_media_type"},
+    {ApiCode::kRateLimited, 429, "rate_limited"},
     {ApiCode::kInternal, 500, "internal"},
     {ApiCode::kStorage, 500, "storage"},
     {ApiCode::kSandboxError, 500, "sandbox_error"},

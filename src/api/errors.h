@@ -55,6 +55,7 @@ enum class ApiCode {
   kSessionBusy,           // 409 session_busy: the session's waiters are full
   kBodyTooLarge,          // 413 body_too_large: the body is over the request size limit
   kUnsupportedMediaType,  // 415 unsupported_media_type: POST /run without JSON
+  kRateLimited,           // 429 rate_limited: the user's requests are over their rate
   kInternal,              // 500 internal: the daemon failed
   kStorage,               // 500 storage: the store failed
   kSandboxError,          // 500 sandbox_error: a sandbox could not be made or run

@@ -188,7 +188,7 @@ std::optional<HttpResponse> Service::AcceptRun(const HttpRequest& request, bool 
   }
   // Before any other work: the user's requests beyond their rate cost nothing more.
   if (!rate_limiter_.Allow(RateKey(caller, request.Header("x-sandrun-user")))) {
-    HttpResponse r = ErrorResponse(429, "rate_limited",
+    HttpResponse r = ErrorResponse(ApiCode::kRateLimited,
                                    "too many requests for this user (10 a second, 20 more at "
                                    "once); retry later");
     r.headers["Retry-After"] = "1";

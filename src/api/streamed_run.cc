@@ -90,9 +90,9 @@ HttpResponse Service::HandleStreamedRun(const HttpRequest& request) {
   try {
     http = HandleRun(request, /*trusted=*/false, &sink);
   } catch (const std::exception& e) {
-    http = ErrorResponse(500, "internal", "request " + request.request_id + ": " + e.what());
+    http = ErrorResponse(ApiCode::kInternal, "request " + request.request_id + ": " + e.what());
   } catch (...) {
-    http = ErrorResponse(500, "internal", "request " + request.request_id + " failed");
+    http = ErrorResponse(ApiCode::kInternal, "request " + request.request_id + " failed");
   }
   const bool answer = http.status == 200 && http.content_type == "application/json";
   // Refused before any step started: the plain answer, as a plain /run gives it.

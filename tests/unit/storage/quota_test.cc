@@ -91,9 +91,7 @@ BOOST_AUTO_TEST_CASE(run_expires_once_past_its_maximum_age) {
   BOOST_TEST(RunExpired(1000, 60, 5000));
 }
 
-BOOST_AUTO_TEST_CASE(zero_maximum_age_never_expires) {
-  BOOST_TEST(!RunExpired(0, 0, 1LL << 40));
-}
+BOOST_AUTO_TEST_CASE(zero_maximum_age_never_expires) { BOOST_TEST(!RunExpired(0, 0, 1LL << 40)); }
 
 BOOST_AUTO_TEST_CASE(huge_recorded_time_does_not_overflow) {
   BOOST_TEST(!RunExpired(INT64_MAX - 5, 60, 1000));
