@@ -10,10 +10,11 @@ namespace sandrun::kernel {
 namespace {
 
 bool SameLimits(const sandbox::SandboxLimits& a, const sandbox::SandboxLimits& b) {
-  return a.wall_time_ms == b.wall_time_ms && a.cpu_time_s == b.cpu_time_s &&
-         a.memory_bytes == b.memory_bytes && a.processes == b.processes &&
-         a.output_bytes == b.output_bytes && a.file_size_bytes == b.file_size_bytes &&
-         a.disk_bytes == b.disk_bytes && a.open_files == b.open_files;
+  // Wall time, CPU time and output bound each cell (ExecuteLimits), not the kernel: a run's
+  // own values of them do not make another kernel.
+  return a.memory_bytes == b.memory_bytes && a.processes == b.processes &&
+         a.file_size_bytes == b.file_size_bytes && a.disk_bytes == b.disk_bytes &&
+         a.open_files == b.open_files;
 }
 
 }  // namespace
