@@ -61,10 +61,21 @@ class JupyterStack(Stack):
                 with open(f"/proc/{entry}/status") as f:
                     for line in f:
                         if line.startswith("Uid:") and int(line.split()[1]) == self.sandbox_uid:
-                            pids.append(int(entry))
+                            if not self.in_kernel_pool(entry):
+                                pids.append(int(entry))
             except (OSError, ValueError):
                 continue
         return pids
+
+    @staticmethod
+    def in_kernel_pool(pid):
+        # A kernel the pool booted ahead (cgroup pool-k-<hex>) waits for the next kernel
+        # start by design; it is no kernel of a client's.
+        try:
+            with open(f"/proc/{pid}/cgroup") as f:
+                return "/pool-k-" in f.read()
+        except OSError:
+            return False
 
     def kernel_mounts(self):
         with open("/proc/self/mountinfo") as f:
