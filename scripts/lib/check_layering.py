@@ -33,7 +33,7 @@ FLOORS = {
             'util'},
     'server': {'api', 'sys', 'util'},
     # The Jupyter server API: an HTTP edge beside server/, on the Service and its kernels.
-    'jupyter': {'api', 'kernel', 'sys', 'util'},
+    'jupyter': {'api', 'config', 'kernel', 'run', 'sys', 'util'},
     # The zygote's CPython module: the sandbox's own child code.
     'zygote': {'sandbox', 'sys', 'util'},
 }

@@ -17,6 +17,7 @@
 #include "api/run_steps.h"
 #include "api/service.h"
 #include "python/support_files.h"
+#include "run/kernel_notes.h"
 #include "run/sandbox_specs.h"
 #include "storage/artifact_store.h"
 #include "storage/digest.h"
@@ -50,30 +51,8 @@ RunStatus StatusOfCell(kernel::ExecuteStatus status) {
 // The stderr line saying which limit stopped the cell and what became of the kernel.
 std::string KernelNote(const kernel::ExecuteResult& r, const config::Limits& limits,
                        bool session_kernel) {
-  using kernel::ExecuteStatus;
-  std::string what;
-  switch (r.status) {
-    case ExecuteStatus::kWallTimeout:
-      what = "wall-clock time limit of " + std::to_string(limits.wall_time_s) + " s reached";
-      break;
-    case ExecuteStatus::kCpuTimeout:
-      what = "CPU time limit of " + std::to_string(limits.cpu_time_s) + " s reached";
-      break;
-    case ExecuteStatus::kMemoryLimit:
-      what = "memory limit of " + std::to_string(limits.memory_mb) + " MiB reached";
-      break;
-    case ExecuteStatus::kOutputLimit:
-      what = r.output_lost
-                 ? "output lost: the kernel sent one message over 16 MiB (a print or "
-                   "value that large, or output faster than that between its flushes)"
-                 : "output limit exceeded (" + std::to_string(limits.output_bytes) + " bytes)";
-      break;
-    case ExecuteStatus::kKilled:
-      what = "the kernel died";
-      break;
-    default:
-      return "";
-  }
+  const std::string what = run::CellStoppedBy(r, limits);
+  if (what.empty()) return "";
   // A notebook run's kernel is the run's own: nothing of it outlives the run anyway.
   if (!session_kernel) return "sandrun: stopped: " + what;
   const std::string fate =

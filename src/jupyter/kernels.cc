@@ -4,6 +4,7 @@
 #include <chrono>
 
 #include "kernel/jupyter_messaging.h"
+#include "run/kernel_notes.h"
 #include "util/text.h"
 
 namespace sandrun::jupyter {
@@ -32,50 +33,10 @@ std::string NewKernelId() {
          hex.substr(16, 4) + "-" + hex.substr(20);
 }
 
-std::string StatusContent(const char* state) {
-  return std::string(R"({"execution_state":")") + state + "\"}";
-}
-
-std::string Quoted(const std::string& text) {
-  std::string out = "\"";
-  for (char c : util::SanitizeUtf8(text)) {
-    if (c == '"' || c == '\\') {
-      out += '\\';
-      out += c;
-    } else if (static_cast<unsigned char>(c) < 0x20) {
-      char buf[8];
-      std::snprintf(buf, sizeof buf, "\\u%04x", c);
-      out += buf;
-    } else {
-      out += c;
-    }
-  }
-  return out + "\"";
-}
-
 // What a cell that a limit stopped tells the client (stderr), or "".
 std::string LimitNote(const kernel::ExecuteResult& r, const config::Limits& limits) {
-  using kernel::ExecuteStatus;
-  std::string what;
-  switch (r.status) {
-    case ExecuteStatus::kWallTimeout:
-      what = "wall-clock time limit of " + std::to_string(limits.wall_time_s) + " s reached";
-      break;
-    case ExecuteStatus::kCpuTimeout:
-      what = "CPU time limit of " + std::to_string(limits.cpu_time_s) + " s reached";
-      break;
-    case ExecuteStatus::kMemoryLimit:
-      what = "memory limit of " + std::to_string(limits.memory_mb) + " MiB reached";
-      break;
-    case ExecuteStatus::kOutputLimit:
-      what = "output limit exceeded (" + std::to_string(limits.output_bytes) + " bytes)";
-      break;
-    case ExecuteStatus::kKilled:
-      what = "the kernel died";
-      break;
-    default:
-      return "";
-  }
+  const std::string what = run::CellStoppedBy(r, limits);
+  if (what.empty()) return "";
   const std::string fate = r.kernel_lost
                                ? "the kernel was ended: the next execute starts a new one, "
                                  "without the variables of earlier ones"
@@ -88,14 +49,11 @@ std::string LimitNote(const kernel::ExecuteResult& r, const config::Limits& limi
 void SendFailure(const ClientMessage& request, const std::string& session,
                  const std::function<void(std::string)>& send, const std::string& ename,
                  const std::string& evalue) {
-  const std::string error = R"({"ename":)" + Quoted(ename) + R"(,"evalue":)" + Quoted(evalue) +
-                            R"(,"traceback":[)" + Quoted(ename + ": " + evalue) + "]}";
+  const std::string error = ErrorContent(ename, evalue, ename + ": " + evalue);
   send(MessageToClient("iopub", "status", request.header(), StatusContent("busy"), session));
   send(MessageToClient("iopub", "error", request.header(), error, session));
   send(MessageToClient("shell", "execute_reply", request.header(),
-                       R"({"status":"error","execution_count":0,"ename":)" + Quoted(ename) +
-                           R"(,"evalue":)" + Quoted(evalue) + R"(,"traceback":[]})",
-                       session));
+                       ErrorReplyContent(0, ename, evalue), session));
   send(MessageToClient("iopub", "status", request.header(), StatusContent("idle"), session));
 }
 
@@ -293,8 +251,8 @@ void JupyterKernels::Execute(const std::string& user, const std::string& id,
     const std::string why = got->note.empty() ? "it had ended" : got->note;
     const std::string note =
         "sandrun: a new kernel: " + why + "; the variables of earlier executes are gone\n";
-    send(MessageToClient("iopub", "stream", request.header(),
-                         R"({"name":"stderr","text":)" + Quoted(note) + "}", session));
+    send(MessageToClient("iopub", "stream", request.header(), StreamContent("stderr", note),
+                         session));
   }
   kernel::ExecuteResult result;
   RelayCell(*e, got->lease.kernel(), request, *content, session, send, &result);
@@ -359,21 +317,17 @@ void JupyterKernels::RelayCell(Entry& e, kernel::Kernel& k, const ClientMessage&
   // A cell that the kernel's end cut short gets the note as its error (no traceback came);
   // otherwise the note follows the cell's own output on stderr.
   if (!note.empty() && !(result->kernel_lost && !errored)) {
-    send(MessageToClient("iopub", "stream", request.header(),
-                         R"({"name":"stderr","text":)" + Quoted(note + "\n") + "}", session));
+    send(MessageToClient("iopub", "stream", request.header(), StreamContent("stderr", note + "\n"),
+                         session));
   }
   if (result->kernel_lost && !errored) {
     const std::string why = note.empty() ? "sandrun: the kernel died" : note;
     send(MessageToClient("iopub", "error", request.header(),
-                         R"({"ename":"SandrunStopped","evalue":)" + Quoted(why) +
-                             R"(,"traceback":[)" + Quoted(why) + "]}",
-                         session));
+                         ErrorContent("SandrunStopped", why, why), session));
   }
   if (!replied) {
     send(MessageToClient("shell", "execute_reply", request.header(),
-                         R"({"status":"error","execution_count":)" +
-                             std::to_string(result->execution_count) +
-                             R"(,"ename":"SandrunStopped","evalue":"","traceback":[]})",
+                         ErrorReplyContent(result->execution_count, "SandrunStopped", ""),
                          session));
   }
 }

@@ -47,7 +47,64 @@ void WriteHeader(Writer& w, const std::string& msg_type, const std::string& sess
 
 std::string Finish(rapidjson::StringBuffer& b) { return std::string(b.GetString(), b.GetSize()); }
 
+// `text` as a JSON string member: valid UTF-8 (RapidJSON's writer does not check it).
+void Text(Writer& w, const char* key, const std::string& text) {
+  w.Key(key);
+  Str(w, util::SanitizeUtf8(text));
+}
+
 }  // namespace
+
+std::string StatusContent(const std::string& state) {
+  rapidjson::StringBuffer b;
+  Writer w(b);
+  w.StartObject();
+  Text(w, "execution_state", state);
+  w.EndObject();
+  return Finish(b);
+}
+
+std::string StreamContent(const std::string& name, const std::string& text) {
+  rapidjson::StringBuffer b;
+  Writer w(b);
+  w.StartObject();
+  Text(w, "name", name);
+  Text(w, "text", text);
+  w.EndObject();
+  return Finish(b);
+}
+
+std::string ErrorContent(const std::string& ename, const std::string& evalue,
+                         const std::string& traceback_line) {
+  rapidjson::StringBuffer b;
+  Writer w(b);
+  w.StartObject();
+  Text(w, "ename", ename);
+  Text(w, "evalue", evalue);
+  w.Key("traceback");
+  w.StartArray();
+  Str(w, util::SanitizeUtf8(traceback_line));
+  w.EndArray();
+  w.EndObject();
+  return Finish(b);
+}
+
+std::string ErrorReplyContent(int execution_count, const std::string& ename,
+                              const std::string& evalue) {
+  rapidjson::StringBuffer b;
+  Writer w(b);
+  w.StartObject();
+  Text(w, "status", "error");
+  w.Key("execution_count");
+  w.Int(execution_count);
+  Text(w, "ename", ename);
+  Text(w, "evalue", evalue);
+  w.Key("traceback");
+  w.StartArray();
+  w.EndArray();
+  w.EndObject();
+  return Finish(b);
+}
 
 std::string IsoNow() {
   const auto now = std::chrono::system_clock::now();

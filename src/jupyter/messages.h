@@ -44,6 +44,20 @@ std::string MessageToClient(const std::string& channel, const std::string& msg_t
 // gave them (Jupyter's defaults otherwise), and allow_stdin false: the kernel has no stdin.
 Result<std::string> KernelExecuteContent(const rapidjson::Value& c);
 
+// Contents sandrun writes itself (a limit's note, a cell that could not run); texts are made
+// valid UTF-8 first.
+// status: {"execution_state": state} ("busy", "idle").
+std::string StatusContent(const std::string& state);
+// stream: {"name": name ("stdout", "stderr"), "text": text}.
+std::string StreamContent(const std::string& name, const std::string& text);
+// error: {"ename", "evalue", "traceback": [traceback_line]}.
+std::string ErrorContent(const std::string& ename, const std::string& evalue,
+                         const std::string& traceback_line);
+// execute_reply of a failed cell: {"status": "error", "execution_count", "ename", "evalue",
+// "traceback": []}.
+std::string ErrorReplyContent(int execution_count, const std::string& ename,
+                              const std::string& evalue);
+
 // The content of a kernel_info_reply for sandrun's Python kernel.
 std::string KernelInfoReplyContent();
 

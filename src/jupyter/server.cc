@@ -314,9 +314,9 @@ class WsSession : public std::enable_shared_from_this<WsSession> {
 
 void WsSession::ReplyLocally(const ClientMessage& m, const std::string& content) {
   const std::string channel = m.channel == "control" ? "control" : "shell";
-  Send(MessageToClient("iopub", "status", m.header(), R"({"execution_state":"busy"})", session_));
+  Send(MessageToClient("iopub", "status", m.header(), StatusContent("busy"), session_));
   Send(MessageToClient(channel, ReplyType(m.msg_type), m.header(), content, session_));
-  Send(MessageToClient("iopub", "status", m.header(), R"({"execution_state":"idle"})", session_));
+  Send(MessageToClient("iopub", "status", m.header(), StatusContent("idle"), session_));
 }
 
 void WsSession::Dispatch(const std::string& text) {

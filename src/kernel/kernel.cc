@@ -498,54 +498,16 @@ void SetLimitStatus(CellProgress& cell, bool oom_killed) {
 
 ExecuteResult Kernel::Execute(const std::string& code, const ExecuteLimits& limits,
                               sandbox::OutputObserver* observer) {
-  ExecuteResult r;
-  const auto start = Clock::now();
-  if (!alive()) {
-    r.status = ExecuteStatus::kKilled;
-    r.kernel_lost = true;
-    return r;
-  }
-  // Frozen between cells (Boot, and the end of the last cell): no code of it runs then.
-  if (Status s = sandbox_->Freeze(false); !s.ok()) {
-    r.status = ExecuteStatus::kKilled;
-    r.stderr_text = "sandrun: the kernel could not be resumed: " + s.error().message + "\n";
-    Shutdown();
-    r.kernel_lost = true;
-    return r;
-  }
-  const sandbox::CgroupStats before = sandbox_->Stats();
-  const sandbox::CounterBytes net_before = sandbox_->NetworkUsage();
-  std::string id;
-  if (!Send(sockets_->shell, "execute_request", ExecuteRequestContent(code), &id)) {
-    r.status = ExecuteStatus::kKilled;
-    r.stderr_text = "sandrun: the kernel does not take requests\n";
-    Shutdown();
-    r.kernel_lost = true;
-    return r;
-  }
-  CellProgress cell(limits, r);
-  cell.observer = observer;
-  FollowCell(cell, id, start, before.cpu_usage_ms);
-  const sandbox::CgroupStats after = sandbox_->Stats();
-  r.wall_ms = MsSince(start);
-  TakeUsage(r, before, after, net_before, sandbox_->NetworkUsage());
-  // A lost iopub connection is not made again: no later cell's output would come back.
-  if (cell.died || r.output_lost) {
-    Shutdown();
-    r.kernel_lost = true;
-  } else if (Status s = sandbox_->Freeze(true); !s.ok()) {
-    // What the cell left running in the background must not run on until the next cell.
-    r.stderr_text += "sandrun: the kernel could not be paused after the cell (" +
-                     s.error().message + "): it was ended\n";
-    Shutdown();
-    r.kernel_lost = true;
-  }
-  SetLimitStatus(cell, after.oom_kills > before.oom_kills);
-  return r;
+  return ExecuteCell(ExecuteRequestContent(code), limits, observer, nullptr);
 }
 
 ExecuteResult Kernel::ExecuteRelayed(const std::string& request_content,
                                      const ExecuteLimits& limits, const CellRelay& relay) {
+  return ExecuteCell(request_content, limits, nullptr, &relay);
+}
+
+ExecuteResult Kernel::ExecuteCell(const std::string& request_content, const ExecuteLimits& limits,
+                                  sandbox::OutputObserver* observer, const CellRelay* relay) {
   ExecuteResult r;
   const auto start = Clock::now();
   auto lost = [&](std::string why) {
@@ -555,8 +517,12 @@ ExecuteResult Kernel::ExecuteRelayed(const std::string& request_content,
     r.kernel_lost = true;
     return r;
   };
-  if (!alive()) return lost("");
-  // Frozen between cells, as for Execute.
+  if (!alive()) {
+    r.status = ExecuteStatus::kKilled;
+    r.kernel_lost = true;
+    return r;
+  }
+  // Frozen between cells (Boot, and the end of the last cell): no code of it runs then.
   if (Status s = sandbox_->Freeze(false); !s.ok()) {
     return lost("sandrun: the kernel could not be resumed: " + s.error().message + "\n");
   }
@@ -567,15 +533,18 @@ ExecuteResult Kernel::ExecuteRelayed(const std::string& request_content,
     return lost("sandrun: the kernel does not take requests\n");
   }
   CellProgress cell(limits, r);
-  cell.relay = &relay;
+  cell.observer = observer;
+  cell.relay = relay;
   FollowCell(cell, id, start, before.cpu_usage_ms);
   const sandbox::CgroupStats after = sandbox_->Stats();
   r.wall_ms = MsSince(start);
   TakeUsage(r, before, after, net_before, sandbox_->NetworkUsage());
+  // A lost iopub connection is not made again: no later cell's output would come back.
   if (cell.died || r.output_lost) {
     Shutdown();
     r.kernel_lost = true;
   } else if (Status s = sandbox_->Freeze(true); !s.ok()) {
+    // What the cell left running in the background must not run on until the next cell.
     r.stderr_text += "sandrun: the kernel could not be paused after the cell (" +
                      s.error().message + "): it was ended\n";
     Shutdown();

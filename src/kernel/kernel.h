@@ -196,6 +196,10 @@ class Kernel {
 
  private:
   Kernel(std::string dir, std::string id, KernelSpec spec);
+  // Execute's and ExecuteRelayed's one body: thaws, sends `request_content`, follows the cell
+  // (told to `observer` or `relay`, either may be null), freezes again.
+  ExecuteResult ExecuteCell(const std::string& request_content, const ExecuteLimits& limits,
+                            sandbox::OutputObserver* observer, const CellRelay* relay);
   struct Sockets;
   Status Connect(void* zmq_context);
   Status WaitReady();

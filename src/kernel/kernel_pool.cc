@@ -3,25 +3,19 @@
 #include <cstdio>
 #include <vector>
 
+#include "kernel/kernel_policy.h"
 #include "sys/signal_free_thread.h"
 #include "util/text.h"
 
 namespace sandrun::kernel {
-namespace {
-
-bool SameLimits(const sandbox::SandboxLimits& a, const sandbox::SandboxLimits& b) {
-  // Wall time, CPU time and output bound each cell (ExecuteLimits), not the kernel: a run's
-  // own values of them do not make another kernel.
-  return a.memory_bytes == b.memory_bytes && a.processes == b.processes &&
-         a.file_size_bytes == b.file_size_bytes && a.disk_bytes == b.disk_bytes &&
-         a.open_files == b.open_files;
-}
-
-}  // namespace
 
 bool PoolServes(const KernelSpec& pooled, const KernelSpec& wanted) {
+  // The terms a live kernel keeps for its life are the ones a session's kernel is replaced
+  // over (kernel_policy.h); wall time, CPU time and output bound each cell, not the kernel.
+  const KernelTerms pooled_terms{pooled.limits, pooled.network.enabled};
+  const KernelTerms wanted_terms{wanted.limits, wanted.network.enabled};
   return !pooled.network.enabled && !wanted.network.enabled && pooled.env == wanted.env &&
-         SameLimits(pooled.limits, wanted.limits) && pooled.host_uid == wanted.host_uid &&
+         ReplaceReason(pooled_terms, wanted_terms).empty() && pooled.host_uid == wanted.host_uid &&
          pooled.host_gid == wanted.host_gid && pooled.python == wanted.python &&
          pooled.setup_files == wanted.setup_files;
 }

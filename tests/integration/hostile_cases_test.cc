@@ -29,6 +29,7 @@
 #include "helpers.h"
 #include "host_state.h"
 #include "stack.h"
+#include "streamed.h"
 
 namespace sandrun::integration {
 namespace {
@@ -157,6 +158,41 @@ bool ZygoteStack() {
   return config != nullptr && std::string(config).find("\"zygote\": true") != std::string::npos;
 }
 
+// integration.HostileCasesStreamed: the same cases asked for as a stream (SANDRUN_IT_STREAMED
+// set): every event is JSON of valid UTF-8, what was streamed stays within the run's
+// output_bytes, and the last event, the answer, is checked as a plain one is. A refusal stays
+// plain JSON.
+bool StreamedRuns() { return std::getenv("SANDRUN_IT_STREAMED") != nullptr; }
+
+HttpResponse PostCase(const std::string& id, const std::string& body) {
+  if (!StreamedRuns()) return Post("/run", body);
+  const Streamed s = PostStreamed(body);
+  BOOST_TEST_REQUIRE(s.status != 0, id << ": no HTTP answer");
+  HttpResponse http;
+  http.status = s.status;
+  http.body = s.body;
+  if (s.status != 200) return http;  // a refusal: plain JSON, checked below
+  BOOST_TEST_REQUIRE(s.content_type == "application/x-ndjson",
+                     id << ": answered " << s.content_type << ", not a stream");
+  BOOST_TEST_MESSAGE(id << ": " << s.events.size() << " events streamed");
+  for (const Event& e : s.events) {
+    rapidjson::Document strict;
+    strict.Parse<rapidjson::kParseValidateEncodingFlag>(e.line.c_str(), e.line.size());
+    BOOST_TEST(!strict.HasParseError(),
+               id << ": an event is not JSON of valid UTF-8: " << e.line.substr(0, 200));
+  }
+  BOOST_TEST_REQUIRE((!s.events.empty() && s.events.back().name == "result"),
+                     id << ": the stream does not end in its answer: " << s.body.substr(0, 600));
+  const rapidjson::Value& answer = s.events.back().doc["result"];
+  if (answer.HasMember("limits") && answer["limits"].HasMember("output_bytes")) {
+    const size_t streamed = StreamedOutput(s).size();
+    BOOST_TEST(streamed <= answer["limits"]["output_bytes"].GetUint64(),
+               id << ": " << streamed << " bytes of output streamed");
+  }
+  http.body = ToJson(answer);
+  return http;
+}
+
 void RunCase(const Case& c) {
   rapidjson::Document doc;
   doc.Parse(c.line.c_str());
@@ -170,7 +206,7 @@ void RunCase(const Case& c) {
   if (warm) (void)WaitForQuietHost(10);
   const int64_t hits_before = warm ? WarmPoolHits() : 0;
   auto start = std::chrono::steady_clock::now();
-  HttpResponse http = Post("/run", body);
+  HttpResponse http = PostCase(c.id, body);
   if (warm && http.status == 200) {
     BOOST_TEST(WarmPoolHits() == hits_before + 1, c.id << ": ran cold, not in the warm pool");
   }

@@ -19,72 +19,12 @@
 
 #include "helpers.h"
 #include "stack.h"
+#include "streamed.h"
 
 namespace sandrun::integration {
 namespace {
 
 using Clock = std::chrono::steady_clock;
-
-// One event as it arrived: its line and when (since the request was sent).
-struct Event {
-  std::string name;
-  std::string line;
-  double at_s = 0;
-  rapidjson::Document doc;
-};
-
-struct Streamed {
-  int status = 0;
-  std::string content_type, accel_buffering;
-  std::string body;  // the whole body (a refusal's JSON)
-  std::vector<Event> events;
-};
-
-// POST /run with Accept: application/x-ndjson, the body's lines parsed as they come.
-// `stop_at`: stop reading (and close the connection) once an event satisfies it.
-template <typename Stop>
-Streamed PostStreamed(const std::string& body, Stop stop_at) {
-  httplib::Client client("127.0.0.1", Stack::Get().port());
-  client.set_connection_timeout(5, 0);
-  client.set_read_timeout(120, 0);
-  Streamed out;
-  std::string pending;
-  const auto start = Clock::now();
-  httplib::Request req;
-  req.method = "POST";
-  req.path = "/run";
-  req.headers = {{"Accept", "application/x-ndjson"}};
-  req.body = body;
-  req.set_header("Content-Type", "application/json");
-  req.content_receiver = [&](const char* data, size_t n, uint64_t, uint64_t) {
-    out.body.append(data, n);
-    pending.append(data, n);
-    for (size_t nl; (nl = pending.find('\n')) != std::string::npos;) {
-      Event e;
-      e.line = pending.substr(0, nl);
-      pending.erase(0, nl + 1);
-      e.at_s = std::chrono::duration<double>(Clock::now() - start).count();
-      e.doc.Parse(e.line.c_str());
-      if (e.doc.IsObject() && e.doc.HasMember("event") && e.doc["event"].IsString()) {
-        e.name = e.doc["event"].GetString();
-      }
-      out.events.push_back(std::move(e));
-      if (stop_at(out.events.back())) return false;
-    }
-    return true;
-  };
-  auto result = client.send(req);
-  if (result) {
-    out.status = result->status;
-    out.content_type = result->get_header_value("Content-Type");
-    out.accel_buffering = result->get_header_value("X-Accel-Buffering");
-  }
-  return out;
-}
-
-Streamed PostStreamed(const std::string& body) {
-  return PostStreamed(body, [](const Event&) { return false; });
-}
 
 // The events' names in order, e.g. "plan step stdout step_end result".
 std::string Names(const Streamed& s) {

@@ -73,6 +73,29 @@ BOOST_AUTO_TEST_CASE(errors_have_jupyters_shape) {
   BOOST_TEST(std::string(d["reason"].GetString()) == "Not Found");
 }
 
+// sandrun's own notes reach the client as valid JSON of valid UTF-8, whatever the text holds
+// (quotes, a backslash, a newline, a NUL, a byte that is no UTF-8).
+BOOST_AUTO_TEST_CASE(sandruns_own_contents_are_json_of_valid_utf8) {
+  const std::string hostile = std::string("a \"q\" \\ \n\x01") + '\0' + "\xff end";
+  rapidjson::Document d;
+  d.Parse(StreamContent("stderr", hostile).c_str());
+  BOOST_TEST_REQUIRE(d.IsObject());
+  BOOST_TEST(std::string(d["name"].GetString()) == "stderr");
+  const std::string text(d["text"].GetString(), d["text"].GetStringLength());
+  BOOST_TEST(text.find("a \"q\" \\ \n\x01") == 0u);
+  BOOST_TEST(text.find('\xff') == std::string::npos);
+  BOOST_TEST(text.find("\xef\xbf\xbd end") != std::string::npos);
+  d.Parse(ErrorContent("SandrunStopped", hostile, "why").c_str());
+  BOOST_TEST_REQUIRE(d.IsObject());
+  BOOST_TEST(d["traceback"].Size() == 1u);
+  d.Parse(ErrorReplyContent(3, "E", "v").c_str());
+  BOOST_TEST(std::string(d["status"].GetString()) == "error");
+  BOOST_TEST(d["execution_count"].GetInt() == 3);
+  BOOST_TEST(d["traceback"].Size() == 0u);
+  d.Parse(StatusContent("idle").c_str());
+  BOOST_TEST(std::string(d["execution_state"].GetString()) == "idle");
+}
+
 BOOST_AUTO_TEST_SUITE_END()
 
 }  // namespace

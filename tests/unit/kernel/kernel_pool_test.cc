@@ -29,6 +29,16 @@ BOOST_AUTO_TEST_CASE(serves_a_run_asking_for_exactly_its_spec) {
   BOOST_TEST(kernel::PoolServes(Default(), later));
 }
 
+// A run's wall time, CPU time and output bound each of its cells (ExecuteLimits), not the
+// kernel: a run that asks for other ones still takes a pooled kernel.
+BOOST_AUTO_TEST_CASE(serves_a_run_whatever_its_per_cell_limits) {
+  kernel::KernelSpec wanted = Default();
+  wanted.limits.wall_time_ms = 30'000;
+  wanted.limits.cpu_time_s = int64_t{1} << 30;
+  wanted.limits.output_bytes = 4096;
+  BOOST_TEST(kernel::PoolServes(Default(), wanted));
+}
+
 BOOST_AUTO_TEST_CASE(never_serves_a_run_with_other_limits_env_files_or_stdin) {
   kernel::KernelSpec wanted = Default();
   wanted.limits.disk_bytes += 1;
@@ -38,6 +48,9 @@ BOOST_AUTO_TEST_CASE(never_serves_a_run_with_other_limits_env_files_or_stdin) {
   BOOST_TEST(!kernel::PoolServes(Default(), wanted));
   wanted = Default();
   wanted.limits.processes = 8;
+  BOOST_TEST(!kernel::PoolServes(Default(), wanted));
+  wanted = Default();
+  wanted.limits.open_files = 32;
   BOOST_TEST(!kernel::PoolServes(Default(), wanted));
   wanted = Default();
   wanted.env.push_back("PIP_INDEX_URL=http://mirror/simple");
