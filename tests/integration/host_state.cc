@@ -246,19 +246,26 @@ bool PollUntil(const std::function<bool()>& done, double seconds) {
 
 bool WaitForRunsGone(double seconds) { return PollUntil(RunsGone, seconds); }
 
+namespace {
+
+bool WarmPoolFull() {
+  HttpResponse health = Get("/healthz");
+  rapidjson::Document doc;
+  doc.Parse(health.body.c_str());
+  if (doc.HasParseError() || !doc.IsObject() || !doc.HasMember("pool")) return false;
+  for (const auto& language : doc["pool"].GetObject()) {
+    const auto& p = language.value;
+    if (p["ready"].GetInt64() != p["size"].GetInt64() || p["refilling"].GetBool()) return false;
+  }
+  return true;
+}
+
+}  // namespace
+
+bool WaitForWarmPoolFull(double seconds) { return PollUntil(WarmPoolFull, seconds); }
+
 bool WaitForQuietHost(double seconds) {
-  auto pool_full = [] {
-    HttpResponse health = Get("/healthz");
-    rapidjson::Document doc;
-    doc.Parse(health.body.c_str());
-    if (doc.HasParseError() || !doc.IsObject() || !doc.HasMember("pool")) return false;
-    for (const auto& language : doc["pool"].GetObject()) {
-      const auto& p = language.value;
-      if (p["ready"].GetInt64() != p["size"].GetInt64() || p["refilling"].GetBool()) return false;
-    }
-    return true;
-  };
-  return PollUntil([&] { return pool_full() && RunsGone(); }, seconds);
+  return PollUntil([] { return WarmPoolFull() && RunsGone(); }, seconds);
 }
 
 }  // namespace sandrun::integration

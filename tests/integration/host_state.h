@@ -27,6 +27,9 @@ int RunMountCount();
 // language ready == size, none refilling) and no run's directory, mount, cgroup or process
 // is left (a run's teardown follows its response). Returns whether both happened in time.
 bool WaitForQuietHost(double seconds = 20);
+// Waits (up to `seconds`) until the warm pool is full and idle (every language ready == size,
+// none refilling). Returns whether that happened in time.
+bool WaitForWarmPoolFull(double seconds);
 // Waits (up to `seconds`) until no run's directory, mount, cgroup or process is left, the warm
 // pool's aside. Returns whether that happened in time.
 bool WaitForRunsGone(double seconds);

@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "helpers.h"
+#include "host_state.h"
 #include "stack.h"
 #include "streamed.h"
 
@@ -74,6 +75,16 @@ void RequireStream(const Streamed& s) {
   BOOST_REQUIRE_EQUAL(s.status, 200);
   BOOST_REQUIRE_EQUAL(s.content_type, "application/x-ndjson");
   BOOST_CHECK_EQUAL(s.accel_buffering, "no");
+}
+
+// The daemon's processes once both pools are full: a kernel the kernel pool boots to replace
+// one an earlier case took (a_notebook_run_streams_its_cells), or a warm sandbox refilled,
+// would otherwise be new processes that outlive the run under test. (The session kernel of
+// a_stateful_cell_streams_from_the_sessions_kernel stays; it is in `before`.)
+std::set<ProcessId> DaemonProcessesAtRest(pid_t daemon) {
+  BOOST_REQUIRE(WaitForWarmPoolFull(60));
+  WaitForKernelPoolFull();
+  return Identify(ProcessTree(daemon));
 }
 
 }  // namespace
@@ -175,7 +186,7 @@ BOOST_AUTO_TEST_CASE(a_stateful_cell_streams_from_the_sessions_kernel) {
 BOOST_AUTO_TEST_CASE(a_client_that_goes_away_ends_its_run) {
   const pid_t daemon = Stack::Get().DaemonPid();
   BOOST_REQUIRE_GT(daemon, 0);
-  const std::set<ProcessId> before = Identify(ProcessTree(daemon));
+  const std::set<ProcessId> before = DaemonProcessesAtRest(daemon);
   // disk_mb off the default: not a warm pool's sandbox (whose refill would be new processes).
   const std::string body = RunRequest("python",
                                       "import subprocess\nprint('started')\n"
@@ -211,7 +222,7 @@ BOOST_AUTO_TEST_CASE(a_client_that_goes_away_ends_its_run) {
 BOOST_AUTO_TEST_CASE(a_client_that_stops_reading_ends_its_run) {
   const pid_t daemon = Stack::Get().DaemonPid();
   BOOST_REQUIRE_GT(daemon, 0);
-  const std::set<ProcessId> before = Identify(ProcessTree(daemon));
+  const std::set<ProcessId> before = DaemonProcessesAtRest(daemon);
   // 48 MiB of output allowed and a minute of wall time: more than every buffer between the
   // program and this client holds, long past the daemon's 10 s for a stalled write.
   const std::string body = RunRequest(
