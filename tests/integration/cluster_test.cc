@@ -48,18 +48,22 @@
 #include <vector>
 
 #include "processes.h"
+#include "streamed.h"
 
 extern char** environ;
 
 namespace {
 
 using Clock = std::chrono::steady_clock;
+using sandrun::integration::Event;
 using sandrun::integration::Identify;
 using sandrun::integration::NginxProcesses;
 using sandrun::integration::ProcessArgvs;
 using sandrun::integration::ProcessId;
+using sandrun::integration::PostStreamedTo;
 using sandrun::integration::ProcessTree;
 using sandrun::integration::StackProcesses;
+using sandrun::integration::Streamed;
 using sandrun::integration::Survivors;
 
 constexpr int kNodes = 3;
@@ -452,6 +456,30 @@ void CheckAffinityByIdentity(int port) {
 
 // Each node's cgroup_name, derived by scripts/cluster from its state directory:
 // sandrun-<8 hex digits>-n<n>, one per node, none the fixed sandrun-n<n> of before.
+// A streamed run through the front: the node's lines pass the front's proxy as they are
+// printed (X-Accel-Buffering: no goes through), not when the run ends. The program prints,
+// sleeps 2 s and prints again; the first line must arrive well before the second.
+void CheckStreamingThroughFront(int port) {
+  const std::string body =
+      "{\"language\":\"python\",\"code\":\"import time\\nprint('first', flush=True)\\n"
+      "time.sleep(2)\\nprint('second')\\n\"}";
+  const Streamed s = PostStreamedTo(port, {{"X-Sandrun-User", "user-stream"}}, body,
+                                    [](const Event&) { return false; });
+  BOOST_REQUIRE_EQUAL(s.status, 200);
+  double first = -1, second = -1;
+  for (const Event& e : s.events) {
+    if (e.name != "stdout") continue;
+    const std::string text = e.doc["text"].GetString();
+    if (text.find("first") != std::string::npos && first < 0) first = e.at_s;
+    if (text.find("second") != std::string::npos && second < 0) second = e.at_s;
+  }
+  BOOST_TEST_MESSAGE("through the front: first line at " << first << " s, second at " << second
+                                                         << " s");
+  BOOST_REQUIRE_MESSAGE(first >= 0 && second >= 0, "both lines streamed: " << s.body);
+  BOOST_CHECK_MESSAGE(second - first > 1.0, "the first line waited for the run's end");
+  BOOST_CHECK_EQUAL(s.events.back().name, "result");
+}
+
 void CheckCgroupNames(const std::string& state) {
   std::set<std::string> names;
   for (int n = 1; n <= kNodes; ++n) {
@@ -539,6 +567,7 @@ BOOST_AUTO_TEST_CASE(NodeLossKeepsLiveUsersAndLinks) {
                                           << duration_s / 3 << " s of " << duration_s << " s");
   BOOST_REQUIRE_MESSAGE(per_node.size() >= 2, "all users hash to one node: " << spread.str());
   CheckAffinityByIdentity(cluster.port());
+  CheckStreamingThroughFront(cluster.port());
   CheckCgroupNames(cluster.state());
 
   const auto start = Clock::now();

@@ -1,15 +1,15 @@
 #include "streamed.h"
 
-#include <chrono>
+#include <httplib.h>
 
-#include "helpers.h"
-#include "stack.h"
+#include <chrono>
 
 namespace sandrun::integration {
 
-Streamed PostStreamed(const std::string& body, const std::function<bool(const Event&)>& stop_at) {
+Streamed PostStreamedTo(int port, const std::vector<std::pair<std::string, std::string>>& headers,
+                        const std::string& body, const std::function<bool(const Event&)>& stop_at) {
   using Clock = std::chrono::steady_clock;
-  httplib::Client client("127.0.0.1", Stack::Get().port());
+  httplib::Client client("127.0.0.1", port);
   client.set_connection_timeout(5, 0);
   client.set_read_timeout(120, 0);
   Streamed out;
@@ -19,6 +19,7 @@ Streamed PostStreamed(const std::string& body, const std::function<bool(const Ev
   req.method = "POST";
   req.path = "/run";
   req.headers = {{"Accept", "application/x-ndjson"}};
+  for (const auto& [name, value] : headers) req.headers.emplace(name, value);
   req.body = body;
   req.set_header("Content-Type", "application/json");
   req.content_receiver = [&](const char* data, size_t n, uint64_t, uint64_t) {
@@ -45,10 +46,6 @@ Streamed PostStreamed(const std::string& body, const std::function<bool(const Ev
     out.accel_buffering = result->get_header_value("X-Accel-Buffering");
   }
   return out;
-}
-
-Streamed PostStreamed(const std::string& body) {
-  return PostStreamed(body, [](const Event&) { return false; });
 }
 
 std::string StreamedOutput(const Streamed& s) {

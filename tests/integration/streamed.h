@@ -7,7 +7,10 @@
 
 #include <functional>
 #include <string>
+#include <utility>
 #include <vector>
+
+#include "stack.h"
 
 namespace sandrun::integration {
 
@@ -26,9 +29,19 @@ struct Streamed {
   std::vector<Event> events;
 };
 
-// `stop_at`: stop reading (and close the connection) once an event satisfies it.
-Streamed PostStreamed(const std::string& body, const std::function<bool(const Event&)>& stop_at);
-Streamed PostStreamed(const std::string& body);
+// To the nginx on 127.0.0.1:`port`, with `headers` added. `stop_at`: stop reading (and close
+// the connection) once an event satisfies it. Needs no test stack (integration.Cluster's front).
+Streamed PostStreamedTo(int port, const std::vector<std::pair<std::string, std::string>>& headers,
+                        const std::string& body, const std::function<bool(const Event&)>& stop_at);
+
+// To the test stack's nginx (Stack).
+inline Streamed PostStreamed(const std::string& body,
+                             const std::function<bool(const Event&)>& stop_at) {
+  return PostStreamedTo(Stack::Get().port(), {}, body, stop_at);
+}
+inline Streamed PostStreamed(const std::string& body) {
+  return PostStreamed(body, [](const Event&) { return false; });
+}
 
 // The text of the stdout and stderr events of a stream, all steps, in order.
 std::string StreamedOutput(const Streamed& s);
