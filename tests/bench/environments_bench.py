@@ -112,7 +112,7 @@ def main():
         print("|---|---|---|---|")
         cached_med = statistics.median(samples["cached"])
         rows = [("packages, first request: built (pip in a sandbox)", samples["build"]),
-                ("  of which the daemon's build_ms", samples["build_ms"]),
+                ("of which the daemon's build_ms", samples["build_ms"]),
                 ("packages, same request again: cached", samples["cached"]),
                 ("no packages (the same program)", samples["none"])]
         for name, v in rows:

@@ -709,11 +709,11 @@ BOOST_AUTO_TEST_CASE(runs_at_the_same_time_do_not_share_a_loopback) {
   auto listener = std::async(std::launch::async, [&] {
     return PostRun(RunRequest("python", listen, {{"wall_time_s", 15}}));
   });
-  // The listener listens: a process of the sandbox uid has 127.0.0.1:45813 (B315) in state
+  // The listener listens: a process of the sandbox uid has 127.0.0.1:45813 (B2F5) in state
   // LISTEN (0A) in its network namespace's table. Polled, 15 s at most.
   const std::string listening =
       "for p in $(pgrep -u " + std::to_string(Stack::Get().sandbox_uid()) +
-      "); do grep -q ' 0100007F:B315 00000000:0000 0A ' /proc/$p/net/tcp 2>/dev/null && "
+      "); do grep -q ' 0100007F:B2F5 00000000:0000 0A ' /proc/$p/net/tcp 2>/dev/null && "
       "echo $p; done";
   bool heard = false;
   for (int i = 0; i < 150 && !heard; ++i) {
