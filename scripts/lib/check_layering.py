@@ -26,7 +26,7 @@ FLOORS = {
     'markdown': {'util'},
     'sandbox': {'sys', 'util'},
     'storage': {'sys', 'util'},
-    'kernel': {'sandbox', 'sys', 'util'},
+    'kernel': {'python', 'sandbox', 'sys', 'util'},
     # The run engine: below the HTTP edge, above everything the pipeline uses.
     'run': {'config', 'kernel', 'markdown', 'python', 'sandbox', 'storage', 'sys', 'util'},
     'api': {'config', 'kernel', 'markdown', 'python', 'run', 'sandbox', 'storage', 'sys',

@@ -181,6 +181,9 @@ HttpResponse Service::HandleHealth() const {
   w.Int64(admission_.active());
   w.Key("queued");
   w.Int64(admission_.queued());
+  // Requests waiting now for a busy session (WaiterGate; session_max_waiters_total at most).
+  w.Key("session_waiters");
+  w.Int64(session_waiters_.waiting());
   // The warm pool per language (warm_pool.h): {"python": {"size", "ready", "refilling",
   // "deferred", "hits", "misses", "failures"[, "last_error"]}}; {} without one.
   w.Key("pool");

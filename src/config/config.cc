@@ -30,47 +30,57 @@ using Member = std::variant<std::string Config::*, int64_t Config::*, bool Confi
                             std::vector<std::string> Config::*,
                             std::vector<std::vector<std::string>> Config::*>;
 
+// Whether a SIGHUP reload applies a key to the requests that start after it (each request
+// reads it from the config it started with), or the key keeps its start-up value until a
+// restart (sockets, paths, cgroups, the sandbox ids, the pool and queue sizes, ...).
+enum Reload : bool { kRestart = false, kLive = true };
+
 struct Key {
   const char* name;
   Member member;
   const char* type;
   int64_t min;  // for integers
+  // As SANDRUN_<KEY> would give it (Config() parses it); "<state_dir>/..." for a path that
+  // Finish derives from state_dir (the member stays "" until then).
+  const char* default_value;
+  Reload reload;
   const char* help;
 };
 
 // Where the daemon keeps its files, and how download links are made.
 std::vector<Key> PlaceKeys() {
   return {
-      {"state_dir", &Config::state_dir, "string", 0, "directory for sockets, runs, artifacts"},
-      {"fcgi_socket", &Config::fcgi_socket, "string", 0,
-       "FastCGI unix socket path (default <state_dir>/sandrun.sock)"},
-      {"artifacts_dir", &Config::artifacts_dir, "string", 0,
-       "where generated files are published (default <state_dir>/artifacts; nginx serves it)"},
-      {"runs_dir", &Config::runs_dir, "string", 0,
-       "scratch space of running sandboxes (default <state_dir>/runs)"},
-      {"link_secret_file", &Config::link_secret_file, "string", 0,
-       "file shared with nginx: `set $sandrun_link_secret \"<secret>\";` (default "
-       "<state_dir>/link_secret.conf)"},
-      {"public_url", &Config::public_url, "string", 0,
+      {"state_dir", &Config::state_dir, "string", 0, ".state", kRestart,
+       "directory for sockets, runs, artifacts"},
+      {"fcgi_socket", &Config::fcgi_socket, "string", 0, "<state_dir>/sandrun.sock", kRestart,
+       "FastCGI unix socket path"},
+      {"artifacts_dir", &Config::artifacts_dir, "string", 0, "<state_dir>/artifacts", kRestart,
+       "where generated files are published (nginx serves it)"},
+      {"runs_dir", &Config::runs_dir, "string", 0, "<state_dir>/runs", kRestart,
+       "scratch space of running sandboxes"},
+      {"link_secret_file", &Config::link_secret_file, "string", 0, "<state_dir>/link_secret.conf",
+       kRestart, "file shared with nginx: `set $sandrun_link_secret \"<secret>\";`"},
+      {"public_url", &Config::public_url, "string", 0, "", kRestart,
        "scheme://host[:port][/prefix] for download links; empty = from the request"},
-      {"trust_forwarded_headers", &Config::trust_forwarded_headers, "bool", 0,
+      {"trust_forwarded_headers", &Config::trust_forwarded_headers, "bool", 0, "true", kRestart,
        "build links from X-Forwarded-Proto/Host when public_url is empty"},
-      {"link_ttl_s", &Config::link_ttl_s, "int", 1, "lifetime of a download link (s)"},
+      {"link_ttl_s", &Config::link_ttl_s, "int", 1, "3600", kLive,
+       "lifetime of a download link (s)"},
   };
 }
 
 // Who may call the service.
 std::vector<Key> AccessKeys() {
   return {
-      {"allow_anonymous", &Config::allow_anonymous, "bool", 0,
+      {"allow_anonymous", &Config::allow_anonymous, "bool", 0, "false", kLive,
        "accept requests without a bearer token (local quick-start only)"},
-      {"tokens_file", &Config::tokens_file, "string", 0,
+      {"tokens_file", &Config::tokens_file, "string", 0, "", kLive,
        "bearer tokens, one per line: `TOKEN` (acts as a user of its own), `TOKEN user=NAME` "
        "(acts as NAME only) or `TOKEN front_end` (names its users); `#` starts a comment"},
-      {"bearer_tokens", &Config::bearer_tokens, "string", 0,
+      {"bearer_tokens", &Config::bearer_tokens, "string", 0, "", kLive,
        "bearer tokens given here, separated by spaces or commas, each optionally followed by "
        "`user=NAME` or `front_end` as in tokens_file (tokens_file keeps them out of the config)"},
-      {"allowed_origins", &Config::allowed_origins, "string", 0,
+      {"allowed_origins", &Config::allowed_origins, "string", 0, "", kLive,
        "origins (scheme://host[:port], space/comma-separated) whose web pages may call /run; "
        "a request with another Origin header gets 403"},
   };
@@ -79,13 +89,13 @@ std::vector<Key> AccessKeys() {
 // How long published files stay, and how many one user may keep.
 std::vector<Key> ArtifactKeys() {
   return {
-      {"artifact_max_age_s", &Config::artifact_max_age_s, "int", 1,
+      {"artifact_max_age_s", &Config::artifact_max_age_s, "int", 1, "86400", kRestart,
        "a run's published files are deleted this long after the run (s); links expire no later"},
-      {"user_quota_files", &Config::user_quota_files, "int", 1,
+      {"user_quota_files", &Config::user_quota_files, "int", 1, "4096", kLive,
        "files one user may keep published, sessions included; older runs are evicted first"},
-      {"user_quota_mb", &Config::user_quota_mb, "int", 1,
+      {"user_quota_mb", &Config::user_quota_mb, "int", 1, "256", kLive,
        "MiB on disk one user may keep published, sessions included; older runs are evicted first"},
-      {"janitor_interval_s", &Config::janitor_interval_s, "int", 1,
+      {"janitor_interval_s", &Config::janitor_interval_s, "int", 1, "60", kRestart,
        "how often the janitor deletes expired runs (s); it also runs at start-up"},
   };
 }
@@ -93,48 +103,53 @@ std::vector<Key> ArtifactKeys() {
 // What the front may send, and how many runs are taken at once.
 std::vector<Key> AdmissionKeys() {
   return {
-      {"trusted_proxies", &Config::trusted_proxies, "string", 0,
+      {"trusted_proxies", &Config::trusted_proxies, "string", 0, "", kRestart,
        "addresses or CIDR ranges of reverse proxies whose X-Forwarded-* headers nginx believes "
        "(space/comma-separated; rendered into nginx by scripts/serve)"},
-      {"health_allow", &Config::health_allow, "string", 0,
+      {"health_allow", &Config::health_allow, "string", 0, "", kLive,
        "addresses or CIDR ranges (space/comma-separated) that may read /healthz, /readyz and "
        "/metrics besides this host (loopback and its own addresses) and requests with a bearer "
        "token; nginx's client address, so trusted_proxies' X-Forwarded-For counts"},
-      {"max_concurrent_runs", &Config::max_concurrent_runs, "int", 0,
+      {"max_concurrent_runs", &Config::max_concurrent_runs, "int", 0, "0", kRestart,
        "sandboxes running at once (0 = number of CPUs)"},
-      {"max_queue", &Config::max_queue, "int", 0, "requests waiting for a sandbox before 503"},
-      {"queue_wait_s", &Config::queue_wait_s, "int", 0, "longest wait in the queue before 503 (s)"},
-      {"max_body_bytes", &Config::max_body_bytes, "int", 1024, "largest request body (bytes)"},
+      {"max_queue", &Config::max_queue, "int", 0, "16", kRestart,
+       "requests waiting for a sandbox before 503"},
+      {"queue_wait_s", &Config::queue_wait_s, "int", 0, "10", kRestart,
+       "longest wait in the queue before 503 (s)"},
+      {"max_body_bytes", &Config::max_body_bytes, "int", 1024, "16777216", kRestart,
+       "largest request body (bytes)"},
   };
 }
 
 // The sandbox's ids, cgroup and clock.
 std::vector<Key> SandboxKeys() {
   return {
-      {"sandbox_uid", &Config::sandbox_uid, "int", 1,
+      {"sandbox_uid", &Config::sandbox_uid, "int", 1, "64000", kRestart,
        "unprivileged host uid of the sandbox user; uid+1 is the sandbox's root"},
-      {"sandbox_gid", &Config::sandbox_gid, "int", 1, "host gid of the sandbox user (and gid+1)"},
-      {"require_cgroups", &Config::require_cgroups, "bool", 0,
+      {"sandbox_gid", &Config::sandbox_gid, "int", 1, "64000", kRestart,
+       "host gid of the sandbox user (and gid+1)"},
+      {"require_cgroups", &Config::require_cgroups, "bool", 0, "true", kRestart,
        "refuse to start without cgroup memory/pids control"},
-      {"zygote", &Config::zygote, "bool", 0,
+      {"zygote", &Config::zygote, "bool", 0, "false", kRestart,
        "start fitting Python runs from a pre-started Python forked into each sandbox"},
-      {"cgroup_name", &Config::cgroup_name, "string", 0,
+      {"cgroup_name", &Config::cgroup_name, "string", 0, "sandrun", kRestart,
        "directory created under the daemon's cgroup; one daemon per name on a host"},
-      {"timezone", &Config::timezone, "string", 0, "TZ inside the sandbox (default the host's)"},
+      {"timezone", &Config::timezone, "string", 0, "", kRestart,
+       "TZ inside the sandbox (empty = the host's)"},
   };
 }
 
 // Per-chat sessions.
 std::vector<Key> SessionKeys() {
   return {
-      {"session_wait_s", &Config::session_wait_s, "int", 0,
+      {"session_wait_s", &Config::session_wait_s, "int", 0, "30", kRestart,
        "longest wait for a session's previous run before 409 (s)"},
-      {"session_max_waiters", &Config::session_max_waiters, "int", 0,
+      {"session_max_waiters", &Config::session_max_waiters, "int", 0, "2", kRestart,
        "runs that may wait at once for one busy session; more get 409 at once"},
-      {"session_max_waiters_total", &Config::session_max_waiters_total, "int", 0,
+      {"session_max_waiters_total", &Config::session_max_waiters_total, "int", 0, "0", kRestart,
        "runs that may wait for busy sessions at once, all sessions together (0 = a quarter of "
        "max_concurrent_runs + max_queue + 4); each holds a worker thread"},
-      {"session_idle_s", &Config::session_idle_s, "int", 1,
+      {"session_idle_s", &Config::session_idle_s, "int", 1, "86400", kRestart,
        "sessions unused this long are deleted (s)"},
   };
 }
@@ -142,12 +157,12 @@ std::vector<Key> SessionKeys() {
 // Figures and images a run shows.
 std::vector<Key> FigureKeys() {
   return {
-      {"max_figures", &Config::max_figures, "int", 0,
+      {"max_figures", &Config::max_figures, "int", 0, "20", kRestart,
        "figures and images a run may show (plt.show(), Image.show(), display()); more are "
        "listed in files_skipped as too_many_figures"},
-      {"figure_max_dpi", &Config::figure_max_dpi, "int", 10,
+      {"figure_max_dpi", &Config::figure_max_dpi, "int", 10, "150", kRestart,
        "largest DPI a shown figure is drawn at (a figure's own lower DPI is kept)"},
-      {"figure_max_pixels", &Config::figure_max_pixels, "int", 10000,
+      {"figure_max_pixels", &Config::figure_max_pixels, "int", 10000, "4000000", kRestart,
        "largest shown figure in pixels (width x height); a larger one is drawn at a lower DPI"},
   };
 }
@@ -155,27 +170,27 @@ std::vector<Key> FigureKeys() {
 // The network of runs, and pip inside them.
 std::vector<Key> NetworkKeys() {
   return {
-      {"network", &Config::network, "string", 0,
+      {"network", &Config::network, "string", 0, "off", kRestart,
        "outbound network of runs: \"off\" (a request's \"network\": true gets 403), "
        "\"on_request\" (a request may ask with \"network\": true) or \"always\"; the public "
        "internet only, through sandrun-slirp (libslirp; docs/API.md \"Packages and network\")"},
-      {"network_uid", &Config::network_uid, "int", 1,
+      {"network_uid", &Config::network_uid, "int", 1, "64002", kRestart,
        "host uid and gid of each run's user-mode network (sandrun-slirp): a uid of no one "
        "else, neither sandbox_uid nor sandbox_uid+1"},
-      {"network_allow_cidrs", &Config::network_allow_cidrs, "list", 0,
+      {"network_allow_cidrs", &Config::network_allow_cidrs, "list", 0, "", kRestart,
        "networks a run may reach although private or special-purpose, e.g. an internal package "
        "mirror [\"10.0.5.20/32\"]; the host's own addresses stay refused"},
-      {"pip_index_url", &Config::pip_index_url, "string", 0,
+      {"pip_index_url", &Config::pip_index_url, "string", 0, "", kRestart,
        "package index of pip inside the sandbox (PIP_INDEX_URL), e.g. a company mirror; "
        "empty = PyPI"},
-      {"pip_extra_index_urls", &Config::pip_extra_index_urls, "list", 0,
+      {"pip_extra_index_urls", &Config::pip_extra_index_urls, "list", 0, "", kRestart,
        "more package indexes of pip inside (PIP_EXTRA_INDEX_URL)"},
-      {"pip_trusted_hosts", &Config::pip_trusted_hosts, "list", 0,
+      {"pip_trusted_hosts", &Config::pip_trusted_hosts, "list", 0, "", kRestart,
        "hosts pip inside trusts without valid HTTPS (PIP_TRUSTED_HOST), e.g. an http mirror"},
-      {"install_wall_time_s", &Config::install_wall_time_s, "int", 1,
+      {"install_wall_time_s", &Config::install_wall_time_s, "int", 1, "300", kRestart,
        "wall-clock budget of an install step (pip install ...), instead of the run's "
        "wall_time_s (s)"},
-      {"install_disk_mb", &Config::install_disk_mb, "int", 1,
+      {"install_disk_mb", &Config::install_disk_mb, "int", 1, "2048", kRestart,
        "workspace + /tmp size of a run with an install step, instead of its disk_mb (MiB)"},
   };
 }
@@ -183,18 +198,17 @@ std::vector<Key> NetworkKeys() {
 // Prepared environments (request "packages").
 std::vector<Key> EnvironmentKeys() {
   return {
-      {"environments_dir", &Config::environments_dir, "string", 0,
-       "where prepared environments (request \"packages\") are kept (default "
-       "<state_dir>/environments)"},
-      {"environments_max_mb", &Config::environments_max_mb, "int", 1,
+      {"environments_dir", &Config::environments_dir, "string", 0, "<state_dir>/environments",
+       kRestart, "where prepared environments (request \"packages\") are kept"},
+      {"environments_max_mb", &Config::environments_max_mb, "int", 1, "4096", kRestart,
        "size of the prepared environments together; past it the janitor deletes the least "
        "recently used ones that no run is using (MiB)"},
-      {"environment_build_wall_time_s", &Config::environment_build_wall_time_s, "int", 1,
-       "wall time of building one prepared environment (pip, with the network) (s)"},
-      {"environment_wait_s", &Config::environment_wait_s, "int", 0,
+      {"environment_build_wall_time_s", &Config::environment_build_wall_time_s, "int", 1, "1800",
+       kRestart, "wall time of building one prepared environment (pip, with the network) (s)"},
+      {"environment_wait_s", &Config::environment_wait_s, "int", 0, "60", kRestart,
        "longest wait of a request for its environment's build before 503 environment_building "
        "(s)"},
-      {"environments_prebuild", &Config::environments_prebuild, "sets", 0,
+      {"environments_prebuild", &Config::environments_prebuild, "sets", 0, "", kRestart,
        "sets of requirements built at start in the background, e.g. [[\"numpy\", "
        "\"pandas>=2\"]]; with \"network\": \"off\" only these are served"},
   };
@@ -203,17 +217,17 @@ std::vector<Key> EnvironmentKeys() {
 // Stateful sessions' kernels, and this node among others.
 std::vector<Key> KernelKeys() {
   return {
-      {"kernel_idle_s", &Config::kernel_idle_s, "int", 1,
+      {"kernel_idle_s", &Config::kernel_idle_s, "int", 1, "600", kRestart,
        "a stateful session's Python kernel ends after this long without a run (s); also when "
        "its session expires"},
-      {"max_kernels", &Config::max_kernels, "int", 1,
+      {"max_kernels", &Config::max_kernels, "int", 1, "4", kRestart,
        "Python kernels of stateful sessions alive at once; the least recently used is ended "
        "first"},
-      {"kernel_pool_size", &Config::kernel_pool_size, "int", 0,
+      {"kernel_pool_size", &Config::kernel_pool_size, "int", 0, "1", kRestart,
        "Python kernels kept booted (frozen) for notebook runs and new stateful kernels with "
        "the default limits, no network and no stdin, from the first kernel start on (at most "
        "8); 0 = every kernel starts on its run's request"},
-      {"node_id", &Config::node_id, "string", 0,
+      {"node_id", &Config::node_id, "string", 0, "", kRestart,
        "this node's name behind a front nginx (1-32 of a-z 0-9 -): download links become "
        "/files/<node_id>/...; empty = a single machine, links /files/..."},
   };
@@ -232,6 +246,13 @@ const std::vector<Key>& Keys() {
     return keys;
   }();
   return kKeys;
+}
+
+// A key's default as docs/CONFIG.md and --help write it: "" for an empty string, [] for an
+// empty list or sets.
+std::string ShownDefault(const Key& key) {
+  if (key.default_value[0] != '\0') return key.default_value;
+  return std::string(key.type) == "string" ? "\"\"" : "[]";
 }
 
 Error KeyError(const std::string& key, const std::string& message) {
@@ -725,6 +746,35 @@ const std::vector<LimitKey>& LimitKeys() {
   return kLimitKeys;
 }
 
+Config::Config() {
+  for (const auto& key : Keys()) {
+    const bool derived = key.default_value[0] == '<';
+    // A default the table cannot parse is a typo in it: every Config, and so every test, stops.
+    if (!SetFromEnv(*this, key, derived ? "" : key.default_value).ok()) std::abort();
+  }
+}
+
+std::vector<KeyInfo> KeyTable() {
+  std::vector<KeyInfo> table;
+  for (const auto& key : Keys()) {
+    table.push_back({key.name, key.type, ShownDefault(key), key.reload == kLive});
+  }
+  return table;
+}
+
+void CopyLiveKeys(const Config& from, Config* to) {
+  for (const auto& key : Keys()) {
+    if (key.reload != kLive) continue;
+    std::visit([&](auto member) { to->*member = from.*member; }, key.member);
+  }
+  to->limits = from.limits;
+  to->ceilings = from.ceilings;
+  // What Load derives from the live keys: they change with them.
+  to->tokens = from.tokens;
+  to->origins = from.origins;
+  to->health_allow_ranges = from.health_allow_ranges;
+}
+
 Limits::Limits() {
   for (const auto& key : LimitKeys()) this->*(key.member) = key.default_value;
 }
@@ -922,7 +972,8 @@ std::string HelpText() {
   std::ostringstream out;
   out << "Configuration keys (file: JSON with comments; env: SANDRUN_<KEY>):\n";
   for (const auto& key : Keys()) {
-    out << "  " << key.name << " (" << key.type << "): " << key.help << "\n";
+    out << "  " << key.name << " (" << key.type << "): " << key.help << " [default "
+        << ShownDefault(key) << (key.reload == kLive ? "; live on SIGHUP" : "") << "]\n";
   }
   out << "  (list keys: a JSON array of strings, or one string separated by spaces or commas)\n";
   out << "  (sets keys: a JSON array of arrays of strings, or one string of sets separated by "

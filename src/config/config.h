@@ -89,18 +89,21 @@ struct Token {
 // that two plain tokens never share quotas or sessions and the secret never appears.
 std::string OwnUserName(const std::string& secret);
 
+// Every member that is a key of the one key table (config.cc Keys(): name, type, minimum,
+// default, whether a reload applies it live, help) starts at the table's default (Config()).
 struct Config {
-  std::string state_dir = ".state";
-  std::string fcgi_socket;              // default <state_dir>/sandrun.sock
-  std::string artifacts_dir;            // default <state_dir>/artifacts
-  std::string runs_dir;                 // default <state_dir>/runs (see RunsDirReachable)
-  bool runs_dir_configured = false;     // set explicitly (file or env), not derived
-  std::string link_secret_file;         // default <state_dir>/link_secret.conf
-  std::string link_secret;              // read from link_secret_file
-  std::string public_url;               // e.g. "http://127.0.0.1:8080"; "" = from the request
-  bool trust_forwarded_headers = true;  // peer is our own nginx on loopback
-  int64_t link_ttl_s = 3600;
-  bool allow_anonymous = false;
+  Config();
+  std::string state_dir;
+  std::string fcgi_socket;           // default <state_dir>/sandrun.sock
+  std::string artifacts_dir;         // default <state_dir>/artifacts
+  std::string runs_dir;              // default <state_dir>/runs (see RunsDirReachable)
+  bool runs_dir_configured = false;  // set explicitly (file or env), not derived
+  std::string link_secret_file;      // default <state_dir>/link_secret.conf
+  std::string link_secret;           // read from link_secret_file
+  std::string public_url;            // e.g. "http://127.0.0.1:8080"; "" = from the request
+  bool trust_forwarded_headers;      // peer is our own nginx on loopback
+  int64_t link_ttl_s;
+  bool allow_anonymous;
   std::string tokens_file;    // one bearer token per line, optionally `user=NAME` or `front_end`
   std::string bearer_tokens;  // tokens given in the config itself, space/comma-separated
   std::vector<Token> tokens;  // bearer_tokens + those read from tokens_file
@@ -109,10 +112,10 @@ struct Config {
   std::string allowed_origins;
   std::vector<std::string> origins;  // allowed_origins split
   // Artifact store (DESIGN.md §4): per-user quota, file age, janitor.
-  int64_t artifact_max_age_s = 86400;  // a run's files are deleted this long after publishing
-  int64_t user_quota_files = 4096;     // files one user may keep published
-  int64_t user_quota_mb = 256;         // bytes (MiB) one user may keep published
-  int64_t janitor_interval_s = 60;     // how often the janitor deletes expired runs
+  int64_t artifact_max_age_s;  // a run's files are deleted this long after publishing
+  int64_t user_quota_files;    // files one user may keep published
+  int64_t user_quota_mb;       // bytes (MiB) one user may keep published
+  int64_t janitor_interval_s;  // how often the janitor deletes expired runs
   // Peers (addresses or CIDR ranges, space/comma-separated) whose X-Forwarded-* headers nginx
   // believes (realip); scripts/serve renders them into nginx. Empty = no proxy is trusted.
   std::string trusted_proxies;
@@ -120,54 +123,54 @@ struct Config {
   // this host's own addresses and requests with a bearer token. Empty = no others.
   std::string health_allow;
   std::vector<std::string> health_allow_ranges;  // health_allow split
-  int64_t max_concurrent_runs = 0;               // 0 = number of CPUs
-  int64_t max_queue = 16;
-  int64_t queue_wait_s = 10;
-  int64_t max_body_bytes = 16 << 20;
-  int64_t sandbox_uid = 64000;  // unprivileged host uid the sandbox user maps to
-  int64_t sandbox_gid = 64000;
-  bool require_cgroups = true;
+  int64_t max_concurrent_runs;                   // 0 = number of CPUs
+  int64_t max_queue;
+  int64_t queue_wait_s;
+  int64_t max_body_bytes;
+  int64_t sandbox_uid;  // unprivileged host uid the sandbox user maps to
+  int64_t sandbox_gid;
+  bool require_cgroups;
   // Start the stateless Python runs the warm pool would fit (and that find no pooled sandbox)
   // from a zygote: a Python started once and forked into each new sandbox
   // (sandbox/zygote.h). Restart to change.
-  bool zygote = false;
-  std::string cgroup_name = "sandrun";
-  std::string timezone;             // "" = host's
-  int64_t session_wait_s = 30;      // a run waits this long for its session's previous run
-  int64_t session_max_waiters = 2;  // runs waiting at once for one busy session; more: 409
+  bool zygote;
+  std::string cgroup_name;
+  std::string timezone;         // "" = host's
+  int64_t session_wait_s;       // a run waits this long for its session's previous run
+  int64_t session_max_waiters;  // runs waiting at once for one busy session; more: 409
   // Runs waiting for busy sessions at once, all sessions together; 0 = a quarter of the
   // worker threads of the other kinds (Finish resolves it). Each holds a worker thread.
-  int64_t session_max_waiters_total = 0;
-  int64_t session_idle_s = 86400;  // sessions unused this long are deleted
+  int64_t session_max_waiters_total;
+  int64_t session_idle_s;  // sessions unused this long are deleted
   // Notebook display: figures and images a Python program shows.
-  int64_t max_figures = 20;               // per run; more: files_skipped "too_many_figures"
-  int64_t figure_max_dpi = 150;           // a shown figure is drawn at most at this DPI ...
-  int64_t figure_max_pixels = 4'000'000;  // ... and at most this many pixels (width x height)
+  int64_t max_figures;        // per run; more: files_skipped "too_many_figures"
+  int64_t figure_max_dpi;     // a shown figure is drawn at most at this DPI ...
+  int64_t figure_max_pixels;  // ... and at most this many pixels (width x height)
   // Packages and network (docs/API.md "Packages and network"). network: "off" (a
   // request's "network": true gets 403), "on_request", "always".
-  std::string network = "off";
+  std::string network;
   std::vector<std::string> network_allow_cidrs;  // reachable although in a refused range
-  int64_t network_uid = 64002;  // host uid and gid of runs' sandrun-slirp; owns no sandbox
-  std::string pip_index_url;    // PIP_INDEX_URL inside; "" = pip's default
+  int64_t network_uid;        // host uid and gid of runs' sandrun-slirp; owns no sandbox
+  std::string pip_index_url;  // PIP_INDEX_URL inside; "" = pip's default
   std::vector<std::string> pip_extra_index_urls;  // PIP_EXTRA_INDEX_URL inside
   std::vector<std::string> pip_trusted_hosts;     // PIP_TRUSTED_HOST inside
-  int64_t install_wall_time_s = 300;              // wall time of an install step (its own budget)
-  int64_t install_disk_mb = 2048;  // workspace + /tmp of a run with an install step (MiB)
+  int64_t install_wall_time_s;                    // wall time of an install step (its own budget)
+  int64_t install_disk_mb;  // workspace + /tmp of a run with an install step (MiB)
   // Prepared environments (docs/API.md "Packages and network").
-  std::string environments_dir;                  // default <state_dir>/environments
-  int64_t environments_max_mb = 4096;            // the janitor evicts least-recently-used past it
-  int64_t environment_build_wall_time_s = 1800;  // wall time of one environment's build
-  int64_t environment_wait_s = 60;               // a request waits this long for a build, then 503
+  std::string environments_dir;           // default <state_dir>/environments
+  int64_t environments_max_mb;            // the janitor evicts least-recently-used past it
+  int64_t environment_build_wall_time_s;  // wall time of one environment's build
+  int64_t environment_wait_s;             // a request waits this long for a build, then 503
   // Sets of requirement strings built at start, in the background (with the network even
   // when `network` is "off": the admin's choice).
   std::vector<std::vector<std::string>> environments_prebuild;
   // Stateful runs: a session's kernel ends after this long without a run;
   // at most max_kernels live at once (least recently used ended first).
-  int64_t kernel_idle_s = 600;
-  int64_t max_kernels = 4;
+  int64_t kernel_idle_s;
+  int64_t max_kernels;
   // Kernels booted ahead for notebook and stateful runs of the default limits (kernel/
   // kernel_pool.h); 0: none. At most 8.
-  int64_t kernel_pool_size = 1;
+  int64_t kernel_pool_size;
   // This node's name in a cluster (docs/CLUSTER.md): download links are
   // /files/<node_id>/... so that the front nginx routes them here. "" = one machine, links
   // /files/... as always. 1 to 32 of [a-z0-9-], not starting with '-'.
@@ -180,6 +183,24 @@ struct Config {
   // and bash can be pooled. Default {"python": 2, "bash": 1}; {} turns the pool off.
   std::map<std::string, int64_t> pool = {{"python", 2}, {"bash", 1}};
 };
+
+// One top-level key of the table, as docs/CONFIG.md and --help show it.
+struct KeyInfo {
+  std::string name;
+  std::string type;  // "string", "int", "bool", "list" or "sets"
+  // As documented: "" for an empty string, [] for an empty list, "<state_dir>/..." for a path
+  // derived from state_dir when the key is not set.
+  std::string default_value;
+  // A SIGHUP reload applies it to the requests that start after (config/reload.h); else it
+  // keeps its start-up value until a restart.
+  bool live;
+};
+// Every top-level key (not "limits", "ceilings", "languages", "pool"), in documented order.
+std::vector<KeyInfo> KeyTable();
+
+// Sets in `to` each live key of `from` (KeyTable), "limits" and "ceilings", and what Load
+// derives from them (tokens, origins, health_allow_ranges). Pure.
+void CopyLiveKeys(const Config& from, Config* to);
 
 // Where `sandrund check` reads its config when no --config is given.
 inline constexpr char kDefaultConfigPath[] = "/etc/sandrun/sandrun.jsonc";

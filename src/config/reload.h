@@ -10,11 +10,12 @@
 
 namespace sandrun::config {
 
-// Keys that change live: the run limits and their ceilings, the per-user quota, who may call
-// (tokens, tokens_file, bearer_tokens, allow_anonymous, allowed_origins) and the lifetime of
-// new download links. Each is read per request, so a new value applies to requests that
+// Whether `key` (named as ChangedKeys names it) changes live: the keys the key table marks
+// live (KeyTable: the per-user quota, who may call, the lifetime of new download links, ...),
+// every "limits.<name>" and "ceilings.<name>", and "tokens" (what tokens_file and
+// bearer_tokens hold). Each is read per request, so a new value applies to requests that
 // start after the reload. Every other key needs a restart (sockets, paths, cgroups, the
-// sandbox ids, the pool and queue sizes, the link secret, ...).
+// sandbox ids, the pool and queue sizes, the link secret, "languages", "pool", ...).
 bool IsLiveKey(const std::string& key);
 
 struct ReloadPlan {

@@ -7,11 +7,13 @@
 #include <zmq.h>
 
 #include <chrono>
+#include <cstdio>
 #include <ctime>
 #include <optional>
 #include <thread>
 
 #include "kernel/jupyter_messaging.h"
+#include "python/support_files.h"
 #include "sys/syscalls.h"
 #include "util/base64.h"
 #include "util/text.h"
@@ -41,26 +43,28 @@ constexpr const char* kSocketNames[] = {"k-1", "k-2", "k-3", "k-4"};
 // bind fail and the kernel exit with code 1 now and then ("the kernel ended while starting").
 constexpr const char* kBoundSocketNames[] = {"k-1", "k-2", "k-3", "k-4", "k-5"};
 
-// Run by the kernel before the first cell (an item of IPKernelApp.exec_lines), in a dict of
-// its own so no name reaches the user's namespace:
-//   - `!cmd` and `%pip` use IPython's system_raw (subprocess; its output reaches the cell
-//     through ipykernel's fd capture) instead of system_piped, which needs a pseudo-terminal
-//     (pexpect) that the sandbox does not have ("out of pty devices"); ipykernel's own
-//     comment on system_piped names this switch;
-//   - the user site (~/.local/lib/pythonX.Y/site-packages, where pip installs: kPipConfig)
-//     is made and put on sys.path before the system's, as site.py does when it exists at
-//     start-up, so a package installed by one cell imports in the next;
-//   - setup.py of KernelSpec::setup_files, when there is one, is run.
-constexpr char kKernelSetup[] =
-    R"py(exec('import os, site, sys\n)py"
-    R"py(ip = get_ipython()\nip.system = ip.system_raw\n)py"
-    R"py(p = site.getusersitepackages()\nos.makedirs(p, exist_ok=True)\n)py"
-    R"py(at = [i for i, d in enumerate(sys.path) if d.endswith(("site-packages", "dist-packages"))]\n)py"
-    R"py(p in sys.path or sys.path.insert(at[0] if at else len(sys.path), p)\n)py"
-    R"py(s = "/tmp/.sandrun-kernel/setup.py"\n)py"
-    R"py(os.path.exists(s) and exec(compile(open(s).read(), s, "exec"), )py"
-    R"py({"get_ipython": get_ipython, "__name__": "sandrun_kernel_setup"})', )py"
-    R"py({'get_ipython': get_ipython}))py";
+// The start-up line of a kernel (an item of IPKernelApp.exec_lines): runs
+// python/kernel_setup.py in a dict of its own, so that no name reaches the user's namespace.
+// The file's text is a Python string literal in the line (backslashes, quotes and control
+// characters escaped).
+std::string KernelSetupLine() {
+  std::string literal = "'";
+  for (const char ch : python::DaemonScript("kernel_setup.py")) {
+    const auto byte = static_cast<unsigned char>(ch);
+    if (ch == '\\' || ch == '\'') {
+      literal += '\\';
+      literal += ch;
+    } else if (byte < 0x20 || byte == 0x7f) {
+      char escaped[8];
+      std::snprintf(escaped, sizeof escaped, "\\x%02x", byte);
+      literal += escaped;
+    } else {
+      literal += ch;
+    }
+  }
+  literal += "'";
+  return "exec(" + literal + ", {'get_ipython': get_ipython})";
+}
 
 Error KernelError(const std::string& what) { return MakeError(ErrorKind::kSystem, what); }
 
@@ -210,7 +214,7 @@ Status Kernel::Boot(const sandbox::SandboxRunner& runner, void* zmq_context,
                "--HistoryManager.enabled=False",
                "--IPKernelApp.quiet=True",
                "--IPKernelApp.exec_lines",
-               kKernelSetup};
+               KernelSetupLine()};
   for (const auto& var : spec_.env) {
     if (var.rfind("MPLBACKEND=", 0) != 0) spec.env.push_back(var);  // the inline backend
   }

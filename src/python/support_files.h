@@ -24,8 +24,9 @@ struct SupportFile {
 const std::vector<SupportFile>& SupportFiles();
 
 // The text of the Python the daemon itself runs in a sandbox, not written into runs
-// (build_caches.py: the caches built at start-up, api/prepared_caches.cc); empty for another
-// name. Safe anywhere.
+// (build_caches.py: the caches built at start-up, api/prepared_caches.cc; kernel_setup.py: run
+// by each kernel before its first cell, kernel/kernel.cc); empty for another name. Safe
+// anywhere.
 std::string_view DaemonScript(std::string_view name);
 
 }  // namespace sandrun::python

@@ -23,6 +23,7 @@
 #include "helpers.h"
 #include "host_state.h"
 #include "stack.h"
+#include "streamed.h"
 
 namespace sandrun::integration {
 namespace {
@@ -132,14 +133,22 @@ BOOST_AUTO_TEST_CASE(inotify_of_a_run_is_not_charged_to_host_root) {
       "import ctypes, time\nlibc = ctypes.CDLL(None, use_errno=True)\nn = 0\n"
       "while n < 1000 and libc.inotify_init1(0) >= 0:\n    n += 1\n"
       "print(n, ctypes.get_errno(), flush=True)\ntime.sleep(4)\n";
-  auto run = std::async(std::launch::async, [&] { return PostRun(RunRequest("python", code)); });
-  std::this_thread::sleep_for(std::chrono::seconds(3));  // the run holds its instances now
-  const int fd = inotify_init1(IN_CLOEXEC);
-  const int err = errno;
-  if (fd >= 0) close(fd);
-  auto doc = run.get();
+  // Streamed: once its line arrives, the run holds every instance it could take (and keeps
+  // them for 4 s more); host root takes one then.
+  int fd = -2, err = 0;
+  const Streamed s = PostStreamed(RunRequest("python", code), [&](const Event& e) {
+    if (e.name == "stdout" && fd == -2) {
+      fd = inotify_init1(IN_CLOEXEC);
+      err = errno;
+      if (fd >= 0) close(fd);
+    }
+    return false;  // read on to the result
+  });
+  BOOST_TEST_REQUIRE((!s.events.empty() && s.events.back().name == "result"), s.body);
+  const rapidjson::Value& doc = s.events.back().doc["result"];
   BOOST_TEST_MESSAGE("inotify: run got " << Str(doc, "stdout") << "(count errno); host root fd "
                                          << fd);
+  BOOST_TEST(fd != -2, "no stdout streamed while the run held its instances");
   BOOST_TEST(fd >= 0, "host root's inotify_init1 failed during the run: errno " << err);
   std::istringstream out(Str(doc, "stdout"));
   int count = 0;
@@ -309,7 +318,11 @@ BOOST_AUTO_TEST_CASE(sigterm_drains_runs_in_flight) {
   BOOST_TEST_REQUIRE(WaitFor([] { return SandboxProcessCount() > 0; }, 10) < 10);
   const auto term = Clock::now();
   kill(daemon, SIGTERM);
-  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  // The daemon drains: /healthz says "stopping" (503) from then on.
+  BOOST_TEST_REQUIRE(
+      WaitFor([] { return Get("/healthz").body.find("\"stopping\"") != std::string::npos; }, 10) <
+          10,
+      "/healthz never said stopping after SIGTERM");
   HttpResponse refused = Post("/run", RunRequest("bash", "echo late"));
   HttpResponse first = inflight.get();
   const double exit_s = WaitFor([&] { return !ProcessAlive(daemon); }, 30);
@@ -332,16 +345,19 @@ BOOST_AUTO_TEST_CASE(sandbox_dies_with_a_killed_daemon_and_restart_sweeps) {
   BOOST_TEST_REQUIRE(daemon > 0);
   const std::string loop =
       "exec >/dev/null 2>&1; while :; do timeout -s KILL 1.5 sh -c 'while :; do :; done'; done";
+  const int64_t cpu_before = RunCgroupCpuMs();
   auto run = std::async(std::launch::async, [&] {
     return Post("/run", RunRequest("bash", loop, {{"wall_time_s", 5}, {"cpu_time_s", 5}}));
   });
   BOOST_TEST_REQUIRE(WaitFor([] { return SandboxProcessCount() > 0; }, 10) < 10);
-  std::this_thread::sleep_for(std::chrono::milliseconds(700));
+  // The busy loop runs: its run cgroup has used CPU time.
+  BOOST_TEST_REQUIRE(WaitFor([&] { return RunCgroupCpuMs() >= cpu_before + 200; }, 10) < 10,
+                     "the run's cgroup used no CPU");
   const auto killed = Clock::now();
   kill(daemon, SIGKILL);
   const double gone_s = WaitFor([] { return LiveSandboxProcessCount() == 0; }, 10);
   const int64_t cpu0 = RunCgroupCpuMs();
-  std::this_thread::sleep_for(std::chrono::seconds(1));
+  std::this_thread::sleep_for(std::chrono::seconds(1));  // the window measured, not a wait
   const int64_t cpu1 = RunCgroupCpuMs();
   // The request in flight: nginx's JSON 502 with Retry-After (a cluster front and the plugins
   // retry on it), never an HTML page. (scripts/serve then stops nginx too.)

@@ -107,11 +107,12 @@ BOOST_AUTO_TEST_CASE(a_set_is_built_once_then_served_from_the_cache) {
   BOOST_TEST(Str(second["environment"], "id") == Str(first["environment"], "id"));
   BOOST_TEST_MESSAGE("environment: first request (build) "
                      << build_ms << " ms (build_ms " << Int(first["environment"], "build_ms")
-                     << "), second (cached) " << cached_ms << " ms, ratio "
-                     << (cached_ms > 0 ? build_ms / cached_ms : 0));
-  // A bound far from the measured value: a build is a pip run with the network (seconds), a
-  // cached run is one sandbox (tens of ms), and 5x is what a cache must at least win.
-  BOOST_TEST(build_ms >= 5 * cached_ms, build_ms << " vs " << cached_ms);
+                     << "), second (cached) " << cached_ms << " ms");
+  // The cached path was taken: "cached" above, the same build reported (its build_ms), and
+  // the index served the wheel once, to the first request's build. (What the cache wins in
+  // time is measured by scripts/bench --environments, docs/BENCHMARKS.md.)
+  BOOST_TEST(Int(second["environment"], "build_ms") == Int(first["environment"], "build_ms"));
+  BOOST_TEST(WheelDownloads(net, net.S("module")) == 1, net.IndexLog());
   // Read-only inside the run.
   auto write = PostRun(WithPackages("[\"" + net.S("package") + "\"]",
                                     "import " + net.S("module") + ", os; p = os.path.dirname(" +

@@ -57,23 +57,24 @@ HttpResponse Get(const std::string& path_and_query) {
   return FromResult(client.Get(path_and_query.c_str()), "GET " + path_and_query);
 }
 
-void WaitForActiveRuns(int64_t runs, int timeout_s) {
+void WaitForHealthz(const char* field, int64_t at_least, int timeout_s) {
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(timeout_s);
-  int64_t active = -1;
+  int64_t value = -1;
   while (std::chrono::steady_clock::now() < deadline) {
     const HttpResponse health = Get("/healthz");
     rapidjson::Document doc;
     doc.Parse(health.body.c_str());
-    active =
-        !doc.HasParseError() && doc.IsObject() && doc.HasMember("active") && doc["active"].IsInt64()
-            ? doc["active"].GetInt64()
-            : -1;
-    if (active >= runs) return;
+    value = !doc.HasParseError() && doc.IsObject() && doc.HasMember(field) && doc[field].IsInt64()
+                ? doc[field].GetInt64()
+                : -1;
+    if (value >= at_least) return;
     std::this_thread::sleep_for(std::chrono::milliseconds(20));  // a poll, bounded above
   }
-  BOOST_FAIL("/healthz counted " << active << " active runs, not " << runs << ", after "
-                                 << timeout_s << " s");
+  BOOST_FAIL("/healthz " << field << " was " << value << ", not " << at_least << ", after "
+                         << timeout_s << " s");
 }
+
+void WaitForActiveRuns(int64_t runs, int timeout_s) { WaitForHealthz("active", runs, timeout_s); }
 
 HttpResponse Post(const std::string& path, const std::string& body,
                   const std::string& content_type) {

@@ -38,6 +38,9 @@ HttpResponse GetUrl(const std::string& url);
 // Waits until /healthz counts at least `runs` runs admitted (its "active"): a run started
 // from another thread is then in its sandbox. Fails the test after `timeout_s`.
 void WaitForActiveRuns(int64_t runs, int timeout_s = 30);
+// Waits until the integer `field` of /healthz is at least `at_least` (e.g. "session_waiters":
+// requests waiting for a busy session). Fails the test after `timeout_s`.
+void WaitForHealthz(const char* field, int64_t at_least, int timeout_s = 30);
 
 // Parses `body` as JSON; a parse error fails the test with the body in the message.
 rapidjson::Document ParseJson(const std::string& body);

@@ -440,9 +440,14 @@ BOOST_AUTO_TEST_CASE(sandrun_slirp_runs_as_the_network_uid_in_the_runs_memory_cg
 
 BOOST_AUTO_TEST_CASE(nothing_of_the_network_outlives_its_run) {
   (void)PostRun(R"({"network": true, "language": "bash", "code": "true"})");
-  std::this_thread::sleep_for(std::chrono::milliseconds(300));
   const std::string uid = std::to_string(Stack::Get().network_uid());
-  BOOST_TEST(Shell("pgrep -u " + uid + " -x sandrun-slirp").empty());
+  // The run's sandrun-slirp exits as its run ends: polled, 5 s at most.
+  std::string left = Shell("pgrep -u " + uid + " -x sandrun-slirp");
+  for (int i = 0; i < 250 && !left.empty(); ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    left = Shell("pgrep -u " + uid + " -x sandrun-slirp");
+  }
+  BOOST_TEST(left.empty(), "sandrun-slirp left: " << left);
 }
 
 // A stateful run's kernel starts with the network its first run asks for; a later run of
@@ -708,7 +713,18 @@ BOOST_AUTO_TEST_CASE(runs_at_the_same_time_do_not_share_a_loopback) {
   auto listener = std::async(std::launch::async, [&] {
     return PostRun(RunRequest("python", listen, {{"wall_time_s", 15}}));
   });
-  std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  // The listener listens: a process of the sandbox uid has 127.0.0.1:45813 (B2F5) in state
+  // LISTEN (0A) in its network namespace's table. Polled, 15 s at most.
+  const std::string listening =
+      "for p in $(pgrep -u " + std::to_string(Stack::Get().sandbox_uid()) +
+      "); do grep -q ' 0100007F:B2F5 00000000:0000 0A ' /proc/$p/net/tcp 2>/dev/null && "
+      "echo $p; done";
+  bool heard = false;
+  for (int i = 0; i < 150 && !heard; ++i) {
+    heard = !Shell(listening).empty();
+    if (!heard) std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  BOOST_TEST_REQUIRE(heard, "the listening run never listened");
   auto knocker = PostRun(RunRequest("python", knock, {{"wall_time_s", 15}}));
   auto listened = listener.get();
   BOOST_TEST(Str(knocker, "stdout") == "refused\n", Output(knocker));

@@ -156,7 +156,7 @@ BOOST_AUTO_TEST_CASE(session_waiter_holds_no_sandbox_slot) {
   auto b = std::async(std::launch::async, [&] {
     Post("/run", R"j({"language":"bash","user":"gina","session":"S","code":"true"})j");
   });
-  std::this_thread::sleep_for(std::chrono::milliseconds(600));
+  WaitForHealthz("session_waiters", 1);  // B waits for the session
   HttpResponse c = Post("/run", R"j({"language":"bash","user":"hank","code":"echo c"})j");
   c_done = ++order;
   a.get();

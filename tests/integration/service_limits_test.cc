@@ -9,8 +9,11 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <boost/test/unit_test.hpp>
 #include <chrono>
+#include <cstdio>
+#include <fstream>
 #include <future>
 #include <set>
 #include <sstream>
@@ -77,6 +80,27 @@ int64_t StatusBytes(pid_t pid, const std::string& key) {
   return -1;
 }
 
+// Connections waiting in the accept queues of the listening TCP sockets of `port` (IPv4;
+// /proc/net/tcp's rx_queue of a socket in state LISTEN, 0A); -1 when none listens there.
+int64_t ListenQueue(int port) {
+  std::ifstream tcp("/proc/net/tcp");
+  std::string line;
+  std::getline(tcp, line);  // the header
+  char wanted[8];
+  std::snprintf(wanted, sizeof wanted, ":%04X", port);
+  int64_t queued = -1;
+  while (std::getline(tcp, line)) {
+    std::istringstream fields(line);
+    std::string slot, local, remote, state, queues;
+    fields >> slot >> local >> remote >> state >> queues;
+    if (state != "0A" || local.size() < 5 || local.substr(local.size() - 5) != wanted) continue;
+    const size_t colon = queues.find(':');
+    if (colon == std::string::npos) continue;
+    queued = std::max<int64_t>(queued, 0) + std::stoll(queues.substr(colon + 1), nullptr, 16);
+  }
+  return queued;
+}
+
 }  // namespace
 
 BOOST_AUTO_TEST_SUITE(ServiceLimits)
@@ -99,7 +123,8 @@ BOOST_AUTO_TEST_CASE(session_waiters_do_not_starve_the_workers) {
       return std::make_pair(r, SecondsSince(start));
     }));
   }
-  std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  // Both places among the session's waiters are taken (the others are refused at once).
+  WaitForHealthz("session_waiters", 2, 10);  // session_max_waiters (its default)
   // While they wait: /healthz and another user's run answer promptly (bounds loose: the CPU
   // is shared; without the bound, both waited for the session's waiters, 20 s and more).
   auto start = Clock::now();
@@ -195,7 +220,12 @@ BOOST_AUTO_TEST_CASE(idle_connections_do_not_block_healthz) {
     (void)!::send(fd, "GET /", 5, MSG_NOSIGNAL);
     ++connected;
   }
-  std::this_thread::sleep_for(std::chrono::seconds(1));  // nginx accepts them
+  // nginx has accepted them: its listening sockets' accept queues are empty.
+  const auto accepting = Clock::now();
+  while (ListenQueue(Stack::Get().port()) != 0 && SecondsSince(accepting) < 10) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));  // a poll, bounded above
+  }
+  BOOST_TEST(ListenQueue(Stack::Get().port()) == 0, "nginx left connections unaccepted");
   const auto start = Clock::now();
   const int health = HealthzWithin(5);
   const double health_s = SecondsSince(start);

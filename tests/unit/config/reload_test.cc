@@ -1,7 +1,11 @@
 #define BOOST_TEST_MODULE config_reload
 #include "config/reload.h"
 
+#include <stdlib.h>
+
 #include <boost/test/unit_test.hpp>
+#include <filesystem>
+#include <fstream>
 #include <string>
 #include <vector>
 
@@ -12,6 +16,9 @@ namespace {
 using sandrun::config::ChangedKeys;
 using sandrun::config::Config;
 using sandrun::config::IsLiveKey;
+using sandrun::config::KeyInfo;
+using sandrun::config::KeyTable;
+using sandrun::config::Load;
 using sandrun::config::PlanReload;
 using sandrun::config::Token;
 
@@ -21,6 +28,24 @@ bool Has(const std::vector<std::string>& keys, const std::string& key) {
   }
   return false;
 }
+
+// A state directory with a link secret, removed at the end; Write puts a config file in it.
+struct StateDir {
+  std::filesystem::path dir;
+  StateDir() {
+    char name[] = "/tmp/sandrun-reload-test-XXXXXX";
+    BOOST_TEST_REQUIRE(mkdtemp(name) != nullptr);
+    dir = name;
+    std::ofstream(dir / "link_secret.conf") << "set $sandrun_link_secret \"0123456789abcdef0\";\n";
+  }
+  ~StateDir() { std::filesystem::remove_all(dir); }
+  std::string Write(const std::string& name, const std::string& keys) const {
+    const std::filesystem::path path = dir / name;
+    std::ofstream(path) << "{\"state_dir\": \"" << dir.string() << "\", \"allow_anonymous\": true, "
+                        << keys << "}";
+    return path.string();
+  }
+};
 
 }  // namespace
 
@@ -89,4 +114,46 @@ BOOST_AUTO_TEST_CASE(plan_takes_live_keys_and_keeps_the_rest_running) {
   auto again = PlanReload(plan.next, started, loaded);
   BOOST_TEST(again.applied.empty());
   BOOST_TEST(again.needs_restart.size() == 2u);
+}
+
+BOOST_AUTO_TEST_CASE(is_live_key_reads_the_key_table) {
+  size_t live = 0;
+  for (const KeyInfo& key : KeyTable()) {
+    BOOST_TEST(IsLiveKey(key.name) == key.live, key.name);
+    live += key.live ? 1 : 0;
+  }
+  BOOST_TEST(live == 8u);
+  BOOST_TEST(!IsLiveKey("no_such_key"));
+  BOOST_TEST(!IsLiveKey("pool"));
+}
+
+// The file as SIGHUP reads it: a live key (link_ttl_s) changes for the next requests, a key
+// that needs a restart (max_queue) keeps its running value and is named in needs_restart.
+BOOST_AUTO_TEST_CASE(a_reloaded_file_applies_live_keys_and_names_the_others) {
+  const StateDir state;
+  auto started = Load(state.Write("a.jsonc", "\"link_ttl_s\": 600, \"max_queue\": 16"));
+  BOOST_TEST_REQUIRE(started.ok(), (started.ok() ? "" : started.error().message));
+  auto loaded =
+      Load(state.Write("b.jsonc",
+                       "\"link_ttl_s\": 60, \"max_queue\": 3, \"zygote\": true, "
+                       "\"health_allow\": \"10.0.0.0/8\", \"limits\": {\"processes\": 9}"));
+  BOOST_TEST_REQUIRE(loaded.ok(), (loaded.ok() ? "" : loaded.error().message));
+
+  auto plan = PlanReload(*started, *started, *loaded);
+  BOOST_TEST(plan.next.link_ttl_s == 60);
+  BOOST_TEST(plan.next.limits.processes == 9);
+  BOOST_TEST(plan.next.health_allow_ranges == std::vector<std::string>{"10.0.0.0/8"});
+  BOOST_TEST(plan.next.max_queue == 16);
+  BOOST_TEST(!plan.next.zygote);
+  BOOST_TEST(
+      plan.applied == (std::vector<std::string>{"link_ttl_s", "health_allow", "limits.processes"}),
+      boost::test_tools::per_element());
+  // session_max_waiters_total follows max_queue when not set (Load derives it).
+  BOOST_TEST(plan.needs_restart ==
+                 (std::vector<std::string>{"max_queue", "zygote", "session_max_waiters_total"}),
+             boost::test_tools::per_element());
+  // What the daemon runs with now differs from the file in the restart keys only, and from
+  // the start-up config in the live keys only.
+  for (const auto& key : ChangedKeys(plan.next, *loaded)) BOOST_TEST(!IsLiveKey(key), key);
+  for (const auto& key : ChangedKeys(plan.next, *started)) BOOST_TEST(IsLiveKey(key), key);
 }
