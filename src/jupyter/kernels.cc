@@ -19,6 +19,13 @@ struct JupyterKernels::Entry {
   std::atomic<bool> interrupt{false};
   std::atomic<bool> deleted{false};
   std::atomic<int> connections{0};
+  // Of the kernel now in use (under exec_mu, or while it boots): why the session's files
+  // were not restored into it ("" when they were: then its executes save the session), and
+  // the stamps of its workspace after its last execute.
+  std::string restore_note;
+  bool restore_noted = false;
+  storage::FileStamps stamps;
+  bool stamped = false;
 };
 
 namespace {
@@ -56,8 +63,6 @@ void SendFailure(const ClientMessage& request, const std::string& session,
                        ErrorReplyContent(0, ename, evalue), session));
   send(MessageToClient("iopub", "status", request.header(), StatusContent("idle"), session));
 }
-
-Status NoFiles(const std::string&, sandbox::RunCgroup*) { return OkStatus(); }
 
 int64_t NowS() {
   return std::chrono::duration_cast<std::chrono::seconds>(
@@ -103,9 +108,22 @@ std::shared_ptr<JupyterKernels::Entry> JupyterKernels::Find(const std::string& u
   return it->second;
 }
 
-bool JupyterKernels::Boot(const std::string& key, Refusal* refusal) {
+Result<kernel::KernelManager::Acquired> JupyterKernels::Acquire(Entry& e) {
   const auto live = service_->LiveConfig();
-  auto got = service_->kernels().Acquire(key, service_->JupyterKernelSpec(*live), NoFiles);
+  const std::string user = e.user;
+  auto got = service_->kernels().Acquire(
+      e.key, service_->JupyterKernelSpec(*live),
+      [this, &e, user](const std::string& workspace, sandbox::RunCgroup* cgroup) {
+        e.restore_note = service_->RestoreJupyterWorkspace(user, workspace, cgroup);
+        e.restore_noted = false;
+        e.stamped = false;
+        return OkStatus();
+      });
+  return got;
+}
+
+bool JupyterKernels::Boot(Entry& e, Refusal* refusal) {
+  auto got = Acquire(e);
   if (!got.ok()) {
     *refusal = {503, got.error().kind == ErrorKind::kUnavailable
                          ? got.error().message + "; retry shortly"
@@ -144,7 +162,7 @@ bool JupyterKernels::Start(const std::string& user, KernelModel* model, Refusal*
     e->busy = true;  // not swept while it boots
     entries_[e->id] = e;
   }
-  const bool booted = Boot(e->key, refusal);
+  const bool booted = Boot(*e, refusal);
   e->busy = false;
   if (!booted) {
     std::lock_guard<std::mutex> lock(mu_);
@@ -200,7 +218,7 @@ bool JupyterKernels::Restart(const std::string& user, const std::string& id, Ker
   std::lock_guard<std::mutex> exec(e->exec_mu);
   service_->kernels().End(e->key, "the kernel was restarted");
   e->busy = true;
-  const bool booted = Boot(e->key, refusal);
+  const bool booted = Boot(*e, refusal);
   e->busy = false;
   if (!booted) return true;  // refusal says why; the entry stays, without a kernel
   *model = ModelOf(*e);
@@ -228,6 +246,7 @@ void JupyterKernels::InterruptAll() {
 
 void JupyterKernels::Execute(const std::string& user, const std::string& id,
                              const ClientMessage& request, const std::string& session,
+                             const api::HttpRequest& origin,
                              const std::function<void(std::string)>& send) {
   auto e = Find(user, id);
   auto content = KernelExecuteContent(request.content());
@@ -241,8 +260,7 @@ void JupyterKernels::Execute(const std::string& user, const std::string& id,
   e->busy = true;
   e->interrupt = false;
   const bool was_live = service_->kernels().Has(e->key);
-  const auto live = service_->LiveConfig();
-  auto got = service_->kernels().Acquire(e->key, service_->JupyterKernelSpec(*live), NoFiles);
+  auto got = Acquire(*e);
   if (!got.ok()) {
     e->busy = false;
     return SendFailure(request, session, send, "KernelUnavailable", got.error().message);
@@ -254,8 +272,23 @@ void JupyterKernels::Execute(const std::string& user, const std::string& id,
     send(MessageToClient("iopub", "stream", request.header(), StreamContent("stderr", note),
                          session));
   }
+  if (!e->restore_note.empty() && !e->restore_noted) {
+    e->restore_noted = true;
+    const std::string note = std::string("sandrun: the files of session '") +
+                             api::Service::kJupyterSession +
+                             "' are not in this kernel: " + e->restore_note +
+                             "; its files get links but do not replace the session's\n";
+    send(MessageToClient("iopub", "stream", request.header(), StreamContent("stderr", note),
+                         session));
+  }
+  kernel::Kernel& k = got->lease.kernel();
+  if (!e->stamped) {
+    e->stamps = service_->StampJupyterWorkspace(k.workspace());
+    e->stamped = true;
+  }
   kernel::ExecuteResult result;
-  RelayCell(*e, got->lease.kernel(), request, *content, session, send, &result);
+  RelayCell(*e, k, request, *content, session, send, &result);
+  ShowFiles(*e, k, request, session, origin, send);
   if (result.kernel_lost) got->lease.SetLostReason("a limit stopped its last execute");
   got->lease = {};  // released: the kernel is frozen and may expire from now
   {
@@ -329,6 +362,26 @@ void JupyterKernels::RelayCell(Entry& e, kernel::Kernel& k, const ClientMessage&
     send(MessageToClient("shell", "execute_reply", request.header(),
                          ErrorReplyContent(result->execution_count, "SandrunStopped", ""),
                          session));
+  }
+}
+
+void JupyterKernels::ShowFiles(Entry& e, kernel::Kernel& k, const ClientMessage& request,
+                               const std::string& session, const api::HttpRequest& origin,
+                               const std::function<void(std::string)>& send) {
+  // The kernel is frozen again: nothing of it changes the workspace while it is read.
+  api::Service::JupyterFiles files = service_->ExportJupyterWorkspace(
+      origin, e.user, k.workspace(), e.restore_note.empty(), &e.stamps);
+  if (!files.files.empty() || !files.skipped.empty()) {
+    std::vector<FileLink> links;
+    for (const auto& f : files.files) links.push_back({f.path, f.url, f.size});
+    std::vector<SkippedLink> skipped;
+    for (const auto& f : files.skipped) skipped.push_back({f.path, f.reason});
+    send(MessageToClient("iopub", "display_data", request.header(),
+                         FilesDisplayContent(links, skipped), session));
+  }
+  if (!files.notes.empty()) {
+    send(MessageToClient("iopub", "stream", request.header(),
+                         StreamContent("stderr", files.notes + "\n"), session));
   }
 }
 

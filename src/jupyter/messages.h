@@ -58,6 +58,24 @@ std::string ErrorContent(const std::string& ename, const std::string& evalue,
 std::string ErrorReplyContent(int execution_count, const std::string& ename,
                               const std::string& evalue);
 
+// A file an execute wrote, as the display that lists them shows it.
+struct FileLink {
+  std::string path;  // workspace-relative
+  std::string url;   // the signed link
+  uint64_t size = 0;
+};
+// A file the export skipped, and why (a run's files_skipped reason: too_large, too_many, ...).
+struct SkippedLink {
+  std::string path, reason;
+};
+// display_data content listing `files` and `skipped`: text/plain with one "path: url" line
+// each (what Open WebUI's Code Interpreter shows), text/markdown and text/html with links (for
+// JupyterLab). Control characters of paths are shown as '?', so a name cannot add a line; at
+// most kMaxSkippedShown skipped ones are listed, then their count.
+inline constexpr size_t kMaxSkippedShown = 20;
+std::string FilesDisplayContent(const std::vector<FileLink>& files,
+                                const std::vector<SkippedLink>& skipped);
+
 // The content of a kernel_info_reply for sandrun's Python kernel.
 std::string KernelInfoReplyContent();
 

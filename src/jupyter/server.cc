@@ -244,6 +244,12 @@ class WsSession : public std::enable_shared_from_this<WsSession> {
         session_(util::RandomHex(16)) {}
 
   void Accept(Request req) {
+    // What the links of the files a cell writes are made from (Service::PublicBaseUrl).
+    for (const char* name :
+         {"host", "x-forwarded-proto", "x-forwarded-host", "x-forwarded-prefix"}) {
+      if (const std::string value = Header(req, name); !value.empty())
+        origin_.headers[name] = value;
+    }
     ws_.read_message_max(kMaxFrameBytes);
     ws_.set_option(websocket::stream_base::decorator(
         [](websocket::response_type& res) { res.set(http::field::server, "sandrun"); }));
@@ -306,6 +312,7 @@ class WsSession : public std::enable_shared_from_this<WsSession> {
   Impl& impl_;
   websocket::stream<Local::socket> ws_;
   std::string user_, kernel_id_, session_;
+  api::HttpRequest origin_;
   beast::flat_buffer buffer_;
   std::deque<std::string> out_;
   std::deque<std::shared_ptr<ClientMessage>> pending_;
@@ -352,7 +359,7 @@ void WsSession::Pump() {
   asio::post(impl_.pool, [self, request] {
     auto executor = self->ws_.get_executor();
     self->impl_.kernels.Execute(self->user_, self->kernel_id_, *request, self->session_,
-                                [self, executor](std::string frame) {
+                                self->origin_, [self, executor](std::string frame) {
                                   asio::post(executor, [self, f = std::move(frame)]() mutable {
                                     self->Send(std::move(f));
                                   });

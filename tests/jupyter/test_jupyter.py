@@ -28,6 +28,7 @@ from owui_jupyter import execute_code_jupyter  # noqa: E402
 
 WALL_S = 6  # the kernels' wall-time limit per execute
 OUTPUT_BYTES = 64 << 10
+MAX_FILES = 10
 
 
 class JupyterStack(Stack):
@@ -47,7 +48,8 @@ class JupyterStack(Stack):
             "pool": {},
             "max_kernels": 8,
             "limits": {"wall_time_s": WALL_S, "cpu_time_s": WALL_S, "memory_mb": 256,
-                       "processes": 64, "output_bytes": OUTPUT_BYTES},
+                       "processes": 64, "output_bytes": OUTPUT_BYTES,
+                       "max_files": MAX_FILES, "file_size_mb": 1},
         }
         with open(os.path.join(self.state_dir, "test-config.json"), "w") as f:
             json.dump(config, f)
@@ -370,6 +372,56 @@ class JupyterApi(unittest.TestCase):
                 if m["msg_type"] == "status" and m["content"]["execution_state"] == "idle":
                     break
         return stdout.strip(), kernel_id
+
+    def test_7_files_get_links_and_are_the_sessions(self):
+        """A file a cell writes: its link in the reply (what Open WebUI shows), downloadable
+        through nginx; in the session "jupyter" for a /run and for the next kernel."""
+        data = "city,n\nOslo,3\nLima,5\n"
+        out = self.run_owui(f"with open('report.csv', 'w') as f:\n    f.write({data!r})\n"
+                            "print('written')")
+        self.assertEqual(out.stdout, "written")
+        links = dict(line.split(": ", 1) for line in out.result.splitlines())
+        self.assertEqual(list(links), ["report.csv"], out.result)
+        status, body = http("GET", links["report.csv"])
+        self.assertEqual((status, body.decode()), (200, data))
+        shown = [m for _, m in out.messages if m["msg_type"] == "display_data"]
+        self.assertEqual(len(shown), 1)
+        self.assertIn(links["report.csv"], shown[0]["content"]["data"]["text/markdown"])
+        self.assertIn("report.csv</a>", shown[0]["content"]["data"]["text/html"])
+        # A cell that writes nothing shows no files.
+        self.assertEqual(self.run_owui("print(len(open('report.csv').read()))").result, "")
+        status, body = http("POST", f"{self.url}/run", {
+            "Authorization": f"Bearer {self.stack.token}", "Content-Type": "application/json"},
+            json.dumps({"language": "python", "session": "jupyter",
+                        "code": "print(open('report.csv').read(), end='')"}).encode())
+        self.assertEqual(status, 200, body)
+        self.assertEqual(json.loads(body)["stdout"], data)
+        # Another user's kernel has a session of its own.
+        bob = self.run_owui("import os\nprint(os.path.exists('report.csv'))",
+                            token=self.stack.token_b)
+        self.assertEqual(bob.stdout, "False")
+
+    def test_8_too_many_and_too_large_files_are_skipped_with_reasons(self):
+        code = ("import os\nos.makedirs('many', exist_ok=True)\n"
+                f"for i in range({MAX_FILES + 5}):\n"
+                "    open(f'many/{i:02}.txt', 'w').write(str(i))\n"
+                "open('evil\\n<b>report.csv: javascript:x', 'w').write('x')\n"
+                "try:\n    open('huge.bin', 'wb').write(b'x' * (3 << 20))\n"
+                "except OSError as e:\n    print('cut:', e.strerror)\n")
+        out = self.run_owui(code)
+        self.assertEqual(out.stdout, "cut: File too large", (out.stderr, out.result))
+        self.assertEqual(out.messages[-1][1]["content"], {"execution_state": "idle"})
+        lines = out.result.splitlines()
+        self.assertIn("huge.bin: skipped (too_large)", lines)
+        self.assertTrue(any(line.endswith(": skipped (too_many)") for line in lines), lines)
+        published = [line for line in lines if ": http" in line]
+        self.assertEqual(len(published), MAX_FILES, lines)
+        html = [m for _, m in out.messages if m["msg_type"] == "display_data"][0]["content"]
+        self.assertIn("evil?&lt;b&gt;report.csv", html["data"]["text/html"])
+        self.assertNotIn("<b>", html["data"]["text/html"])
+        self.assertIn("evil\\?\\<b\\>report\\.csv", html["data"]["text/markdown"])
+        self.assertIn("evil?<b>report.csv: javascript:x: http", out.result)
+        self.assertFalse(any(line.startswith("<b>report.csv") for line in lines), lines)
 
 
 if __name__ == "__main__":
