@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <deque>
 
 #include "kernel/jupyter_messaging.h"
 #include "run/kernel_notes.h"
@@ -12,9 +13,10 @@ namespace sandrun::jupyter {
 struct JupyterKernels::Entry {
   std::string id, user, key;
   std::mutex exec_mu;  // one execute at a time; Delete waits for it
-  std::mutex mu;       // last_activity
+  std::mutex mu;       // last_activity, input_replies
   std::string last_activity;
-  std::atomic<int64_t> last_used_s{0};  // steady clock, for the sweep
+  std::deque<std::string> input_replies;  // for the running execute's input_request
+  std::atomic<int64_t> last_used_s{0};    // steady clock, for the sweep
   std::atomic<bool> busy{false};
   std::atomic<bool> interrupt{false};
   std::atomic<bool> deleted{false};
@@ -52,8 +54,8 @@ std::string LimitNote(const kernel::ExecuteResult& r, const config::Limits& limi
 }
 
 // Tells the client that its execute_request could not run: an error, the execute_reply and
-// the idle status, all children of `request`.
-void SendFailure(const ClientMessage& request, const std::string& session,
+// the idle status, all children of `request`. Returns false (the cell did not succeed).
+bool SendFailure(const ClientMessage& request, const std::string& session,
                  const std::function<void(std::string)>& send, const std::string& ename,
                  const std::string& evalue) {
   const std::string error = ErrorContent(ename, evalue, ename + ": " + evalue);
@@ -62,6 +64,7 @@ void SendFailure(const ClientMessage& request, const std::string& session,
   send(MessageToClient("shell", "execute_reply", request.header(),
                        ErrorReplyContent(0, ename, evalue), session));
   send(MessageToClient("iopub", "status", request.header(), StatusContent("idle"), session));
+  return false;
 }
 
 int64_t NowS() {
@@ -238,13 +241,22 @@ void JupyterKernels::Connections(const std::string& id, int delta) {
   if (it != entries_.end()) it->second->connections += delta;
 }
 
+void JupyterKernels::InputReply(const std::string& user, const std::string& id,
+                                std::string content) {
+  constexpr size_t kMaxInputReplies = 16;
+  auto e = Find(user, id);
+  if (!e || !e->busy) return;
+  std::lock_guard<std::mutex> lock(e->mu);
+  if (e->input_replies.size() < kMaxInputReplies) e->input_replies.push_back(std::move(content));
+}
+
 void JupyterKernels::InterruptAll() {
   std::lock_guard<std::mutex> lock(mu_);
   stopping_ = true;
   for (auto& [id, e] : entries_) e->interrupt = true;
 }
 
-void JupyterKernels::Execute(const std::string& user, const std::string& id,
+bool JupyterKernels::Execute(const std::string& user, const std::string& id,
                              const ClientMessage& request, const std::string& session,
                              const api::HttpRequest& origin,
                              const std::function<void(std::string)>& send) {
@@ -259,6 +271,10 @@ void JupyterKernels::Execute(const std::string& user, const std::string& id,
   if (stopping_) return SendFailure(request, session, send, "KernelGone", "sandrun is stopping");
   e->busy = true;
   e->interrupt = false;
+  {
+    std::lock_guard<std::mutex> lock(e->mu);
+    e->input_replies.clear();
+  }
   const bool was_live = service_->kernels().Has(e->key);
   auto got = Acquire(*e);
   if (!got.ok()) {
@@ -298,6 +314,7 @@ void JupyterKernels::Execute(const std::string& user, const std::string& id,
   e->last_used_s = NowS();
   e->busy = false;
   send(MessageToClient("iopub", "status", request.header(), StatusContent("idle"), session));
+  return result.status == kernel::ExecuteStatus::kOk;
 }
 
 void JupyterKernels::RelayCell(Entry& e, kernel::Kernel& k, const ClientMessage& request,
@@ -325,7 +342,9 @@ void JupyterKernels::RelayCell(Entry& e, kernel::Kernel& k, const ClientMessage&
     const bool is_output = m.msg_type == "stream" || m.msg_type == "display_data" ||
                            m.msg_type == "execute_result" || m.msg_type == "error" ||
                            m.msg_type == "update_display_data";
-    const std::string channel = m.msg_type == "execute_reply" ? "shell" : "iopub";
+    const std::string channel = m.msg_type == "execute_reply"   ? "shell"
+                                : m.msg_type == "input_request" ? "stdin"
+                                                                : "iopub";
     std::string frame = MessageToClient(channel, m.msg_type, request.header(), m.content, session);
     if (is_output && m.msg_type != "error") {
       if (dropped || output + frame.size() > bounds.output_bytes) {
@@ -338,6 +357,13 @@ void JupyterKernels::RelayCell(Entry& e, kernel::Kernel& k, const ClientMessage&
     send(std::move(frame));
   };
   relay.interrupt_asked = [&] { return e.interrupt.load(); };
+  relay.stdin_reply = [&e](std::string* reply) {
+    std::lock_guard<std::mutex> lock(e.mu);
+    if (e.input_replies.empty()) return false;
+    *reply = std::move(e.input_replies.front());
+    e.input_replies.pop_front();
+    return true;
+  };
   *result = k.ExecuteRelayed(content, bounds, relay);
   if (dropped && result->status == kernel::ExecuteStatus::kOk) {
     result->status = kernel::ExecuteStatus::kOutputLimit;

@@ -54,9 +54,15 @@ class JupyterKernels {
   // After the cell, the files it wrote or changed in the kernel's workspace are published
   // (links on `origin`'s host) and listed in one display_data (FilesDisplayContent), and the
   // workspace is saved as the user's session "jupyter" (Service::ExportJupyterWorkspace).
-  void Execute(const std::string& user, const std::string& id, const ClientMessage& request,
+  // Returns whether the cell succeeded (its reply's status ok, no limit met).
+  bool Execute(const std::string& user, const std::string& id, const ClientMessage& request,
                const std::string& session, const api::HttpRequest& origin,
                const std::function<void(std::string)>& send);
+
+  // A client's input_reply (its content for the kernel, InputReplyContent) for the running
+  // execute of kernel `id` of `user`, which sent an input_request; dropped when no execute
+  // runs or 16 wait already.
+  void InputReply(const std::string& user, const std::string& id, std::string content);
 
   // The daemon stops: interrupts every running execute; no kernel starts or executes after.
   void InterruptAll();

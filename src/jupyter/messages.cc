@@ -182,6 +182,10 @@ std::string MessageToClient(const std::string& channel, const std::string& msg_t
   return MessageToClient(channel, msg_type, parent_header, content, session);
 }
 
+bool StopOnError(const rapidjson::Value& c) { return BoolOr(c, "stop_on_error", true); }
+
+std::string AbortedReplyContent() { return R"({"status":"aborted","execution_count":null})"; }
+
 Result<std::string> KernelExecuteContent(const rapidjson::Value& c) {
   auto code = c.FindMember("code");
   if (code == c.MemberEnd() || !code->value.IsString()) {
@@ -205,9 +209,28 @@ Result<std::string> KernelExecuteContent(const rapidjson::Value& c) {
     w.EndObject();
   }
   w.Key("allow_stdin");
-  w.Bool(false);
+  w.Bool(BoolOr(c, "allow_stdin", false));
+  // The server aborts the queued executes after a failed one (StopOnError); a frozen
+  // kernel would abort the next request itself, whenever it came.
   w.Key("stop_on_error");
-  w.Bool(BoolOr(c, "stop_on_error", true));
+  w.Bool(false);
+  // Tells sandrun's kernel set-up (sandrun_kernel.py) to leave input() to ipykernel: the
+  // client answers it, or it raises StdinNotImplementedError (ipykernel ignores the member).
+  w.Key("sandrun_stdin");
+  w.String("client");
+  w.EndObject();
+  return Finish(b);
+}
+
+std::string InputReplyContent(const rapidjson::Value& c) {
+  auto value = c.FindMember("value");
+  rapidjson::StringBuffer b;
+  Writer w(b);
+  w.StartObject();
+  Text(w, "value",
+       value != c.MemberEnd() && value->value.IsString()
+           ? std::string(value->value.GetString(), value->value.GetStringLength())
+           : std::string());
   w.EndObject();
   return Finish(b);
 }

@@ -423,6 +423,82 @@ class JupyterApi(unittest.TestCase):
         self.assertIn("evil?<b>report.csv: javascript:x: http", out.result)
         self.assertFalse(any(line.startswith("<b>report.csv") for line in lines), lines)
 
+    def test_9_input_request_goes_to_the_client(self):
+        """allow_stdin: input() asks the client (input_request on stdin) and takes its
+        input_reply; without it, StdinNotImplementedError; a client that never answers is
+        stopped at the wall limit."""
+        t = self.stack.token
+        status, body = http("POST", f"{self.url}/api/kernels?token={t}")
+        self.assertEqual(status, 201, body)
+        kernel_id = json.loads(body)["id"]
+        ws_url = f"{self.url.replace('http', 'ws', 1)}/api/kernels/{kernel_id}/channels?token={t}"
+
+        def message(channel, msg_type, content, parent=None):
+            header = {"msg_id": os.urandom(8).hex(), "msg_type": msg_type, "session": "t",
+                      "username": "t", "date": "", "version": "5.3"}
+            return header, json.dumps({"header": header, "parent_header": parent or {},
+                                       "metadata": {}, "content": content, "channel": channel})
+
+        async def cell(ws, code, allow_stdin, answer=None):
+            header, text = message("shell", "execute_request", {
+                "code": code, "silent": False, "store_history": True, "user_expressions": {},
+                "allow_stdin": allow_stdin, "stop_on_error": True})
+            await ws.send(text)
+            got = []
+            while True:
+                m = json.loads(await asyncio.wait_for(ws.recv(), WALL_S + 10))
+                if m["parent_header"].get("msg_id") != header["msg_id"]:
+                    continue
+                got.append(m)
+                if m["msg_type"] == "input_request" and answer is not None:
+                    self.assertEqual(m["channel"], "stdin")
+                    await ws.send(message("stdin", "input_reply", {"value": answer},
+                                          m["header"])[1])
+                if m["msg_type"] == "status" and m["content"]["execution_state"] == "idle":
+                    return got
+
+        def text_of(got, msg_type, key):
+            return "".join(str(m["content"].get(key, "")) for m in got if m["msg_type"] == msg_type)
+
+        async def queued_behind_a_failure(ws):
+            # stop_on_error: what was queued when a cell failed is aborted, not run.
+            texts = [message("shell", "execute_request", {"code": code, "allow_stdin": False})
+                     for code in ("1/0", "print('never')")]
+            for _, text in texts:
+                await ws.send(text)
+            second = texts[1][0]["msg_id"]
+            got = []
+            while True:
+                m = json.loads(await asyncio.wait_for(ws.recv(), WALL_S + 10))
+                if m["parent_header"].get("msg_id") == second:
+                    got.append(m)
+                    if m["msg_type"] == "status" and m["content"]["execution_state"] == "idle":
+                        return got
+
+        async def session():
+            async with websockets.connect(ws_url) as ws:
+                asked = await cell(ws, "name = input('who? ')\nprint('hi', name)", True, "ada")
+                refused = await cell(ws, "input()", False)
+                started = time.monotonic()
+                unanswered = await cell(ws, "input('never answered')", True)
+                waited = time.monotonic() - started
+                aborted = await queued_behind_a_failure(ws)
+                return asked, refused, unanswered, waited, aborted
+
+        asked, refused, unanswered, waited, aborted = asyncio.run(session())
+        self.assertEqual([m["content"]["status"] for m in aborted
+                          if m["msg_type"] == "execute_reply"], ["aborted"])
+        self.assertNotIn("stream", [m["msg_type"] for m in aborted])
+        requests = [m for m in asked if m["msg_type"] == "input_request"]
+        self.assertEqual([r["content"]["prompt"] for r in requests], ["who? "])
+        self.assertEqual(text_of(asked, "stream", "text"), "hi ada\n")
+        self.assertEqual(text_of(refused, "error", "ename"), "StdinNotImplementedError")
+        self.assertIn("input_request", [m["msg_type"] for m in unanswered])
+        self.assertIn("wall-clock time limit", text_of(unanswered, "stream", "text"))
+        self.assertLess(waited, WALL_S + 5)
+        status, _ = http("DELETE", f"{self.url}/api/kernels/{kernel_id}?token={t}")
+        self.assertEqual(status, 204)
+
 
 if __name__ == "__main__":
     unittest.main()
