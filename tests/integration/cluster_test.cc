@@ -459,12 +459,21 @@ std::set<std::string> NodesWithKernels(const std::string& state) {
     rapidjson::Document doc;
     doc.Parse(ReadText(state + "/nodes/" + std::to_string(n) + "/node-config.json").c_str());
     if (doc.HasParseError() || !doc.HasMember("cgroup_name")) continue;
+    // The node's cgroup is made below the daemon's own (wherever scripts/cluster put it).
+    const std::string name = doc["cgroup_name"].GetString();
     std::error_code ec;
-    const std::filesystem::path dir =
-        std::filesystem::path("/sys/fs/cgroup/memory") / doc["cgroup_name"].GetString();
-    for (const auto& entry : std::filesystem::directory_iterator(dir, ec)) {
-      if (entry.path().filename().string().rfind("k-", 0) == 0) {
+    std::filesystem::recursive_directory_iterator it("/sys/fs/cgroup/memory", ec), end;
+    for (; !ec && it != end; it.increment(ec)) {
+      if (it.depth() > 6 || !it->is_directory(ec)) {
+        it.disable_recursion_pending();
+        continue;
+      }
+      const std::string leaf = it->path().filename().string();
+      if (leaf.rfind("k-", 0) == 0 && it->path().parent_path().filename() == name) {
         nodes.insert("n" + std::to_string(n));
+      }
+      if (leaf.rfind("k-", 0) == 0 || leaf.rfind("pool-", 0) == 0) {
+        it.disable_recursion_pending();  // a sandbox's own cgroups: nothing of ours below
       }
     }
   }
