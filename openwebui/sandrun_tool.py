@@ -852,6 +852,15 @@ def _identity(user: Optional[dict], chat_id: Optional[str], metadata: Optional[d
     return fields
 
 
+def _tool_identity(valves: Any, user: Optional[dict], chat_id: Optional[str],
+                   metadata: Optional[dict]) -> dict:
+    """_identity, unless the `session` valve names one session for every chat: then that
+    session, and no user (the token's bound user is the caller)."""
+    if getattr(valves, "session", ""):
+        return {"session": valves.session}
+    return _identity(user, chat_id, metadata)
+
+
 def _model_text(result: dict, limit: int, images: Optional[dict] = None,
                 shown_to_user: bool = False) -> str:
     """The run, compact, for the model to read: status, streams, what the program showed
@@ -971,6 +980,14 @@ class Tools:
             "call is a fresh program (files still carry over), and the chat's kernel ends at "
             "the next call",
         )
+        session: str = Field(
+            default="",
+            description="One sandrun session for every chat instead of one per chat; "
+            "\"jupyter\" is the workspace of Open WebUI's Code Interpreter when sandrun is its "
+            "Jupyter server: give this Tool the Code Interpreter's token (bound to a user) and "
+            "it sees and adds to those files. The calls then act as the token's user, not as "
+            "each Open WebUI user",
+        )
         max_output_chars: int = Field(
             default=4000,
             description="Longest stdout or stderr handed to the model; the middle of longer "
@@ -1006,7 +1023,8 @@ class Tools:
         :param code: The complete Python program to run.
         """
         return await _run(
-            self.valves, "python", code, _identity(__user__, __chat_id__, __metadata__),
+            self.valves, "python", code,
+            _tool_identity(self.valves, __user__, __chat_id__, __metadata__),
             __event_emitter__, _Host(__request__, __user__, __metadata__),
         )
 
@@ -1026,7 +1044,8 @@ class Tools:
         :param command: The Bash commands to run, one per line.
         """
         return await _run(
-            self.valves, "bash", command, _identity(__user__, __chat_id__, __metadata__),
+            self.valves, "bash", command,
+            _tool_identity(self.valves, __user__, __chat_id__, __metadata__),
             __event_emitter__, _Host(__request__, __user__, __metadata__),
         )
 
@@ -1042,7 +1061,7 @@ class Tools:
         List the files in this chat's sandbox workspace (size in bytes and path), for example
         to find a file saved by an earlier run. Read a file with run_python or run_bash.
         """
-        identity = _identity(__user__, __chat_id__, __metadata__)
+        identity = _tool_identity(self.valves, __user__, __chat_id__, __metadata__)
         if "session" not in identity:
             return "There is no chat workspace here: files are kept only within a chat."
         return await _run(

@@ -505,6 +505,20 @@ HttpResponse Service::ExportAndRespond(const HttpRequest& request, const RunRequ
                                        const config::Config& live, const std::string& workspace,
                                        const std::string& outputs_dir, storage::FileStamps* stamps,
                                        const storage::SessionLock& session, RunResponse& response) {
+  ExportFiles(request, run, live, workspace, outputs_dir, stamps, session, response);
+  Count(response.status, response.wall_ms);
+  Notes().run_status = RunStatusName(response.status);
+  Notes().run_ms = response.wall_ms;
+  HttpResponse http;
+  http.body = EncodeRunResponse(response);
+  util::StampPhase("encoded");  // the run's tmpfs and cgroup go after the response is sent
+  return http;
+}
+
+void Service::ExportFiles(const HttpRequest& request, const RunRequest& run,
+                          const config::Config& live, const std::string& workspace,
+                          const std::string& outputs_dir, storage::FileStamps* stamps,
+                          const storage::SessionLock& session, RunResponse& response) {
   const config::Limits& limits = run.limits;
   storage::ExportOptions export_options;
   export_options.max_files = static_cast<int>(limits.max_files);
@@ -537,13 +551,6 @@ HttpResponse Service::ExportAndRespond(const HttpRequest& request, const RunRequ
                                 static_cast<uint64_t>(live.user_quota_mb) << 20};
   if (session.held()) SaveSession(sessions_, session, workspace, quota, response);
   CapSkipped(skipped_unlisted, response);
-  Count(response.status, response.wall_ms);
-  Notes().run_status = RunStatusName(response.status);
-  Notes().run_ms = response.wall_ms;
-  HttpResponse http;
-  http.body = EncodeRunResponse(response);
-  util::StampPhase("encoded");  // the run's tmpfs and cgroup go after the response is sent
-  return http;
 }
 
 void Service::PublishFiles(const HttpRequest& request, const RunRequest& run,

@@ -100,6 +100,30 @@ class Service {
   // killed, its directory and cgroup removed; before the runs directory is swept).
   void StartWarmPool();
   void StopWarmPool() { pool_.Stop(); }
+  // The files of the Jupyter server's kernels (jupyter_files.cc): a kernel's workspace is
+  // the user's session kJupyterSession, restored when the kernel starts and saved after each
+  // execute that changed it; the files an execute made or changed are published as a run's.
+  static constexpr const char* kJupyterSession = "jupyter";
+  // What an execute left in its kernel's workspace.
+  struct JupyterFiles {
+    std::vector<storage::ArtifactFile> files;   // published, as a run's `files`
+    std::vector<storage::SkippedFile> skipped;  // as a run's `files_skipped`
+    std::string notes;                          // sandrun's lines (quota, session not saved)
+  };
+  // Fills a new kernel's `workspace` from the session (as a run's restore, from a helper in
+  // the kernel's `cgroup`). "" when done (or the session has no files); else why not (the
+  // kernel then starts empty, and must not save the session).
+  std::string RestoreJupyterWorkspace(const std::string& user, const std::string& workspace,
+                                      sandbox::RunCgroup* cgroup);
+  // The stamps of `workspace` (as a run's before its code runs; waits past their timestamps).
+  storage::FileStamps StampJupyterWorkspace(const std::string& workspace);
+  // After an execute: when `workspace` is not as `stamps` says, publishes its new and
+  // changed files as a run's export does (max_files, file_size_mb, the user's quota) and,
+  // with `save`, saves the session and ends the session's stateful kernel (its files are
+  // stale); `stamps` then describe the workspace. `request`: for the links' base URL.
+  JupyterFiles ExportJupyterWorkspace(const HttpRequest& request, const std::string& user,
+                                      const std::string& workspace, bool save,
+                                      storage::FileStamps* stamps);
   // Runs holding a sandbox slot now.
   int64_t RunsInFlight() const { return admission_.active(); }
 
@@ -307,6 +331,12 @@ class Service {
   // this node's prefix), ttl and age, the user's quota less what the user's sessions hold.
   storage::PublishOptions MakePublishOptions(const HttpRequest& request, const RunRequest& run,
                                              const config::Config& live) const;
+  // ExportAndRespond's export: the walk, PublishFiles, the session's save and the skipped
+  // files' cap, into `response`.
+  void ExportFiles(const HttpRequest& request, const RunRequest& run, const config::Config& live,
+                   const std::string& workspace, const std::string& outputs_dir,
+                   storage::FileStamps* stamps, const storage::SessionLock& session,
+                   RunResponse& response);
   // Exports the files the run created or touched in `workspace` (not those whose stamp is
   // as `stamps` lists it: the run did not touch them) and those its display manifest in
   // `outputs_dir` names (none when empty: a stateful run), saves the session and encodes the

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <deque>
 
 #include "kernel/jupyter_messaging.h"
 #include "run/kernel_notes.h"
@@ -12,13 +13,21 @@ namespace sandrun::jupyter {
 struct JupyterKernels::Entry {
   std::string id, user, key;
   std::mutex exec_mu;  // one execute at a time; Delete waits for it
-  std::mutex mu;       // last_activity
+  std::mutex mu;       // last_activity, input_replies
   std::string last_activity;
-  std::atomic<int64_t> last_used_s{0};  // steady clock, for the sweep
+  std::deque<std::string> input_replies;  // for the running execute's input_request
+  std::atomic<int64_t> last_used_s{0};    // steady clock, for the sweep
   std::atomic<bool> busy{false};
   std::atomic<bool> interrupt{false};
   std::atomic<bool> deleted{false};
   std::atomic<int> connections{0};
+  // Of the kernel now in use (under exec_mu, or while it boots): why the session's files
+  // were not restored into it ("" when they were: then its executes save the session), and
+  // the stamps of its workspace after its last execute.
+  std::string restore_note;
+  bool restore_noted = false;
+  storage::FileStamps stamps;
+  bool stamped = false;
 };
 
 namespace {
@@ -45,8 +54,8 @@ std::string LimitNote(const kernel::ExecuteResult& r, const config::Limits& limi
 }
 
 // Tells the client that its execute_request could not run: an error, the execute_reply and
-// the idle status, all children of `request`.
-void SendFailure(const ClientMessage& request, const std::string& session,
+// the idle status, all children of `request`. Returns false (the cell did not succeed).
+bool SendFailure(const ClientMessage& request, const std::string& session,
                  const std::function<void(std::string)>& send, const std::string& ename,
                  const std::string& evalue) {
   const std::string error = ErrorContent(ename, evalue, ename + ": " + evalue);
@@ -55,9 +64,8 @@ void SendFailure(const ClientMessage& request, const std::string& session,
   send(MessageToClient("shell", "execute_reply", request.header(),
                        ErrorReplyContent(0, ename, evalue), session));
   send(MessageToClient("iopub", "status", request.header(), StatusContent("idle"), session));
+  return false;
 }
-
-Status NoFiles(const std::string&, sandbox::RunCgroup*) { return OkStatus(); }
 
 int64_t NowS() {
   return std::chrono::duration_cast<std::chrono::seconds>(
@@ -103,9 +111,22 @@ std::shared_ptr<JupyterKernels::Entry> JupyterKernels::Find(const std::string& u
   return it->second;
 }
 
-bool JupyterKernels::Boot(const std::string& key, Refusal* refusal) {
+Result<kernel::KernelManager::Acquired> JupyterKernels::Acquire(Entry& e) {
   const auto live = service_->LiveConfig();
-  auto got = service_->kernels().Acquire(key, service_->JupyterKernelSpec(*live), NoFiles);
+  const std::string user = e.user;
+  auto got = service_->kernels().Acquire(
+      e.key, service_->JupyterKernelSpec(*live),
+      [this, &e, user](const std::string& workspace, sandbox::RunCgroup* cgroup) {
+        e.restore_note = service_->RestoreJupyterWorkspace(user, workspace, cgroup);
+        e.restore_noted = false;
+        e.stamped = false;
+        return OkStatus();
+      });
+  return got;
+}
+
+bool JupyterKernels::Boot(Entry& e, Refusal* refusal) {
+  auto got = Acquire(e);
   if (!got.ok()) {
     *refusal = {503, got.error().kind == ErrorKind::kUnavailable
                          ? got.error().message + "; retry shortly"
@@ -144,7 +165,7 @@ bool JupyterKernels::Start(const std::string& user, KernelModel* model, Refusal*
     e->busy = true;  // not swept while it boots
     entries_[e->id] = e;
   }
-  const bool booted = Boot(e->key, refusal);
+  const bool booted = Boot(*e, refusal);
   e->busy = false;
   if (!booted) {
     std::lock_guard<std::mutex> lock(mu_);
@@ -200,7 +221,7 @@ bool JupyterKernels::Restart(const std::string& user, const std::string& id, Ker
   std::lock_guard<std::mutex> exec(e->exec_mu);
   service_->kernels().End(e->key, "the kernel was restarted");
   e->busy = true;
-  const bool booted = Boot(e->key, refusal);
+  const bool booted = Boot(*e, refusal);
   e->busy = false;
   if (!booted) return true;  // refusal says why; the entry stays, without a kernel
   *model = ModelOf(*e);
@@ -220,14 +241,24 @@ void JupyterKernels::Connections(const std::string& id, int delta) {
   if (it != entries_.end()) it->second->connections += delta;
 }
 
+void JupyterKernels::InputReply(const std::string& user, const std::string& id,
+                                std::string content) {
+  constexpr size_t kMaxInputReplies = 16;
+  auto e = Find(user, id);
+  if (!e || !e->busy) return;
+  std::lock_guard<std::mutex> lock(e->mu);
+  if (e->input_replies.size() < kMaxInputReplies) e->input_replies.push_back(std::move(content));
+}
+
 void JupyterKernels::InterruptAll() {
   std::lock_guard<std::mutex> lock(mu_);
   stopping_ = true;
   for (auto& [id, e] : entries_) e->interrupt = true;
 }
 
-void JupyterKernels::Execute(const std::string& user, const std::string& id,
+bool JupyterKernels::Execute(const std::string& user, const std::string& id,
                              const ClientMessage& request, const std::string& session,
+                             const api::HttpRequest& origin,
                              const std::function<void(std::string)>& send) {
   auto e = Find(user, id);
   auto content = KernelExecuteContent(request.content());
@@ -240,9 +271,12 @@ void JupyterKernels::Execute(const std::string& user, const std::string& id,
   if (stopping_) return SendFailure(request, session, send, "KernelGone", "sandrun is stopping");
   e->busy = true;
   e->interrupt = false;
+  {
+    std::lock_guard<std::mutex> lock(e->mu);
+    e->input_replies.clear();
+  }
   const bool was_live = service_->kernels().Has(e->key);
-  const auto live = service_->LiveConfig();
-  auto got = service_->kernels().Acquire(e->key, service_->JupyterKernelSpec(*live), NoFiles);
+  auto got = Acquire(*e);
   if (!got.ok()) {
     e->busy = false;
     return SendFailure(request, session, send, "KernelUnavailable", got.error().message);
@@ -254,8 +288,23 @@ void JupyterKernels::Execute(const std::string& user, const std::string& id,
     send(MessageToClient("iopub", "stream", request.header(), StreamContent("stderr", note),
                          session));
   }
+  if (!e->restore_note.empty() && !e->restore_noted) {
+    e->restore_noted = true;
+    const std::string note = std::string("sandrun: the files of session '") +
+                             api::Service::kJupyterSession +
+                             "' are not in this kernel: " + e->restore_note +
+                             "; its files get links but do not replace the session's\n";
+    send(MessageToClient("iopub", "stream", request.header(), StreamContent("stderr", note),
+                         session));
+  }
+  kernel::Kernel& k = got->lease.kernel();
+  if (!e->stamped) {
+    e->stamps = service_->StampJupyterWorkspace(k.workspace());
+    e->stamped = true;
+  }
   kernel::ExecuteResult result;
-  RelayCell(*e, got->lease.kernel(), request, *content, session, send, &result);
+  RelayCell(*e, k, request, *content, session, send, &result);
+  ShowFiles(*e, k, request, session, origin, send);
   if (result.kernel_lost) got->lease.SetLostReason("a limit stopped its last execute");
   got->lease = {};  // released: the kernel is frozen and may expire from now
   {
@@ -265,6 +314,7 @@ void JupyterKernels::Execute(const std::string& user, const std::string& id,
   e->last_used_s = NowS();
   e->busy = false;
   send(MessageToClient("iopub", "status", request.header(), StatusContent("idle"), session));
+  return result.status == kernel::ExecuteStatus::kOk;
 }
 
 void JupyterKernels::RelayCell(Entry& e, kernel::Kernel& k, const ClientMessage& request,
@@ -292,7 +342,9 @@ void JupyterKernels::RelayCell(Entry& e, kernel::Kernel& k, const ClientMessage&
     const bool is_output = m.msg_type == "stream" || m.msg_type == "display_data" ||
                            m.msg_type == "execute_result" || m.msg_type == "error" ||
                            m.msg_type == "update_display_data";
-    const std::string channel = m.msg_type == "execute_reply" ? "shell" : "iopub";
+    const std::string channel = m.msg_type == "execute_reply"   ? "shell"
+                                : m.msg_type == "input_request" ? "stdin"
+                                                                : "iopub";
     std::string frame = MessageToClient(channel, m.msg_type, request.header(), m.content, session);
     if (is_output && m.msg_type != "error") {
       if (dropped || output + frame.size() > bounds.output_bytes) {
@@ -305,6 +357,13 @@ void JupyterKernels::RelayCell(Entry& e, kernel::Kernel& k, const ClientMessage&
     send(std::move(frame));
   };
   relay.interrupt_asked = [&] { return e.interrupt.load(); };
+  relay.stdin_reply = [&e](std::string* reply) {
+    std::lock_guard<std::mutex> lock(e.mu);
+    if (e.input_replies.empty()) return false;
+    *reply = std::move(e.input_replies.front());
+    e.input_replies.pop_front();
+    return true;
+  };
   *result = k.ExecuteRelayed(content, bounds, relay);
   if (dropped && result->status == kernel::ExecuteStatus::kOk) {
     result->status = kernel::ExecuteStatus::kOutputLimit;
@@ -329,6 +388,26 @@ void JupyterKernels::RelayCell(Entry& e, kernel::Kernel& k, const ClientMessage&
     send(MessageToClient("shell", "execute_reply", request.header(),
                          ErrorReplyContent(result->execution_count, "SandrunStopped", ""),
                          session));
+  }
+}
+
+void JupyterKernels::ShowFiles(Entry& e, kernel::Kernel& k, const ClientMessage& request,
+                               const std::string& session, const api::HttpRequest& origin,
+                               const std::function<void(std::string)>& send) {
+  // The kernel is frozen again: nothing of it changes the workspace while it is read.
+  api::Service::JupyterFiles files = service_->ExportJupyterWorkspace(
+      origin, e.user, k.workspace(), e.restore_note.empty(), &e.stamps);
+  if (!files.files.empty() || !files.skipped.empty()) {
+    std::vector<FileLink> links;
+    for (const auto& f : files.files) links.push_back({f.path, f.url, f.size});
+    std::vector<SkippedLink> skipped;
+    for (const auto& f : files.skipped) skipped.push_back({f.path, f.reason});
+    send(MessageToClient("iopub", "display_data", request.header(),
+                         FilesDisplayContent(links, skipped), session));
+  }
+  if (!files.notes.empty()) {
+    send(MessageToClient("iopub", "stream", request.header(),
+                         StreamContent("stderr", files.notes + "\n"), session));
   }
 }
 

@@ -51,8 +51,18 @@ class JupyterKernels {
   // idle status; at a limit (the live config's wall and CPU time, output) the cell is
   // interrupted, then killed, and the client gets the error, a note on stderr, the
   // execute_reply and the idle status all the same. One execute at a time per kernel.
-  void Execute(const std::string& user, const std::string& id, const ClientMessage& request,
-               const std::string& session, const std::function<void(std::string)>& send);
+  // After the cell, the files it wrote or changed in the kernel's workspace are published
+  // (links on `origin`'s host) and listed in one display_data (FilesDisplayContent), and the
+  // workspace is saved as the user's session "jupyter" (Service::ExportJupyterWorkspace).
+  // Returns whether the cell succeeded (its reply's status ok, no limit met).
+  bool Execute(const std::string& user, const std::string& id, const ClientMessage& request,
+               const std::string& session, const api::HttpRequest& origin,
+               const std::function<void(std::string)>& send);
+
+  // A client's input_reply (its content for the kernel, InputReplyContent) for the running
+  // execute of kernel `id` of `user`, which sent an input_request; dropped when no execute
+  // runs or 16 wait already.
+  void InputReply(const std::string& user, const std::string& id, std::string content);
 
   // The daemon stops: interrupts every running execute; no kernel starts or executes after.
   void InterruptAll();
@@ -64,7 +74,14 @@ class JupyterKernels {
   // Drops entries whose kernel has ended (idle expiry, room for another) and that no
   // WebSocket holds. Under mu_.
   void SweepUnderLock();
-  bool Boot(const std::string& key, Refusal* refusal);
+  // Starts (or keeps) the kernel of `e`; a new one gets the user's session "jupyter" in its
+  // workspace (Entry::restore_note says why not).
+  Result<kernel::KernelManager::Acquired> Acquire(Entry& e);
+  bool Boot(Entry& e, Refusal* refusal);
+  // Execute's end, with the kernel leased: the files the cell wrote, published and shown.
+  void ShowFiles(Entry& e, kernel::Kernel& k, const ClientMessage& request,
+                 const std::string& session, const api::HttpRequest& origin,
+                 const std::function<void(std::string)>& send);
   // Execute's cell, with the kernel leased.
   void RelayCell(Entry& e, kernel::Kernel& k, const ClientMessage& request,
                  const std::string& content, const std::string& session,

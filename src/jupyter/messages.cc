@@ -3,6 +3,7 @@
 #include <rapidjson/stringbuffer.h>
 #include <rapidjson/writer.h>
 
+#include <cctype>
 #include <chrono>
 #include <ctime>
 
@@ -181,6 +182,10 @@ std::string MessageToClient(const std::string& channel, const std::string& msg_t
   return MessageToClient(channel, msg_type, parent_header, content, session);
 }
 
+bool StopOnError(const rapidjson::Value& c) { return BoolOr(c, "stop_on_error", true); }
+
+std::string AbortedReplyContent() { return R"({"status":"aborted","execution_count":null})"; }
+
 Result<std::string> KernelExecuteContent(const rapidjson::Value& c) {
   auto code = c.FindMember("code");
   if (code == c.MemberEnd() || !code->value.IsString()) {
@@ -204,9 +209,122 @@ Result<std::string> KernelExecuteContent(const rapidjson::Value& c) {
     w.EndObject();
   }
   w.Key("allow_stdin");
-  w.Bool(false);
+  w.Bool(BoolOr(c, "allow_stdin", false));
+  // The server aborts the queued executes after a failed one (StopOnError); a frozen
+  // kernel would abort the next request itself, whenever it came.
   w.Key("stop_on_error");
-  w.Bool(BoolOr(c, "stop_on_error", true));
+  w.Bool(false);
+  // Tells sandrun's kernel set-up (sandrun_kernel.py) to leave input() to ipykernel: the
+  // client answers it, or it raises StdinNotImplementedError (ipykernel ignores the member).
+  w.Key("sandrun_stdin");
+  w.String("client");
+  w.EndObject();
+  return Finish(b);
+}
+
+std::string InputReplyContent(const rapidjson::Value& c) {
+  auto value = c.FindMember("value");
+  rapidjson::StringBuffer b;
+  Writer w(b);
+  w.StartObject();
+  Text(w, "value",
+       value != c.MemberEnd() && value->value.IsString()
+           ? std::string(value->value.GetString(), value->value.GetStringLength())
+           : std::string());
+  w.EndObject();
+  return Finish(b);
+}
+
+namespace {
+
+// A path on one line: control characters as '?', valid UTF-8.
+std::string OneLine(const std::string& path) {
+  std::string out = util::SanitizeUtf8(path);
+  for (char& c : out) {
+    if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f) c = '?';
+  }
+  return out;
+}
+
+std::string HtmlEscape(const std::string& text) {
+  std::string out;
+  for (char c : text) {
+    switch (c) {
+      case '&':
+        out += "&amp;";
+        break;
+      case '<':
+        out += "&lt;";
+        break;
+      case '>':
+        out += "&gt;";
+        break;
+      case '"':
+        out += "&quot;";
+        break;
+      case '\'':
+        out += "&#39;";
+        break;
+      default:
+        out += c;
+    }
+  }
+  return out;
+}
+
+// Text as Markdown shows it literally (every ASCII punctuation escaped).
+std::string MarkdownEscape(const std::string& text) {
+  std::string out;
+  for (char c : text) {
+    if (std::ispunct(static_cast<unsigned char>(c))) out += '\\';
+    out += c;
+  }
+  return out;
+}
+
+}  // namespace
+
+std::string FilesDisplayContent(const std::vector<FileLink>& files,
+                                const std::vector<SkippedLink>& skipped) {
+  std::string plain, markdown, html = "<ul>\n";
+  for (const auto& f : files) {
+    const std::string name = OneLine(f.path);
+    plain += name + ": " + f.url + "\n";
+    markdown += "- [" + MarkdownEscape(name) + "](<" + f.url + ">) (" + std::to_string(f.size) +
+                " bytes)\n";
+    html += "<li><a href=\"" + HtmlEscape(f.url) + "\" target=\"_blank\">" + HtmlEscape(name) +
+            "</a> (" + std::to_string(f.size) + " bytes)</li>\n";
+  }
+  for (size_t i = 0; i < skipped.size() && i < kMaxSkippedShown; ++i) {
+    const std::string name = OneLine(skipped[i].path);
+    const std::string why = OneLine(skipped[i].reason);
+    plain += name + ": skipped (" + why + ")\n";
+    markdown += "- " + MarkdownEscape(name) + ": skipped (" + MarkdownEscape(why) + ")\n";
+    html += "<li>" + HtmlEscape(name) + ": skipped (" + HtmlEscape(why) + ")</li>\n";
+  }
+  if (skipped.size() > kMaxSkippedShown) {
+    const std::string more =
+        std::to_string(skipped.size() - kMaxSkippedShown) + " more files skipped";
+    plain += more + "\n";
+    markdown += "- " + more + "\n";
+    html += "<li>" + more + "</li>\n";
+  }
+  html += "</ul>\n";
+  rapidjson::StringBuffer b;
+  Writer w(b);
+  w.StartObject();
+  w.Key("data");
+  w.StartObject();
+  Text(w, "text/plain", plain);
+  Text(w, "text/markdown", markdown);
+  Text(w, "text/html", html);
+  w.EndObject();
+  w.Key("metadata");
+  w.StartObject();
+  w.EndObject();
+  w.Key("transient");
+  w.StartObject();
+  w.EndObject();
   w.EndObject();
   return Finish(b);
 }

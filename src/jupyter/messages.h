@@ -40,9 +40,19 @@ std::string MessageToClient(const std::string& channel, const std::string& msg_t
                             const std::string& session);
 
 // The content sent to the kernel for a client's execute_request content `c`: code (a string,
-// else kInvalidInput), silent, store_history, user_expressions, stop_on_error as the client
-// gave them (Jupyter's defaults otherwise), and allow_stdin false: the kernel has no stdin.
+// else kInvalidInput), silent, store_history, user_expressions, allow_stdin as the client
+// gave them (Jupyter's defaults otherwise), stop_on_error false (the server applies the
+// client's: StopOnError), and "sandrun_stdin": "client" (input() is then ipykernel's: an
+// input_request to the client with allow_stdin, else StdinNotImplementedError).
 Result<std::string> KernelExecuteContent(const rapidjson::Value& c);
+// Whether a failed execute with content `c` aborts the executes queued behind it (Jupyter's
+// stop_on_error, true unless false).
+bool StopOnError(const rapidjson::Value& c);
+// The execute_reply of an execute aborted so: {"status": "aborted", "execution_count": null}.
+std::string AbortedReplyContent();
+// The content sent to the kernel for a client's input_reply content `c`: {"value": c.value}
+// ("" when it is not a string), valid UTF-8.
+std::string InputReplyContent(const rapidjson::Value& c);
 
 // Contents sandrun writes itself (a limit's note, a cell that could not run); texts are made
 // valid UTF-8 first.
@@ -57,6 +67,24 @@ std::string ErrorContent(const std::string& ename, const std::string& evalue,
 // "traceback": []}.
 std::string ErrorReplyContent(int execution_count, const std::string& ename,
                               const std::string& evalue);
+
+// A file an execute wrote, as the display that lists them shows it.
+struct FileLink {
+  std::string path;  // workspace-relative
+  std::string url;   // the signed link
+  uint64_t size = 0;
+};
+// A file the export skipped, and why (a run's files_skipped reason: too_large, too_many, ...).
+struct SkippedLink {
+  std::string path, reason;
+};
+// display_data content listing `files` and `skipped`: text/plain with one "path: url" line
+// each (what Open WebUI's Code Interpreter shows), text/markdown and text/html with links (for
+// JupyterLab). Control characters of paths are shown as '?', so a name cannot add a line; at
+// most kMaxSkippedShown skipped ones are listed, then their count.
+inline constexpr size_t kMaxSkippedShown = 20;
+std::string FilesDisplayContent(const std::vector<FileLink>& files,
+                                const std::vector<SkippedLink>& skipped);
 
 // The content of a kernel_info_reply for sandrun's Python kernel.
 std::string KernelInfoReplyContent();

@@ -244,6 +244,12 @@ class WsSession : public std::enable_shared_from_this<WsSession> {
         session_(util::RandomHex(16)) {}
 
   void Accept(Request req) {
+    // What the links of the files a cell writes are made from (Service::PublicBaseUrl).
+    for (const char* name :
+         {"host", "x-forwarded-proto", "x-forwarded-host", "x-forwarded-prefix"}) {
+      if (const std::string value = Header(req, name); !value.empty())
+        origin_.headers[name] = value;
+    }
     ws_.read_message_max(kMaxFrameBytes);
     ws_.set_option(websocket::stream_base::decorator(
         [](websocket::response_type& res) { res.set(http::field::server, "sandrun"); }));
@@ -301,11 +307,13 @@ class WsSession : public std::enable_shared_from_this<WsSession> {
 
   void Dispatch(const std::string& text);
   void Pump();
+  void AbortPending();
   void ReplyLocally(const ClientMessage& m, const std::string& content);
 
   Impl& impl_;
   websocket::stream<Local::socket> ws_;
   std::string user_, kernel_id_, session_;
+  api::HttpRequest origin_;
   beast::flat_buffer buffer_;
   std::deque<std::string> out_;
   std::deque<std::shared_ptr<ClientMessage>> pending_;
@@ -339,8 +347,9 @@ void WsSession::Dispatch(const std::string& text) {
     if (const std::string content = LocalReplyContent(*m); !content.empty()) {
       ReplyLocally(*m, content);
     }
+  } else if (m->channel == "stdin" && m->msg_type == "input_reply") {
+    impl_.kernels.InputReply(user_, kernel_id_, InputReplyContent(m->content()));
   }
-  // stdin: the kernel has no stdin (allow_stdin is always false), so nothing is awaited.
 }
 
 void WsSession::Pump() {
@@ -351,17 +360,30 @@ void WsSession::Pump() {
   auto self = shared_from_this();
   asio::post(impl_.pool, [self, request] {
     auto executor = self->ws_.get_executor();
-    self->impl_.kernels.Execute(self->user_, self->kernel_id_, *request, self->session_,
-                                [self, executor](std::string frame) {
-                                  asio::post(executor, [self, f = std::move(frame)]() mutable {
-                                    self->Send(std::move(f));
-                                  });
-                                });
-    asio::post(executor, [self] {
+    const bool ok = self->impl_.kernels.Execute(
+        self->user_, self->kernel_id_, *request, self->session_, self->origin_,
+        [self, executor](std::string frame) {
+          asio::post(executor,
+                     [self, f = std::move(frame)]() mutable { self->Send(std::move(f)); });
+        });
+    const bool abort = !ok && StopOnError(request->content());
+    asio::post(executor, [self, abort] {
+      if (abort) self->AbortPending();
       self->executing_ = false;
       self->Pump();
     });
   });
+}
+
+void WsSession::AbortPending() {
+  // As ipykernel does with stop_on_error: the executes queued when a cell failed are
+  // answered as aborted, without running.
+  for (const auto& m : pending_) {
+    Send(MessageToClient("iopub", "status", m->header(), StatusContent("busy"), session_));
+    Send(MessageToClient("shell", "execute_reply", m->header(), AbortedReplyContent(), session_));
+    Send(MessageToClient("iopub", "status", m->header(), StatusContent("idle"), session_));
+  }
+  pending_.clear();
 }
 
 // One HTTP connection from nginx: reads requests, answers the REST API and /login, and hands

@@ -126,9 +126,10 @@ std::optional<RichOutput> RichForm(const rapidjson::Value& data) {
 struct Kernel::Sockets {
   void* shell = nullptr;
   void* iopub = nullptr;
+  void* stdin_socket = nullptr;
   void* control = nullptr;
   ~Sockets() {
-    for (void* s : {shell, iopub, control}) {
+    for (void* s : {shell, iopub, stdin_socket, control}) {
       if (s != nullptr) zmq_close(s);
     }
   }
@@ -297,7 +298,11 @@ Status Kernel::Connect(void* zmq_context) {
   };
   const Plan plans[] = {{&sockets_->shell, ZMQ_DEALER, "k-1"},
                         {&sockets_->iopub, ZMQ_SUB, "k-2"},
+                        {&sockets_->stdin_socket, ZMQ_DEALER, "k-3"},
                         {&sockets_->control, ZMQ_DEALER, "k-4"}};
+  // ipykernel sends an input_request on its stdin ROUTER to the identity its execute_request
+  // came from: shell and stdin share one, as Jupyter clients do.
+  const std::string routing_id = "sandrun-" + session_id_.substr(0, 8);
   for (const Plan& p : plans) {
     void* s = zmq_socket(zmq_context, p.type);
     if (s == nullptr) return KernelError("zmq_socket failed");
@@ -310,6 +315,9 @@ Status Kernel::Connect(void* zmq_context) {
     zmq_setsockopt(s, ZMQ_MAXMSGSIZE, &max_bytes, sizeof max_bytes);
     zmq_setsockopt(s, ZMQ_RCVHWM, &kMaxQueuedMessages, sizeof kMaxQueuedMessages);
     if (p.type == ZMQ_SUB) zmq_setsockopt(s, ZMQ_SUBSCRIBE, "", 0);
+    if (p.socket == &sockets_->shell || p.socket == &sockets_->stdin_socket) {
+      zmq_setsockopt(s, ZMQ_ROUTING_ID, routing_id.data(), routing_id.size());
+    }
     if (zmq_connect(s, (base + p.name).c_str()) != 0) {
       return KernelError(std::string("zmq_connect to the kernel's ") + p.name + " failed");
     }
@@ -558,6 +566,35 @@ ExecuteResult Kernel::ExecuteCell(const std::string& request_content, const Exec
   return r;
 }
 
+void Kernel::TakeMessages(CellProgress& cell, const std::string& id) {
+  std::vector<std::string> frames;
+  while (Receive(sockets_->iopub, &frames)) {
+    auto m = DecodeMessage(frames, key_);
+    if (m.ok() && m->parent_msg_id == id) {
+      TakeIopub(cell, *m);
+      if (cell.relay != nullptr) cell.relay->on_message(*m);
+    }
+  }
+  while (Receive(sockets_->shell, &frames)) {
+    auto m = DecodeMessage(frames, key_);
+    if (m.ok() && m->parent_msg_id == id && m->msg_type == "execute_reply") {
+      TakeExecuteReply(cell, *m);
+      if (cell.relay != nullptr) cell.relay->on_message(*m);
+    }
+  }
+  while (Receive(sockets_->stdin_socket, &frames)) {
+    auto m = DecodeMessage(frames, key_);
+    if (m.ok() && m->parent_msg_id == id && m->msg_type == "input_request" &&
+        cell.relay != nullptr) {
+      cell.relay->on_message(*m);
+    }
+  }
+  std::string reply;
+  while (cell.relay != nullptr && cell.relay->stdin_reply && cell.relay->stdin_reply(&reply)) {
+    (void)Send(sockets_->stdin_socket, "input_reply", reply, nullptr);
+  }
+}
+
 void Kernel::FollowCell(CellProgress& cell, const std::string& id, Clock::time_point start,
                         int64_t cpu_before_ms) {
   const auto deadline = start + std::chrono::milliseconds(cell.limits.wall_ms);
@@ -567,28 +604,15 @@ void Kernel::FollowCell(CellProgress& cell, const std::string& id, Clock::time_p
     (void)Send(sockets_->control, "interrupt_request", "{}", nullptr);
     cell.kill_at = Clock::now() + std::chrono::milliseconds(kInterruptGraceMs);
   };
-  std::vector<std::string> frames;
   auto next_cpu_check = start;
   std::optional<Clock::time_point> replied_at;
   while (!(cell.replied && cell.idle)) {
     zmq_pollitem_t items[] = {{sockets_->shell, 0, ZMQ_POLLIN, 0},
                               {sockets_->iopub, 0, ZMQ_POLLIN, 0},
+                              {sockets_->stdin_socket, 0, ZMQ_POLLIN, 0},
                               {nullptr, sandbox_->pidfd(), ZMQ_POLLIN, 0}};
-    zmq_poll(items, 3, cell.observer ? sandbox::OutputObserver::kTickMs : 100);
-    while (Receive(sockets_->iopub, &frames)) {
-      auto m = DecodeMessage(frames, key_);
-      if (m.ok() && m->parent_msg_id == id) {
-        TakeIopub(cell, *m);
-        if (cell.relay != nullptr) cell.relay->on_message(*m);
-      }
-    }
-    while (Receive(sockets_->shell, &frames)) {
-      auto m = DecodeMessage(frames, key_);
-      if (m.ok() && m->parent_msg_id == id && m->msg_type == "execute_reply") {
-        TakeExecuteReply(cell, *m);
-        if (cell.relay != nullptr) cell.relay->on_message(*m);
-      }
-    }
+    zmq_poll(items, 4, cell.observer ? sandbox::OutputObserver::kTickMs : 100);
+    TakeMessages(cell, id);
     DrainOutput();
     if (sandbox_->Exited()) {
       cell.died = true;

@@ -120,6 +120,10 @@ struct CellRelay {
   // Asked about every 100 ms: true sends the cell an interrupt_request (once), and the cell
   // is killed as at a limit when it does not end within kInterruptGraceMs.
   std::function<bool()> interrupt_asked;
+  // Asked about every 100 ms (optional): true with the content of a client's input_reply to
+  // send the kernel on stdin (the cell's input_request came to on_message). Only a request
+  // content with allow_stdin true makes ipykernel ask.
+  std::function<bool(std::string*)> stdin_reply;
 };
 
 // Fills a new kernel's workspace (the session's files) from a process in `cgroup`, the
@@ -210,6 +214,9 @@ class Kernel {
   // the sandbox exits (cell.died). `cpu_before_ms`: the cgroup's CPU time at the start.
   void FollowCell(CellProgress& cell, const std::string& id,
                   std::chrono::steady_clock::time_point start, int64_t cpu_before_ms);
+  // FollowCell's reading: the cell's messages on iopub, shell (its reply) and stdin (an
+  // input_request, for the relay), and the relay's input_replies sent back on stdin.
+  void TakeMessages(CellProgress& cell, const std::string& id);
 
   std::string dir_, id_, workspace_, tmp_;
   KernelSpec spec_;

@@ -79,8 +79,21 @@ def _input(prompt=""):
     return line[:-1] if line.endswith("\n") else line
 
 
+def _client_stdin():
+    """The cell came from a Jupyter client (sandrun's Jupyter API marks its execute_request):
+    input() stays ipykernel's, which asks the client (allow_stdin) or raises
+    StdinNotImplementedError."""
+    try:
+        parent = get_ipython().kernel.get_parent("shell")  # noqa: F821
+        return parent.get("content", {}).get("sandrun_stdin") == "client"
+    except Exception:
+        return False
+
+
 def _before_cell(info=None):
     # ipykernel sets builtins.input for each request (and restores it after): set ours after.
+    if _client_stdin():
+        return
     builtins.input = _input
     sys.stdin = _stdin
 

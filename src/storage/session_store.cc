@@ -331,6 +331,20 @@ Result<SessionLock> SessionStore::Lock(const std::string& user, const std::strin
   return SessionLock(std::move(fd), dir, created);
 }
 
+bool SessionStore::HasFiles(const SessionLock& lock) const {
+  DIR* d = opendir((lock.dir() + "/files").c_str());
+  if (d == nullptr) return true;  // unreadable: let Restore say why
+  bool any = false;
+  while (const dirent* e = readdir(d)) {
+    if (std::strcmp(e->d_name, ".") != 0 && std::strcmp(e->d_name, "..") != 0) {
+      any = true;
+      break;
+    }
+  }
+  closedir(d);
+  return any;
+}
+
 Result<FileDigests> SessionStore::Restore(const SessionLock& lock, const std::string& workspace,
                                           uid_t uid, gid_t gid) const {
   FileDigests digests;

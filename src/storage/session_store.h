@@ -71,6 +71,9 @@ class SessionStore {
   Result<FileDigests> Restore(const SessionLock& lock, const std::string& workspace, uid_t uid,
                               gid_t gid) const;
 
+  // Whether the session holds any file or directory (a Restore would copy something).
+  bool HasFiles(const SessionLock& lock) const;
+
   // Replaces the session's files with the workspace's regular files and directories (no
   // symlinks, FIFOs, sockets or devices; not ".sandrun/"), keeping holes and hard links.
   // The user's sessions together must fit `quota` (files = entries, bytes on disk; 0 in a

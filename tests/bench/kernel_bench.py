@@ -10,7 +10,10 @@
    until its idle status, DELETE /api/kernels/<id>; a new HTTP session for each call, as Open
    WebUI makes. And the time of one execute on a kept kernel (send to idle status). Against
    Debian's jupyter-server with ipykernel (unsandboxed, started here on 127.0.0.1 with a
-   token), and against sandrun's /api/ when the server has it ("not available" otherwise).
+   token), and against sandrun's /api/ when the server has it ("not available" otherwise):
+   its calls spaced (the kernel pool refilled before each, off the clock, as calls come in a
+   chat) and back to back. A second table splits each call into create, WebSocket handshake,
+   execute and delete.
 
 Needs python3-aiohttp and python3-jupyter-server. Fails only on wrong output, never because
 something is slow.
@@ -179,22 +182,32 @@ async def execute(ws, code, timeout):
             return stdout
 
 
-async def one_call(base, token, code="print(1)", timeout=60):
-    """Open WebUI's sequence: a new session, create, execute over the WebSocket, delete."""
+async def one_call(base, token, code="print(1)", timeout=60, phases=None):
+    """Open WebUI's sequence: a new session, create, execute over the WebSocket, delete.
+    `phases` (a dict of lists, optional) gets the seconds of create, connect (the WebSocket
+    handshake), execute and delete."""
     params = {"token": token} if token else {}
+    marks = [time.monotonic()]
     async with aiohttp.ClientSession() as session:
         async with session.post(f"{base}/api/kernels", params=params) as response:
             response.raise_for_status()
             kernel_id = (await response.json())["id"]
+        marks.append(time.monotonic())
         try:
             ws_url = base.replace("http", "ws", 1) + f"/api/kernels/{kernel_id}/channels"
             async with session.ws_connect(ws_url, params=params) as ws:
+                marks.append(time.monotonic())
                 out = await execute(ws, code, timeout)
+                marks.append(time.monotonic())
         finally:
             async with session.delete(f"{base}/api/kernels/{kernel_id}", params=params) as response:
                 response.raise_for_status()
+    marks.append(time.monotonic())
     if out != "1\n":
         raise RuntimeError(f"print(1) printed {out!r}")
+    if phases is not None:
+        for name, a, b in zip(("create", "connect", "execute", "delete"), marks, marks[1:]):
+            phases.setdefault(name, []).append(b - a)
 
 
 async def kept_kernel(base, token, runs, timeout=60):
@@ -221,14 +234,18 @@ async def kept_kernel(base, token, runs, timeout=60):
     return times
 
 
-async def measure_jupyter(base, token, warmup, runs, kept_runs):
-    calls = []
+async def measure_calls(base, token, warmup, runs, before_call=None):
+    """Call times (and their phases) of `runs` calls after `warmup`; `before_call` (optional,
+    blocking) runs before each, off the clock."""
+    calls, phases = [], {}
     for i in range(warmup + runs):
+        if before_call is not None:
+            await asyncio.get_running_loop().run_in_executor(None, before_call)
         start = time.monotonic()
-        await one_call(base, token)
+        await one_call(base, token, phases=phases if i >= warmup else None)
         if i >= warmup:
             calls.append(time.monotonic() - start)
-    return calls, await kept_kernel(base, token, kept_runs)
+    return calls, phases
 
 
 def free_port():
@@ -291,24 +308,35 @@ def sandrun_has_jupyter_api(url, token):
 
 
 def bench_jupyter(args):
-    rows = []
+    rows = []  # (name, calls, phases, kept)
     process, base, token, root = start_jupyter_server()
     try:
         log(f"jupyter-server on {base}: {args.warmup} warm-up + {args.jupyter_runs} calls")
-        calls, kept = asyncio.run(
-            measure_jupyter(base, token, args.warmup, args.jupyter_runs, args.kept_runs))
-        rows.append(("Debian jupyter-server + ipykernel (unsandboxed)", calls, kept))
+        calls, phases = asyncio.run(measure_calls(base, token, args.warmup, args.jupyter_runs))
+        kept = asyncio.run(kept_kernel(base, token, args.kept_runs))
+        rows.append(("Debian jupyter-server + ipykernel (unsandboxed), calls back to back",
+                     calls, phases, kept))
     finally:
         stop_jupyter_server(process)
         subprocess.run(["rm", "-rf", "--", root], check=False)
-    sandrun_row = None
+    sandrun_rows = []
     if sandrun_has_jupyter_api(args.url, args.token):
-        log(f"sandrun /api/ on {args.url}")
-        calls, kept = asyncio.run(
-            measure_jupyter(args.url, args.token, args.warmup, args.jupyter_runs, args.kept_runs))
-        sandrun_row = ("sandrun /api/ (sandboxed)", calls, kept)
+        sandrun = Sandrun(args.url, args.token)
+        pool = sandrun.kernel_pool()
+        log(f"sandrun /api/ on {args.url}: calls spaced (the kernel pool refilled before each)")
+        calls, phases = asyncio.run(measure_calls(args.url, args.token, args.warmup,
+                                                  args.jupyter_runs, sandrun.wait_pool_full))
+        kept = asyncio.run(kept_kernel(args.url, args.token, args.kept_runs))
+        sandrun_rows.append((f"sandrun /api/ (sandboxed), kernel_pool_size {pool.get('size')}, "
+                             f"calls spaced as in a chat (the pool refilled before each)",
+                             calls, phases, kept))
+        log(f"sandrun /api/ on {args.url}: calls back to back")
+        calls, phases = asyncio.run(measure_calls(args.url, args.token, args.warmup,
+                                                  args.jupyter_runs))
+        sandrun_rows.append(("sandrun /api/ (sandboxed), calls back to back (the pool cannot "
+                             "keep up: most kernels boot on the call)", calls, phases, None))
     base_call = statistics.median(rows[0][1])
-    base_exec = statistics.median(rows[0][2])
+    base_exec = statistics.median(rows[0][3])
     print(f"Open WebUI's Code Interpreter sequence (POST /api/kernels, WebSocket execute_request "
           f"print(1) until idle, DELETE; a new HTTP session per call): {args.warmup} warm-up + "
           f"{args.jupyter_runs} calls one after the other; a kept kernel: {args.kept_runs} "
@@ -316,14 +344,26 @@ def bench_jupyter(args):
     print("| server | call median ms | call p90 ms | vs jupyter-server | execute on a kept kernel "
           "median ms | p90 ms | − jupyter-server ms |")
     print("|---|--:|--:|--:|--:|--:|--:|")
-    for name, calls, kept in rows + ([sandrun_row] if sandrun_row else []):
-        call, ex = statistics.median(calls), statistics.median(kept)
+    for name, calls, _, kept in rows + sandrun_rows:
+        call = statistics.median(calls)
+        if kept:
+            ex = statistics.median(kept)
+            exec_cells = f"{ms(ex)} | {ms(percentile(kept, 90))} | {(ex - base_exec) * 1000:+.1f}"
+        else:
+            exec_cells = "– | – | –"
         print(f"| {name} | {ms(call)} | {ms(percentile(calls, 90))} | {call / base_call:.2f}× | "
-              f"{ms(ex)} | {ms(percentile(kept, 90))} | {(ex - base_exec) * 1000:+.1f} |")
-    if sandrun_row is None:
+              f"{exec_cells} |")
+    if not sandrun_rows:
         print(f"| sandrun /api/ (sandboxed) | not available | – | – | not available | – | – |")
         print(f"\nsandrun at {args.url} does not serve the Jupyter server API (GET /api/kernels "
               f"answered no JSON list): its column is empty until a server with /api/ runs.")
+    print("\nWhere a call's time goes (medians, ms):\n")
+    print("| server | create | WebSocket handshake | execute | delete |")
+    print("|---|--:|--:|--:|--:|")
+    for name, _, phases, _ in rows + sandrun_rows:
+        cells = " | ".join(ms(statistics.median(phases[p]))
+                           for p in ("create", "connect", "execute", "delete"))
+        print(f"| {name} | {cells} |")
     print()
 
 

@@ -13,7 +13,8 @@
 //     bytes) once scripts/cluster has started it again (SIGUSR1);
 //   - a user reaches one node however its requests name it: bound token with and without
 //     X-Sandrun-User, a front end's token or no token with X-Sandrun-User (the front's
-//     affinity map of the nodes' tokens); each node's cgroup_name carries the state dir;
+//     affinity map of the nodes' tokens), and Jupyter's /api/kernels with the token in
+//     ?token=, `Authorization: token` or Bearer; each node's cgroup_name carries the state dir;
 //   - after Ctrl-C (SIGINT to its process group) scripts/cluster exits 0 with no error line,
 //     and nothing it started is left: no scripts/serve, and no
 //     node's sandrund or nginx (a restarted node's included), no front nginx.
@@ -454,6 +455,70 @@ void CheckAffinityByIdentity(int port) {
                       "a bound token naming another user: " << other.status << " " << other.body);
 }
 
+// The nodes (n<N>) whose cgroups hold a kernel a client made (k-<hex>; a pooled one is
+// pool-k-<hex> until handed out). `state`: the cluster's, for the cgroup names.
+std::set<std::string> NodesWithKernels(const std::string& state) {
+  std::set<std::string> nodes;
+  for (int n = 1; n <= kNodes; ++n) {
+    rapidjson::Document doc;
+    doc.Parse(ReadText(state + "/nodes/" + std::to_string(n) + "/node-config.json").c_str());
+    if (doc.HasParseError() || !doc.HasMember("cgroup_name")) continue;
+    // The node's cgroup is made below the daemon's own (wherever scripts/cluster put it).
+    const std::string name = doc["cgroup_name"].GetString();
+    std::error_code ec;
+    std::filesystem::recursive_directory_iterator it("/sys/fs/cgroup/memory", ec), end;
+    for (; !ec && it != end; it.increment(ec)) {
+      if (it.depth() > 6 || !it->is_directory(ec)) {
+        it.disable_recursion_pending();
+        continue;
+      }
+      const std::string leaf = it->path().filename().string();
+      if (leaf.rfind("k-", 0) == 0 && it->path().parent_path().filename() == name) {
+        nodes.insert("n" + std::to_string(n));
+      }
+      if (leaf.rfind("k-", 0) == 0 || leaf.rfind("pool-", 0) == 0) {
+        it.disable_recursion_pending();  // a sandbox's own cgroups: nothing of ours below
+      }
+    }
+  }
+  return nodes;
+}
+
+// Jupyter's server API through the front: a bound user's kernel is on the node of its runs
+// (and of its session "jupyter"), whether the token comes as ?token=, `Authorization: token`
+// or `Authorization: Bearer`.
+void CheckJupyterAffinity(int port, const std::string& state) {
+  httplib::Client c("127.0.0.1", port);
+  c.set_read_timeout(60, 0);
+  for (int i = 0; i < kBoundUsers; ++i) {
+    const std::string token = BoundToken(i);
+    std::string error;
+    const std::string run_node = NodeOfRun(c, {{"Authorization", "Bearer " + token}}, &error);
+    BOOST_REQUIRE_MESSAGE(!run_node.empty(), BoundUser(i) << ": " << error);
+    Answer created = FromResult(c.Post("/api/kernels?token=" + token, "", "application/json"));
+    BOOST_REQUIRE_MESSAGE(created.status == 201, BoundUser(i)
+                                                     << ": POST /api/kernels: " << created.status
+                                                     << " " << created.body);
+    rapidjson::Document doc;
+    doc.Parse(created.body.c_str());
+    BOOST_REQUIRE(!doc.HasParseError() && doc.HasMember("id") && doc["id"].IsString());
+    const std::string id = doc["id"].GetString();
+    const std::set<std::string> nodes = NodesWithKernels(state);
+    BOOST_CHECK_MESSAGE(nodes == std::set<std::string>{run_node},
+                        BoundUser(i)
+                            << ": its kernel is on " << nodes.size() << " node(s), not (only) on "
+                            << run_node << ", the node of its runs");
+    Answer got = FromResult(c.Get("/api/kernels/" + id, {{"Authorization", "token " + token}}));
+    BOOST_CHECK_MESSAGE(got.status == 200, BoundUser(i) << ": GET with Authorization: token: "
+                                                        << got.status << " " << got.body);
+    Answer gone =
+        FromResult(c.Delete("/api/kernels/" + id, {{"Authorization", "Bearer " + token}}));
+    BOOST_CHECK_MESSAGE(gone.status == 204, BoundUser(i) << ": DELETE with Bearer: " << gone.status
+                                                         << " " << gone.body);
+  }
+  BOOST_TEST_MESSAGE("cluster: " << kBoundUsers << " bound users' Jupyter kernels on their nodes");
+}
+
 // Each node's cgroup_name, derived by scripts/cluster from its state directory:
 // sandrun-<8 hex digits>-n<n>, one per node, none the fixed sandrun-n<n> of before.
 // A streamed run through the front: the node's lines pass the front's proxy as they are
@@ -569,6 +634,7 @@ BOOST_AUTO_TEST_CASE(NodeLossKeepsLiveUsersAndLinks) {
   CheckAffinityByIdentity(cluster.port());
   CheckStreamingThroughFront(cluster.port());
   CheckCgroupNames(cluster.state());
+  CheckJupyterAffinity(cluster.port(), cluster.state());
 
   const auto start = Clock::now();
   const auto stop_at = start + std::chrono::seconds(duration_s);

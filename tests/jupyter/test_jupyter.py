@@ -28,6 +28,7 @@ from owui_jupyter import execute_code_jupyter  # noqa: E402
 
 WALL_S = 6  # the kernels' wall-time limit per execute
 OUTPUT_BYTES = 64 << 10
+MAX_FILES = 10
 
 
 class JupyterStack(Stack):
@@ -47,7 +48,8 @@ class JupyterStack(Stack):
             "pool": {},
             "max_kernels": 8,
             "limits": {"wall_time_s": WALL_S, "cpu_time_s": WALL_S, "memory_mb": 256,
-                       "processes": 64, "output_bytes": OUTPUT_BYTES},
+                       "processes": 64, "output_bytes": OUTPUT_BYTES,
+                       "max_files": MAX_FILES, "file_size_mb": 1},
         }
         with open(os.path.join(self.state_dir, "test-config.json"), "w") as f:
             json.dump(config, f)
@@ -370,6 +372,132 @@ class JupyterApi(unittest.TestCase):
                 if m["msg_type"] == "status" and m["content"]["execution_state"] == "idle":
                     break
         return stdout.strip(), kernel_id
+
+    def test_7_files_get_links_and_are_the_sessions(self):
+        """A file a cell writes: its link in the reply (what Open WebUI shows), downloadable
+        through nginx; in the session "jupyter" for a /run and for the next kernel."""
+        data = "city,n\nOslo,3\nLima,5\n"
+        out = self.run_owui(f"with open('report.csv', 'w') as f:\n    f.write({data!r})\n"
+                            "print('written')")
+        self.assertEqual(out.stdout, "written")
+        links = dict(line.split(": ", 1) for line in out.result.splitlines())
+        self.assertEqual(list(links), ["report.csv"], out.result)
+        status, body = http("GET", links["report.csv"])
+        self.assertEqual((status, body.decode()), (200, data))
+        shown = [m for _, m in out.messages if m["msg_type"] == "display_data"]
+        self.assertEqual(len(shown), 1)
+        self.assertIn(links["report.csv"], shown[0]["content"]["data"]["text/markdown"])
+        self.assertIn("report.csv</a>", shown[0]["content"]["data"]["text/html"])
+        # A cell that writes nothing shows no files.
+        self.assertEqual(self.run_owui("print(len(open('report.csv').read()))").result, "")
+        status, body = http("POST", f"{self.url}/run", {
+            "Authorization": f"Bearer {self.stack.token}", "Content-Type": "application/json"},
+            json.dumps({"language": "python", "session": "jupyter",
+                        "code": "print(open('report.csv').read(), end='')"}).encode())
+        self.assertEqual(status, 200, body)
+        self.assertEqual(json.loads(body)["stdout"], data)
+        # Another user's kernel has a session of its own.
+        bob = self.run_owui("import os\nprint(os.path.exists('report.csv'))",
+                            token=self.stack.token_b)
+        self.assertEqual(bob.stdout, "False")
+
+    def test_8_too_many_and_too_large_files_are_skipped_with_reasons(self):
+        code = ("import os\nos.makedirs('many', exist_ok=True)\n"
+                f"for i in range({MAX_FILES + 5}):\n"
+                "    open(f'many/{i:02}.txt', 'w').write(str(i))\n"
+                "open('evil\\n<b>report.csv: javascript:x', 'w').write('x')\n"
+                "try:\n    open('huge.bin', 'wb').write(b'x' * (3 << 20))\n"
+                "except OSError as e:\n    print('cut:', e.strerror)\n")
+        out = self.run_owui(code)
+        self.assertEqual(out.stdout, "cut: File too large", (out.stderr, out.result))
+        self.assertEqual(out.messages[-1][1]["content"], {"execution_state": "idle"})
+        lines = out.result.splitlines()
+        self.assertIn("huge.bin: skipped (too_large)", lines)
+        self.assertTrue(any(line.endswith(": skipped (too_many)") for line in lines), lines)
+        published = [line for line in lines if ": http" in line]
+        self.assertEqual(len(published), MAX_FILES, lines)
+        html = [m for _, m in out.messages if m["msg_type"] == "display_data"][0]["content"]
+        self.assertIn("evil?&lt;b&gt;report.csv", html["data"]["text/html"])
+        self.assertNotIn("<b>", html["data"]["text/html"])
+        self.assertIn("evil\\?\\<b\\>report\\.csv", html["data"]["text/markdown"])
+        self.assertIn("evil?<b>report.csv: javascript:x: http", out.result)
+        self.assertFalse(any(line.startswith("<b>report.csv") for line in lines), lines)
+
+    def test_9_input_request_goes_to_the_client(self):
+        """allow_stdin: input() asks the client (input_request on stdin) and takes its
+        input_reply; without it, StdinNotImplementedError; a client that never answers is
+        stopped at the wall limit."""
+        t = self.stack.token
+        status, body = http("POST", f"{self.url}/api/kernels?token={t}")
+        self.assertEqual(status, 201, body)
+        kernel_id = json.loads(body)["id"]
+        ws_url = f"{self.url.replace('http', 'ws', 1)}/api/kernels/{kernel_id}/channels?token={t}"
+
+        def message(channel, msg_type, content, parent=None):
+            header = {"msg_id": os.urandom(8).hex(), "msg_type": msg_type, "session": "t",
+                      "username": "t", "date": "", "version": "5.3"}
+            return header, json.dumps({"header": header, "parent_header": parent or {},
+                                       "metadata": {}, "content": content, "channel": channel})
+
+        async def cell(ws, code, allow_stdin, answer=None):
+            header, text = message("shell", "execute_request", {
+                "code": code, "silent": False, "store_history": True, "user_expressions": {},
+                "allow_stdin": allow_stdin, "stop_on_error": True})
+            await ws.send(text)
+            got = []
+            while True:
+                m = json.loads(await asyncio.wait_for(ws.recv(), WALL_S + 10))
+                if m["parent_header"].get("msg_id") != header["msg_id"]:
+                    continue
+                got.append(m)
+                if m["msg_type"] == "input_request" and answer is not None:
+                    self.assertEqual(m["channel"], "stdin")
+                    await ws.send(message("stdin", "input_reply", {"value": answer},
+                                          m["header"])[1])
+                if m["msg_type"] == "status" and m["content"]["execution_state"] == "idle":
+                    return got
+
+        def text_of(got, msg_type, key):
+            return "".join(str(m["content"].get(key, "")) for m in got if m["msg_type"] == msg_type)
+
+        async def queued_behind_a_failure(ws):
+            # stop_on_error: what was queued when a cell failed is aborted, not run.
+            texts = [message("shell", "execute_request", {"code": code, "allow_stdin": False})
+                     for code in ("1/0", "print('never')")]
+            for _, text in texts:
+                await ws.send(text)
+            second = texts[1][0]["msg_id"]
+            got = []
+            while True:
+                m = json.loads(await asyncio.wait_for(ws.recv(), WALL_S + 10))
+                if m["parent_header"].get("msg_id") == second:
+                    got.append(m)
+                    if m["msg_type"] == "status" and m["content"]["execution_state"] == "idle":
+                        return got
+
+        async def session():
+            async with websockets.connect(ws_url) as ws:
+                asked = await cell(ws, "name = input('who? ')\nprint('hi', name)", True, "ada")
+                refused = await cell(ws, "input()", False)
+                started = time.monotonic()
+                unanswered = await cell(ws, "input('never answered')", True)
+                waited = time.monotonic() - started
+                aborted = await queued_behind_a_failure(ws)
+                return asked, refused, unanswered, waited, aborted
+
+        asked, refused, unanswered, waited, aborted = asyncio.run(session())
+        self.assertEqual([m["content"]["status"] for m in aborted
+                          if m["msg_type"] == "execute_reply"], ["aborted"])
+        self.assertNotIn("stream", [m["msg_type"] for m in aborted])
+        requests = [m for m in asked if m["msg_type"] == "input_request"]
+        self.assertEqual([r["content"]["prompt"] for r in requests], ["who? "])
+        self.assertEqual(text_of(asked, "stream", "text"), "hi ada\n")
+        self.assertEqual(text_of(refused, "error", "ename"), "StdinNotImplementedError")
+        self.assertIn("input_request", [m["msg_type"] for m in unanswered])
+        self.assertIn("wall-clock time limit", text_of(unanswered, "stream", "text"))
+        self.assertLess(waited, WALL_S + 5)
+        status, _ = http("DELETE", f"{self.url}/api/kernels/{kernel_id}?token={t}")
+        self.assertEqual(status, 204)
 
 
 if __name__ == "__main__":

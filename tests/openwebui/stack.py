@@ -91,6 +91,8 @@ class Stack:
         with open(os.path.join(self.state_dir, "tokens"), "w") as f:
             # Open WebUI names its users (X-Sandrun-User, `user`): a front end's token.
             f.write("# test token\n" + self.token + " front_end\n")
+            # Open WebUI's Code Interpreter names no user (the Jupyter API): a bound token.
+            f.write(self.token + "-bound user=openwebui\n")
         config = {
             "link_ttl_s": LINK_TTL_S,
             "sandbox_uid": self.sandbox_uid,

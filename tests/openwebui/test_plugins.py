@@ -14,6 +14,7 @@ import io
 import json
 import os
 import re
+import sys
 import threading
 import time
 import unittest
@@ -389,6 +390,21 @@ class ToolAgainstService(unittest.TestCase):
         self.assertTrue(other.startswith("status: error (kernel started, cell 1"), other)
         self.assertIn("The code failed with exit code 1.", other)
         self.assertNotIn("CalledProcessError", other)
+
+    def test_session_valve_reaches_the_code_interpreters_files(self):
+        """With the Code Interpreter's bound token and session "jupyter", the Tool sees the
+        files a cell of Open WebUI's Code Interpreter (sandrun's Jupyter API) wrote."""
+        sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "jupyter"))
+        from owui_jupyter import execute_code_jupyter
+        bound = STACK.token + "-bound"
+        out = owui.run(execute_code_jupyter(
+            STACK.base_url, "_ = open('from_ci.csv', 'w').write('a,b\\n1,2\\n')", token=bound))
+        self.assertTrue(out.result.startswith("from_ci.csv: http"), (out.result, out.stderr))
+        owui.set_valves(self.tools, service_url=STACK.base_url, token=bound, wall_time_s=30,
+                        session="jupyter")
+        text, _ = self.call("run_python", code="print(open('from_ci.csv').read())")
+        self.assertTrue(text.startswith("status: ok"), text)
+        self.assertIn("a,b\n1,2", text)
 
     def test_variables_carry_over_between_calls_of_a_chat(self):
         text, _ = self.call("run_python", code="import statistics\ndata = [3, 1, 2]")

@@ -37,18 +37,46 @@ BOOST_AUTO_TEST_CASE(a_message_to_the_client_names_its_parent_and_type_at_the_to
   BOOST_TEST(std::string(d["msg_id"].GetString()) == d["header"]["msg_id"].GetString());
 }
 
-BOOST_AUTO_TEST_CASE(the_kernel_never_gets_stdin_and_code_must_be_a_string) {
+BOOST_AUTO_TEST_CASE(stdin_is_the_clients_stop_on_error_the_servers_and_code_a_string) {
   rapidjson::Document c;
   c.Parse(R"({"code":"1+1","allow_stdin":true,"silent":true})");
   auto content = KernelExecuteContent(c);
   BOOST_TEST_REQUIRE(content.ok());
   rapidjson::Document d;
   d.Parse(content->c_str());
-  BOOST_TEST(!d["allow_stdin"].GetBool());
+  BOOST_TEST(d["allow_stdin"].GetBool());
+  BOOST_TEST(std::string(d["sandrun_stdin"].GetString()) == "client");
+  BOOST_TEST(!d["stop_on_error"].GetBool());  // the server aborts the queue (StopOnError)
+  BOOST_TEST(StopOnError(c));
   BOOST_TEST(d["silent"].GetBool());
   BOOST_TEST(d["store_history"].GetBool());
+  c.Parse(R"({"code":"1","stop_on_error":false})");
+  BOOST_TEST(!StopOnError(c));
+  d.Parse(KernelExecuteContent(c)->c_str());
+  BOOST_TEST(!d["allow_stdin"].GetBool());
   c.Parse(R"({"code":5})");
   BOOST_TEST(!KernelExecuteContent(c).ok());
+  c.Parse(R"({"value":7})");
+  BOOST_TEST(InputReplyContent(c) == R"({"value":""})");
+}
+
+BOOST_AUTO_TEST_CASE(the_files_display_has_one_line_per_file_and_escapes_names) {
+  std::vector<SkippedLink> skipped;
+  for (int i = 0; i < 25; ++i) skipped.push_back({"s" + std::to_string(i), "too_many"});
+  const std::string content = FilesDisplayContent(
+      {{"a.csv", "http://h/files/u/r/a.csv?md5=x", 3}, {"x\n<b>.txt", "http://h/y", 1}}, skipped);
+  rapidjson::Document d;
+  d.Parse(content.c_str());
+  BOOST_TEST_REQUIRE(!d.HasParseError());
+  const std::string plain = d["data"]["text/plain"].GetString();
+  BOOST_TEST(plain.rfind("a.csv: http://h/files/u/r/a.csv?md5=x\nx?<b>.txt: http://h/y\n", 0) == 0);
+  BOOST_TEST(plain.find("s19: skipped (too_many)\n5 more files skipped\n") != std::string::npos);
+  BOOST_TEST(plain.find("s20:") == std::string::npos);
+  const std::string html = d["data"]["text/html"].GetString();
+  BOOST_TEST(html.find("x?&lt;b&gt;.txt</a>") != std::string::npos);
+  const std::string markdown = d["data"]["text/markdown"].GetString();
+  BOOST_TEST(markdown.find("- [a\\.csv](<http://h/files/u/r/a.csv?md5=x>) (3 bytes)") !=
+             std::string::npos);
 }
 
 BOOST_AUTO_TEST_CASE(forms_queries_and_cookies_are_parsed_as_browsers_send_them) {
