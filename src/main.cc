@@ -240,6 +240,7 @@ void StartZygote(const config::Config& config, sandbox::Launcher& launcher) {
   std::error_code error;
   const std::string exe = std::filesystem::read_symlink("/proc/self/exe", error).string();
   options.module_dir = exe.substr(0, exe.rfind('/'));
+  options.preload = config.zygote_preload;
   Status s = options.python.empty() ? MakeError(ErrorKind::kSystem, "no language \"python\"")
                                     : sys::MakeDirs(options.script_dir, 0755);
   for (const auto& file : python::SupportFiles()) {
