@@ -32,8 +32,14 @@ def _become_the_run(argv, environ, here):
             if getattr(module, "__spec__", None) is not None:
                 module.__spec__.origin = module.__file__
     # The zygote's own directory (its script's and PYTHONPATH's entry), as sitecustomize takes
-    # the support directory off in a sandbox.
+    # the support directory off in a sandbox; then the run's PYTHONPATH but that directory
+    # (/home/user), where a fresh start puts it: before the standard library. The zygote never
+    # had it (host root does not search a directory of the run's name on the host).
     sys.path[:] = [p for p in sys.path if os.path.abspath(p or ".") != here]
+    for entry in environ:
+        if entry.startswith("PYTHONPATH="):
+            run_path = [p for p in entry[len("PYTHONPATH=") :].split(":") if p]
+            sys.path[0:0] = [p for p in run_path if os.path.abspath(p) != inside]
     sys.modules.pop("_sandrun_zygote", None)
     sys.modules.pop("sandrun_zygote", None)
     sys.path_importer_cache.clear()
@@ -41,6 +47,11 @@ def _become_the_run(argv, environ, here):
     for entry in environ:
         key, _, value = entry.partition("=")
         os.environ[key] = value
+    # The user site as site computes it from HOME (the zygote's HOME was its own directory).
+    import site as _site
+
+    _site.USER_BASE = None
+    _site.USER_SITE = None
     # What sitecustomize read of the environment at its import: the run's values.
     site = sys.modules.get("sitecustomize")
     if site is not None:
