@@ -240,6 +240,7 @@ void StartZygote(const config::Config& config, sandbox::Launcher& launcher) {
   std::error_code error;
   const std::string exe = std::filesystem::read_symlink("/proc/self/exe", error).string();
   options.module_dir = exe.substr(0, exe.rfind('/'));
+  options.preload = config.zygote_preload;
   Status s = options.python.empty() ? MakeError(ErrorKind::kSystem, "no language \"python\"")
                                     : sys::MakeDirs(options.script_dir, 0755);
   for (const auto& file : python::SupportFiles()) {
@@ -247,9 +248,12 @@ void StartZygote(const config::Config& config, sandbox::Launcher& launcher) {
       s = sys::WriteFile(options.script_dir + "/" + file.name, std::string(file.content), 0644);
     }
   }
+  // The zygote is host root on the host's files: its Python searches only root's directories
+  // (not the run's /home/user, nor a user site below HOME); sandrun_zygote.py gives each run
+  // its own PYTHONPATH and HOME back.
   for (std::string& line : api::SandboxEnv(config)) {
-    if (line.rfind("PYTHONPATH=", 0) == 0)
-      line = "PYTHONPATH=" + options.script_dir + ":/home/user";
+    if (line.rfind("PYTHONPATH=", 0) == 0) line = "PYTHONPATH=" + options.script_dir;
+    if (line.rfind("HOME=", 0) == 0) line = "HOME=" + options.script_dir;
     options.env.push_back(std::move(line));
   }
   // What a run's notebook display reads (sitecustomize installs its hooks only with them).

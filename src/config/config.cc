@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cstdlib>
 #include <functional>
 #include <optional>
@@ -132,6 +133,9 @@ std::vector<Key> SandboxKeys() {
        "refuse to start without cgroup memory/pids control"},
       {"zygote", &Config::zygote, "bool", 0, "false", kRestart,
        "start fitting Python runs from a pre-started Python forked into each sandbox"},
+      {"zygote_preload", &Config::zygote_preload, "list", 0, "", kRestart,
+       "modules the zygote imports before it serves, e.g. [\"numpy\", \"pandas\", "
+       "\"matplotlib.pyplot\"]; shared import-time state (DESIGN.md \"the zygote\")"},
       {"cgroup_name", &Config::cgroup_name, "string", 0, "sandrun", kRestart,
        "directory created under the daemon's cgroup; one daemon per name on a host"},
       {"timezone", &Config::timezone, "string", 0, "", kRestart,
@@ -491,6 +495,39 @@ void CheckKernelKeys(const Config& c, std::vector<Error>& problems) {
 }
 
 // network, network_allow_cidrs and the pip_* keys, each problem on its own line.
+// A dotted Python module name of ASCII identifiers (what `import NAME` takes).
+bool ModuleName(const std::string& name) {
+  bool start = true;
+  for (char ch : name) {
+    const bool letter = std::isalpha(static_cast<unsigned char>(ch)) || ch == '_';
+    const bool digit = std::isdigit(static_cast<unsigned char>(ch)) != 0;
+    if (ch == '.' && !start) {
+      start = true;
+    } else if (letter || (digit && !start)) {
+      start = false;
+    } else {
+      return false;
+    }
+  }
+  return !start;
+}
+
+void CheckZygoteKeys(const Config& c, std::vector<Error>& problems) {
+  for (const std::string& name : c.zygote_preload) {
+    if (!ModuleName(name)) {
+      problems.push_back(
+          WithFix(KeyError("zygote_preload", "'" + name + "' is not a module name"),
+                  "list modules as `import` takes them, e.g. [\"numpy\", \"matplotlib.pyplot\"]"));
+    }
+  }
+}
+
+// What sandboxes start from ahead of a run: the kernel pool's and the zygote's keys.
+void CheckStartKeys(const Config& c, std::vector<Error>& problems) {
+  CheckKernelKeys(c, problems);
+  CheckZygoteKeys(c, problems);
+}
+
 void CheckNetworkKeys(const Config& c, std::vector<Error>& problems) {
   if (c.network != "off" && c.network != "on_request" && c.network != "always") {
     problems.push_back(WithFix(KeyError("network", "'" + c.network + "' is not a network mode"),
@@ -660,7 +697,7 @@ Status Finish(Config& c, bool read_secrets) {
     problems.push_back(s.error());
   }
   CheckNetworkKeys(c, problems);
-  CheckKernelKeys(c, problems);
+  CheckStartKeys(c, problems);
   c.origins.clear();
   for (std::string origin : SplitList(c.allowed_origins)) {
     while (!origin.empty() && origin.back() == '/') origin.pop_back();

@@ -134,6 +134,10 @@ struct Config {
   // from a zygote: a Python started once and forked into each new sandbox
   // (sandbox/zygote.h). Restart to change.
   bool zygote;
+  // Modules the zygote imports before it serves (e.g. numpy pandas matplotlib.pyplot), so a
+  // run's import of them costs nothing; their import-time state is shared by every run it
+  // serves (DESIGN.md "the zygote"). Restart to change.
+  std::vector<std::string> zygote_preload;
   std::string cgroup_name;
   std::string timezone;         // "" = host's
   int64_t session_wait_s;       // a run waits this long for its session's previous run

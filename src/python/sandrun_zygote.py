@@ -1,14 +1,16 @@
 """The zygote (config `zygote`; DESIGN.md "zygote"): a Python started once, as a run's Python
 starts, forked into each new sandbox.
 
-    python3 <dir>/sandrun_zygote.py 3 <module dir> <daemon pid>
+    python3 <dir>/sandrun_zygote.py 3 <module dir> <daemon pid> [MODULE...]
 
 sandrund starts it with a run's environment (its PYTHONPATH names <dir>, which holds the support
 files: site imports sitecustomize from there, as in a sandbox). Nothing here has random state
 at import. It serves the daemon's requests on fd 3 (_sandrun_zygote.serve: builds a run's
 sandbox with the launcher's code), one at a time, and exits at the daemon's EOF. In the
-sandbox it built, the program's process calls become(argv, environ), which runs as `python3 sandrun_main.py PROGRAM` does: what differs from a fresh interpreter is
-listed in DESIGN.md.
+sandbox it built, the program's process calls become(argv, environ), which runs as `python3
+sandrun_main.py PROGRAM` does: what differs from a fresh interpreter is listed in DESIGN.md.
+The MODULEs (config zygote_preload) are imported before it serves; one that fails, starts a
+thread or leaves an fd open stops the zygote (runs then start cold).
 """
 
 import _signal
@@ -30,8 +32,14 @@ def _become_the_run(argv, environ, here):
             if getattr(module, "__spec__", None) is not None:
                 module.__spec__.origin = module.__file__
     # The zygote's own directory (its script's and PYTHONPATH's entry), as sitecustomize takes
-    # the support directory off in a sandbox.
+    # the support directory off in a sandbox; then the run's PYTHONPATH but that directory
+    # (/home/user), where a fresh start puts it: before the standard library. The zygote never
+    # had it (host root does not search a directory of the run's name on the host).
     sys.path[:] = [p for p in sys.path if os.path.abspath(p or ".") != here]
+    for entry in environ:
+        if entry.startswith("PYTHONPATH="):
+            run_path = [p for p in entry[len("PYTHONPATH=") :].split(":") if p]
+            sys.path[0:0] = [p for p in run_path if os.path.abspath(p) != inside]
     sys.modules.pop("_sandrun_zygote", None)
     sys.modules.pop("sandrun_zygote", None)
     sys.path_importer_cache.clear()
@@ -39,6 +47,11 @@ def _become_the_run(argv, environ, here):
     for entry in environ:
         key, _, value = entry.partition("=")
         os.environ[key] = value
+    # The user site as site computes it from HOME (the zygote's HOME was its own directory).
+    import site as _site
+
+    _site.USER_BASE = None
+    _site.USER_SITE = None
     # What sitecustomize read of the environment at its import: the run's values.
     site = sys.modules.get("sitecustomize")
     if site is not None:
@@ -46,6 +59,7 @@ def _become_the_run(argv, environ, here):
         site._MAX_FIGURES = site._int_env("SANDRUN_MAX_FIGURES", 20)
         site._MAX_DPI = site._int_env("SANDRUN_FIGURE_MAX_DPI", 150)
         site._MAX_PIXELS = site._int_env("SANDRUN_FIGURE_MAX_PIXELS", 4_000_000)
+    _after_preload()
     sys.orig_argv[:] = argv
     sys.argv[:] = argv[1:]
     _signal.signal(_signal.SIGCHLD, _signal.SIG_DFL)
@@ -56,6 +70,61 @@ def _become_the_run(argv, environ, here):
         sandrun_loader.run(argv[2:])
     except SystemExit as end:
         _exit(end.code)
+
+
+def _preload(modules, here):
+    """Imports config zygote_preload's modules, with matplotlib's config and cache directory a
+    private one of the zygote (the run's, /tmp/matplotlib, is a shared directory on the host).
+    Refuses (exits) on a failed import, a thread (a fork copies only the forking thread) or a
+    new open fd (it would reach into every sandbox)."""
+    import importlib
+
+    def fds():
+        return sorted(os.listdir("/proc/self/fd"))
+
+    before = fds()
+    run_mpl = os.environ.get("MPLCONFIGDIR")
+    own = os.path.join(here, "matplotlib")
+    os.makedirs(own, mode=0o700, exist_ok=True)
+    os.environ["MPLCONFIGDIR"] = own
+    for name in modules:
+        why = None
+        try:
+            importlib.import_module(name)
+        except BaseException as e:  # noqa: BLE001 - any failure stops the zygote, said
+            why = f"its import failed: {type(e).__name__}: {e}"
+        if why is None and len(os.listdir("/proc/self/task")) > 1:
+            why = "it started a thread at its import (a fork copies only the forking thread)"
+        if why is None and fds() != before:
+            why = f"it left fds open at its import ({sorted(set(fds()) - set(before))})"
+        if why is not None:
+            print(f"sandrun zygote: zygote_preload {name!r}: {why}", file=sys.stderr, flush=True)
+            os._exit(1)
+    if run_mpl is None:
+        os.environ.pop("MPLCONFIGDIR", None)
+    else:
+        os.environ["MPLCONFIGDIR"] = run_mpl
+
+
+def _after_preload():
+    """In the run, the preloaded modules' import-time state that must be the run's own: numpy's
+    global RandomState (seeded from the OS at its import) gets a fresh seed, and matplotlib
+    finds its config and cache directory again from the run's MPLCONFIGDIR."""
+    numpy_random = sys.modules.get("numpy.random")
+    if numpy_random is not None:
+        numpy_random.seed()
+    mpl = sys.modules.get("matplotlib")
+    if mpl is not None:
+        # get_configdir and get_cachedir memoize their first answer in their closure.
+        for func in (mpl.get_configdir, mpl.get_cachedir):
+            names = func.__code__.co_freevars
+            for name, cell in zip(names, func.__closure__ or ()):
+                if name == "called":
+                    cell.cell_contents = False
+        style = sys.modules.get("matplotlib.style.core")
+        config_dir = os.environ.get("MPLCONFIGDIR")
+        if style is not None and config_dir:
+            style.USER_LIBRARY_PATHS[:] = [os.path.join(config_dir, "stylelib")]
 
 
 def _exit(code):
@@ -110,6 +179,8 @@ def _main():
     _sandrun_zygote.watch_parent(daemon)
     here = os.path.dirname(os.path.abspath(__file__))
     sandrun_loader.warm_up()
+    if len(sys.argv) > 4:
+        _preload(sys.argv[4:], here)
     # Its children (each sandbox's init) are reaped by the kernel; the daemon watches them
     # through pidfds.
     _signal.signal(_signal.SIGCHLD, _signal.SIG_IGN)

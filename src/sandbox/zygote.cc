@@ -14,6 +14,7 @@
 namespace sandrun::sandbox {
 namespace {
 constexpr int kReadyTimeoutMs = 30000;
+constexpr int kPreloadReadyTimeoutMs = 120000;  // numpy, pandas, matplotlib: seconds on a busy host
 }  // namespace
 
 Result<std::unique_ptr<Zygote>> Zygote::Start(const ZygoteOptions& options) {
@@ -24,6 +25,7 @@ Result<std::unique_ptr<Zygote>> Zygote::Start(const ZygoteOptions& options) {
   sys::UniqueFd ours(pair[0]), theirs(pair[1]);
   std::vector<std::string> argv = {options.python, options.script_dir + "/sandrun_zygote.py", "3",
                                    options.module_dir, std::to_string(::getpid())};
+  argv.insert(argv.end(), options.preload.begin(), options.preload.end());
   std::vector<char*> args, envp;
   for (auto& a : argv) args.push_back(a.data());
   args.push_back(nullptr);
@@ -56,11 +58,13 @@ Result<std::unique_ptr<Zygote>> Zygote::Start(const ZygoteOptions& options) {
   // (and runs start without it) rather than at every run.
   pollfd ready{zygote->sock_.get(), POLLIN, 0};
   char word[8] = {};
-  if (::poll(&ready, 1, kReadyTimeoutMs) != 1 ||
-      ::recv(zygote->sock_.get(), word, sizeof word, 0) != 5 || std::string(word, 5) != "ready") {
+  const int timeout = options.preload.empty() ? kReadyTimeoutMs : kPreloadReadyTimeoutMs;
+  if (::poll(&ready, 1, timeout) != 1 || ::recv(zygote->sock_.get(), word, sizeof word, 0) != 5 ||
+      std::string(word, 5) != "ready") {
     return MakeError(ErrorKind::kSystem, "it did not start (" + argv[0] + " " + argv[1] +
                                              "; is _sandrun_zygote.so in " + options.module_dir +
-                                             "?)");
+                                             "? a module of zygote_preload that failed says so "
+                                             "above)");
   }
   return zygote;
 }

@@ -23,6 +23,7 @@ struct ZygoteOptions {
   std::string script_dir;        // host directory holding the support files and sandrun_zygote.py
   std::string module_dir;        // host directory holding _sandrun_zygote.so
   std::vector<std::string> env;  // a run's environment (its PYTHONPATH names script_dir)
+  std::vector<std::string> preload;  // modules it imports before it serves (config)
 };
 
 struct ZygoteChild {

@@ -1,13 +1,16 @@
 #!/usr/bin/env python3
 """The zygote beside bare spawns and today's sandrun (scripts/bench --zygote), in one invocation.
 
-Starts two sandrun stacks with scripts/serve (temporary state directories, free ports):
-  plain:  the default config (warm pool on, zygote off): "warm" runs are pool hits, "cold" runs
-          have disk_mb 99, a shape the pool does not fit (bench.py COLD_DISK_MB);
-  zygote: {"zygote": true, "pool": {}}: every print(1) starts from the zygote.
-Then, interleaved round by round: latency of print(1) (bare `python3 -c`, warm, cold, zygote),
-runs per second of print(1) at 1, 4 and 8 clients (bare spawns, plain, zygote), and the RSS of
-each daemon and of the zygote. Prints a Markdown table; fails only on a wrong output.
+Starts three sandrun stacks with scripts/serve (temporary state directories, free ports):
+  plain:   the default config (warm pool on, zygote off): "warm" runs are pool hits, "cold"
+           runs have disk_mb 99, a shape the pool does not fit (bench.py COLD_DISK_MB);
+  zygote:  {"zygote": true, "pool": {}}: every stateless Python run starts from the zygote;
+  preload: the same with zygote_preload numpy, pandas, matplotlib.pyplot.
+Then, interleaved round by round: latency of print(1) (bare `python3 -c`, warm, cold, zygote)
+and of the matplotlib plot (bare, warm, zygote, zygote with preload); runs per second of
+print(1) and of an `import pandas` program at 1, 4 and 8 clients (bare spawns, warm pool,
+zygote, zygote with preload); the RSS of each daemon and of its zygote. Prints Markdown
+tables; fails only on a wrong output.
 """
 
 import argparse
@@ -92,6 +95,50 @@ class Stack:
         shutil.rmtree(self.state, ignore_errors=True)
 
 
+PANDAS_CODE = "import pandas as pd\nprint(len(pd.DataFrame({'a': [1, 2]})))\n"
+PRELOAD = ["numpy", "pandas", "matplotlib.pyplot"]
+
+
+def latency_table(title, cases, rounds, warmup=2):
+    """Interleaved rounds of `cases` (name -> Case), one after another; a Markdown table of
+    median and p90 ms and the ratio to the first case (bare)."""
+    samples = {k: [] for k in cases}
+    for _ in range(rounds + warmup):
+        for name, case in cases.items():
+            if "warm" in name:
+                bench.wait_pool_full(case.client)
+            samples[name].append(case.run_once())
+    print(f"| {title}, sequential | median ms | p90 ms | × bare |")
+    print("|---|---|---|---|")
+    first = None
+    for name, values in samples.items():
+        v = values[warmup:]
+        med = statistics.median(v)
+        first = first or med
+        print(f"| {name} | {med:.1f} | {bench.percentile(v, 90):.1f} | {med / first:.2f} |")
+    print()
+
+
+def rate_table(title, jobs, clients, requests):
+    """Runs per second of each of `jobs` (name -> a factory of one-run callables) at each
+    number of clients, systems interleaved per client count; the ratio to the first (bare)."""
+    rates = {name: {} for name in jobs}
+    for c in clients:
+        for name, make in jobs.items():
+            elapsed, _, error = bench.run_parallel(make, c, requests)
+            if error:
+                raise error
+            rates[name][c] = requests / elapsed
+    print(f"| {title}, runs/s ({requests} runs per cell) | "
+          + " | ".join(f"{c} clients" for c in clients) + " |")
+    print("|---|" + "---|" * len(clients))
+    base = next(iter(rates.values()))
+    for name, by in rates.items():
+        cells = [f"{by[c]:.1f} ({by[c] / base[c]:.2f}×)" for c in clients]
+        print(f"| {name} | " + " | ".join(cells) + " |")
+    print()
+
+
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--runs", type=int, default=20)
@@ -99,62 +146,56 @@ def main():
     parser.add_argument("--clients", default="1,4,8")
     args = parser.parse_args()
     clients = [int(c) for c in args.clients.split(",")]
-    stacks = [Stack("plain", {}), Stack("zygote", {"zygote": True, "pool": {}})]
+    stacks = [Stack("plain", {}), Stack("zygote", {"zygote": True, "pool": {}}),
+              Stack("preload", {"zygote": True, "pool": {}, "zygote_preload": PRELOAD})]
     try:
         for s in stacks:
             s.wait()
-        plain, zygote = stacks
+        plain, zygote, preload = stacks
         tmp = tempfile.mkdtemp()
-        bare = bench.ProcessCase("print", "bare", [bench.PYTHON, "-c", "print(1)"], b"1\n", tmp)
-        cases = {
-            "bare `python3 -c 'print(1)'`": bare,
-            "sandrun warm (pool hit)": bench.SandrunCase("print", bench.SandrunClient(plain.url),
-                                                         "python", "print(1)", b"1\n"),
-            "sandrun cold (no pool, no zygote)": bench.SandrunCase(
-                "print", bench.SandrunClient(plain.url), "python", "print(1)", b"1\n", cold=True),
-            "sandrun zygote": bench.SandrunCase("print", bench.SandrunClient(zygote.url),
-                                                "python", "print(1)", b"1\n"),
-        }
-        samples = {k: [] for k in cases}
-        for _ in range(args.runs + 2):
-            for name, case in cases.items():
-                if name.startswith("sandrun warm"):
-                    bench.wait_pool_full(case.client)
-                samples[name].append(case.run_once())
-        print(f"Load average at start of the table: {bench.load_average()} (shared machine)\n")
-        print("| print(1), sequential | median ms | p90 ms | × bare |")
+        print(f"Load average at the start: {bench.load_average()} (shared machine)\n")
+
+        def sandrun(stack, code, expected, cold=False, files=()):
+            return bench.SandrunCase("x", bench.SandrunClient(stack.url), "python", code,
+                                     expected, files=files, cold=cold)
+
+        def bare(code, expected):
+            return bench.ProcessCase("x", "bare", [bench.PYTHON, "-c", code], expected, tmp)
+
+        latency_table("print(1)", {
+            "bare `python3 -c 'print(1)'`": bare("print(1)", b"1\n"),
+            "sandrun warm (pool hit)": sandrun(plain, "print(1)", b"1\n"),
+            "sandrun cold (no pool, no zygote)": sandrun(plain, "print(1)", b"1\n", cold=True),
+            "sandrun zygote (pool off)": sandrun(zygote, "print(1)", b"1\n"),
+        }, args.runs)
+        plot = bench.PLOT_CODE
+        latency_table("matplotlib plot to PNG", {
+            "bare `python3 -c PLOT`": bare(plot, b"saved\n"),
+            "sandrun warm (pool hit)": sandrun(plain, plot, b"saved\n", files=("plot.png",)),
+            "sandrun zygote": sandrun(zygote, plot, b"saved\n", files=("plot.png",)),
+            "sandrun zygote, preloaded numpy pandas matplotlib.pyplot": sandrun(
+                preload, plot, b"saved\n", files=("plot.png",)),
+        }, max(5, args.runs // 3), warmup=1)
+        systems = (("bare spawns", None), ("sandrun warm pool (zygote off)", plain),
+                   ("sandrun zygote (pool off)", zygote),
+                   ("sandrun zygote + preload (pool off)", preload))
+        for title, code, expected, requests in (
+                ("print(1)", "print(1)", b"1\n", args.load_requests),
+                ("`import pandas`", PANDAS_CODE, b"2\n", max(8, args.load_requests // 4))):
+            jobs = {}
+            for name, stack in systems:
+                if stack is None:
+                    jobs[name] = lambda code=code, expected=expected: bare(code, expected).run_once
+                else:
+                    jobs[name] = (lambda stack=stack, code=code, expected=expected:
+                                  sandrun(stack, code, expected).run_once)
+            rate_table(title, jobs, clients, requests)
+        print("| RSS (KiB) | daemon | zygote | together |")
         print("|---|---|---|---|")
-        bare_med = statistics.median(samples["bare `python3 -c 'print(1)'`"][2:])
-        for name, values in samples.items():
-            v = values[2:]
-            med = statistics.median(v)
-            print(f"| {name} | {med:.1f} | {bench.percentile(v, 90):.1f} | {med / bare_med:.2f} |")
-        print()
-        print("| print(1), runs/s | " + " | ".join(f"{c} clients" for c in clients) + " |")
-        print("|---|" + "---|" * len(clients))
-        rates = {"bare spawns": {}, "sandrun today (pool on)": {}, "sandrun zygote": {}}
-        for c in clients:
-            jobs = {
-                "bare spawns": lambda: bare.run_once,
-                "sandrun today (pool on)": lambda: bench.SandrunCase(
-                    "print", bench.SandrunClient(plain.url), "python", "print(1)", b"1\n").run_once,
-                "sandrun zygote": lambda: bench.SandrunCase(
-                    "print", bench.SandrunClient(zygote.url), "python", "print(1)", b"1\n").run_once,
-            }
-            for name, make in jobs.items():
-                elapsed, _, error = bench.run_parallel(make, c, args.load_requests)
-                if error:
-                    raise error
-                rates[name][c] = args.load_requests / elapsed
-        for name, by in rates.items():
-            cells = []
-            for c in clients:
-                cells.append(f"{by[c]:.1f} ({by[c] / rates['bare spawns'][c]:.2f}×)")
-            print(f"| {name} | " + " | ".join(cells) + " |")
-        print()
         for s in stacks:
             rss = s.rss_kb()
-            print(f"RSS {s.name}: daemon {rss['daemon']} KiB, zygote {rss['zygote']} KiB")
+            both = (rss["daemon"] or 0) + (rss["zygote"] or 0)
+            print(f"| {s.name} | {rss['daemon']} | {rss['zygote'] or '-'} | {both} |")
         print(f"\nLoad average at the end: {bench.load_average()}")
     finally:
         for s in stacks:

@@ -4,8 +4,9 @@
 # conffiles, the secrets made at install, the units (systemd-analyze verify), `sandrund check`,
 # the daemon socket-activated as its units start it, behind the system nginx with the
 # installed site (print(1) and a download link), a reinstall that keeps secrets and edits,
-# then as on a host without systemd: a daemon started by hand, which dpkg -r stops, and a
-# purge that detaches a mount left below the state directory instead of deleting through it.
+# then as on a host without systemd: a daemon started by hand with config `zygote` on (its
+# module is found where the package put it and serves a run), which dpkg -r stops with its
+# zygote, and a purge that detaches a mount left below the state directory instead of deleting through it.
 #
 # The throwaway root is this machine's own Debian seen through overlays: private mount,
 # network and pid namespaces (unshare) with overlays over /etc, /usr (and so /lib, a link to
@@ -95,6 +96,7 @@ cat "$tmp/dpkg-i.log"
 step "files, owners, modes"
 expect_perms /usr/lib/sandrun/sandrund "755 root root"
 expect_perms /usr/lib/sandrun/sandrun-init "755 root root"
+expect_perms /usr/lib/sandrun/_sandrun_zygote.so "644 root root"
 [[ $(readlink /usr/sbin/sandrund) == ../lib/sandrun/sandrund ]] || fail "/usr/sbin/sandrund is not a link to the daemon"
 for unit in sandrund.service sandrund.socket sandrun.slice; do
   expect_perms "/lib/systemd/system/$unit" "644 root root"
@@ -255,6 +257,9 @@ step "without systemd: a daemon started by hand (as postinst says), then dpkg -r
 # below the state directory (as a killed daemon with an older config's runs_dir there left
 # them) stands in read-only, as the root template's binds of the host are.
 rm -f /run/sandrun/sandrun.sock  # the socket-activated daemon's, above
+# This daemon starts its zygote: the installed _sandrun_zygote.so, beside /usr/lib/sandrun/sandrund.
+sed -i 's/^  "link_ttl_s": 600,$/  "link_ttl_s": 600,\n  "zygote": true,/' /etc/sandrun/sandrun.jsonc
+grep -q '^  "zygote": true,$' /etc/sandrun/sandrun.jsonc || fail "could not turn the zygote on in the config"
 (
   cd /
   exec env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin LANG=C.UTF-8 SANDRUN_CGROUP_NAME="sandrun-pkgtest-hand-$$" \
@@ -270,6 +275,17 @@ for _ in $(seq 300); do
   sleep 0.1
 done
 [[ -S /run/sandrun/sandrun.sock ]] || fail "the daemon started by hand made no socket"
+# disk_mb 99: a shape the warm pool does not fit, so the zygote serves it; the loader's own
+# files name the host's copy in a run from the zygote (a documented difference).
+answer="$(curl -s "${auth[@]}" localhost:8080/run --json '{"language": "python", "limits": {"disk_mb": 99},
+  "code": "import sandrun_loader\nprint(1, sandrun_loader._OWN_FILES[0].startswith(\"/home/user/\"))"}')"
+jq -e '.status == "ok" and .stdout == "1 False\n"' <<<"$answer" >/dev/null || {
+  cat "$tmp/hand.log"
+  fail "a run from the installed zygote: $answer"
+}
+grep -q '^sandrund: zygote started (pid [0-9]*)' "$tmp/hand.log" || fail "the daemon did not say its zygote started"
+zygote_pid="$(sed -n 's/^sandrund: zygote started (pid \([0-9]*\)).*/\1/p' "$tmp/hand.log")"
+printf 'ok: a run from the zygote (pid %s) of the installed _sandrun_zygote.so\n' "$zygote_pid"
 awk '$5 == "/run/sandrun/runs/.root-template/root" { found = 1 } END { exit !found }' \
   /proc/self/mountinfo || fail "no root template mounted in /run/sandrun/runs"
 ! awk '{ print $5 }' /proc/self/mountinfo | grep -q '^/var/lib/sandrun/' ||
@@ -291,6 +307,12 @@ for _ in $(seq 50); do
 done
 wait "$daemon" || true
 kill -0 "$daemon" 2>/dev/null && fail "sandrund (pid $daemon) still runs after dpkg -r"
+zygote_alive() { [[ -e /proc/$zygote_pid && $(awk '{ print $3 }' "/proc/$zygote_pid/stat" 2>/dev/null) != Z ]]; }
+for _ in $(seq 50); do
+  zygote_alive || break
+  sleep 0.1
+done
+zygote_alive && fail "the zygote (pid $zygote_pid) outlived the daemon"
 daemon=""
 [[ -d /var/lib/sandrun && -e /etc/sandrun/tokens ]] || fail "dpkg -r removed the state or the tokens"
 printf 'ok: dpkg -r stopped the daemon started by hand\n'

@@ -169,6 +169,25 @@ BOOST_AUTO_TEST_CASE(network_keys_take_lists_and_are_checked) {
   }
 }
 
+// zygote_preload: module names as `import` takes them; anything else (a path, a statement,
+// an option) is refused naming the key before the zygote ever sees it.
+BOOST_AUTO_TEST_CASE(zygote_preload_is_module_names) {
+  StateDir dir;
+  auto c = Load(dir.Write("{\"state_dir\": \"" + dir.path +
+                          "\", \"allow_anonymous\": true, \"zygote\": true, "
+                          "\"zygote_preload\": [\"numpy\", \"matplotlib.pyplot\", \"_x1\"]}"));
+  BOOST_TEST_REQUIRE(c.ok(), (c.ok() ? "" : c.error().message));
+  BOOST_TEST(c->zygote_preload == (std::vector<std::string>{"numpy", "matplotlib.pyplot", "_x1"}),
+             boost::test_tools::per_element());
+  for (const char* bad : {"os; import pty", "../evil", "a..b", ".a", "a.", "1abc", "-c", "a b"}) {
+    c = Load(dir.Write("{\"state_dir\": \"" + dir.path +
+                       "\", \"allow_anonymous\": true, \"zygote_preload\": [\"" + bad + "\"]}"));
+    BOOST_TEST_REQUIRE(!c.ok(), bad);
+    BOOST_TEST(c.error().message.find("key 'zygote_preload'") != std::string::npos,
+               bad << ": " << c.error().message);
+  }
+}
+
 BOOST_AUTO_TEST_CASE(env_overrides_file) {
   StateDir dir;
   setenv("SANDRUN_LINK_TTL_S", "77", 1);
