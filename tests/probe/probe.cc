@@ -368,17 +368,21 @@ bool OpenPair(const std::string& kind, int listener, const sockaddr_in& remote, 
     setsockopt(fds[0], SOL_SOCKET, SO_SNDBUF, &big, sizeof big);
     return true;
   }
+  // A socket(2) refused (the socket cap: EPERM) ends the pair with its errno.
   if (kind == "udp") {
     fds[1] = socket(AF_INET, SOCK_DGRAM, 0);
+    if (fds[1] < 0) return false;
     sockaddr_in a = Loopback(0);
     socklen_t len = sizeof a;
     setsockopt(fds[1], SOL_SOCKET, SO_RCVBUF, &big, sizeof big);
     if (bind(fds[1], reinterpret_cast<sockaddr*>(&a), sizeof a) != 0) return false;
     getsockname(fds[1], reinterpret_cast<sockaddr*>(&a), &len);
     fds[0] = socket(AF_INET, SOCK_DGRAM, 0);
+    if (fds[0] < 0) return false;
     return connect(fds[0], reinterpret_cast<sockaddr*>(&a), sizeof a) == 0;
   }
   fds[0] = socket(AF_INET, SOCK_STREAM, 0);
+  if (fds[0] < 0) return false;
   if (kind == "remote") {
     return connect(fds[0], reinterpret_cast<const sockaddr*>(&remote), sizeof remote) == 0;
   }
