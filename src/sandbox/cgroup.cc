@@ -143,44 +143,83 @@ void ThawAll(const std::string& base) {
 }
 
 // A run's place under the socket cap (socket_cap.h): its directory in the cgroup2 hierarchy
-// the programs are attached above, and its cgroup id there. Empty without the cap.
+// the programs are attached above, and its slot and cgroup id there. Empty without the cap.
 struct CapPlace {
   std::shared_ptr<SocketCap> cap;
   std::string dir;
-  uint64_t id = 0;
+  SocketCap::Place place;
   bool own_dir = false;  // v1: a directory of its own in the cgroup2 hierarchy, removed here
 
   // Makes the directory (own_dir) and registers it with the cap `limits` buy.
   static Result<CapPlace> Make(std::shared_ptr<SocketCap> cap, std::string dir, bool own_dir,
                                const CgroupLimits& limits) {
-    CapPlace place;
-    if (!cap) return place;
+    CapPlace made;
+    if (!cap) return made;
     if (own_dir && ::mkdir(dir.c_str(), 0755) != 0) return sys::ErrnoError("mkdir " + dir);
-    auto id = cap->Register(dir, SocketShare::For(limits.memory_bytes).cap);
-    if (!id.ok()) {
+    auto place = cap->Register(dir, SocketShare::For(limits.memory_bytes).cap);
+    if (!place.ok()) {
       if (own_dir) ::rmdir(dir.c_str());
-      return id.error();
+      return place.error();
     }
-    place.cap = std::move(cap);
-    place.dir = std::move(dir);
-    place.id = *id;
-    place.own_dir = own_dir;
-    return place;
+    made.cap = std::move(cap);
+    made.dir = std::move(dir);
+    made.place = *place;
+    made.own_dir = own_dir;
+    return made;
   }
   Status SetLimits(const CgroupLimits& limits) const {
     if (!cap) return OkStatus();
-    return cap->SetCap(id, SocketShare::For(limits.memory_bytes).cap);
+    return cap->SetCap(place.slot, SocketShare::For(limits.memory_bytes).cap);
   }
   Status Add(pid_t pid) const {
     if (!cap || !own_dir) return OkStatus();
     return Write(dir + "/cgroup.procs", std::to_string(pid));
   }
+  // cgroup2 has no rename: a directory named `name` is made beside this one, mapped to the
+  // same slot (the sandbox's count goes on), every process moved there, this one removed.
+  Status Rename(const std::string& name) {
+    if (!cap || !own_dir) return OkStatus();
+    const std::string renamed = dir.substr(0, dir.rfind('/') + 1) + name;
+    if (::mkdir(renamed.c_str(), 0755) != 0) return sys::ErrnoError("mkdir " + renamed);
+    auto id = cap->Alias(renamed, place.slot);
+    if (!id.ok()) {
+      ::rmdir(renamed.c_str());
+      return id.error();
+    }
+    Status moved = MoveProcesses(renamed);
+    if (!moved.ok()) {  // those moved stay under the slot; the new directory goes at Remove
+      cap->Unalias(*id);
+      return moved;
+    }
+    cap->Unalias(place.cgroup_id);
+    (void)RemoveCgroupDir(dir);
+    dir = renamed;
+    place.cgroup_id = *id;
+    return OkStatus();
+  }
   // After the run's processes are gone.
   Status Remove() {
     if (!cap) return OkStatus();
-    cap->Forget(id);
+    cap->Forget(place);
     cap.reset();
     return own_dir ? RemoveCgroupDir(dir) : OkStatus();
+  }
+
+ private:
+  // Moves every process of `dir` to `to`, again while one forks meanwhile (bounded).
+  Status MoveProcesses(const std::string& to) const {
+    for (int round = 0; round < 50; ++round) {
+      auto procs = sys::ReadFile(dir + "/cgroup.procs");
+      if (!procs.ok()) return procs.error();
+      if (procs->empty()) return OkStatus();
+      std::istringstream list(*procs);
+      pid_t pid;
+      while (list >> pid) {
+        Status s = Write(to + "/cgroup.procs", std::to_string(pid));
+        if (!s.ok() && s.error().err != ESRCH) return s;  // ESRCH: it exited meanwhile
+      }
+    }
+    return MakeError(ErrorKind::kSystem, dir + ": its processes kept forking while moved");
   }
 };
 
@@ -293,7 +332,7 @@ class RunCgroupV1 : public RunCgroup {
       if (Status s = sys::Rename(d.dir, renamed); !s.ok()) return s;
       d.dir = std::move(renamed);
     }
-    return OkStatus();
+    return cap_.Rename(run_id);
   }
   CgroupStats Stats() const override {
     CgroupStats stats;
@@ -356,7 +395,7 @@ class RunCgroupV1 : public RunCgroup {
     return "";
   }
   std::vector<V1Dir> dirs_;
-  CapPlace cap_;  // the cgroup2 directory (not renamed: cgroup2 refuses rename)
+  CapPlace cap_;  // the cgroup2 directory
 };
 
 class CgroupManagerV1 : public CgroupManager {

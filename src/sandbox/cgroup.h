@@ -67,7 +67,9 @@ class RunCgroup {
   virtual Status SetLimits(const CgroupLimits& limits) = 0;
   // Renames the cgroup to `run_id` (same parent), its processes staying in it: a warm
   // pool's sandbox takes the id of the run it serves. v1 only (rename(2) of a cgroup
-  // directory); v2 has no rename and keeps the name (returns OK). Errors name the directory.
+  // directory; the socket cap's cgroup2 directory, which cannot be renamed, is made anew and
+  // the processes moved there); v2 has no rename and keeps the name (returns OK). Errors name
+  // the directory.
   virtual Status Rename(const std::string& run_id) = 0;
   virtual CgroupStats Stats() const = 0;
   // Freezes (true) or thaws (false) every process of the cgroup (made with

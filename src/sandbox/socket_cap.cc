@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <cstring>
 
@@ -35,8 +36,10 @@ SocketShare SocketShare::For(uint64_t memory_bytes) {
 struct SocketCap::State {
   bpf_object* object = nullptr;
   bpf_link* links[3] = {nullptr, nullptr, nullptr};
+  int slots_fd = -1;
   int caps_fd = -1;
   int live_fd = -1;
+  std::atomic<uint64_t> last_slot{0};
   ~State() {
     for (bpf_link* link : links) {
       if (link != nullptr) bpf_link__destroy(link);
@@ -80,44 +83,73 @@ Result<std::shared_ptr<SocketCap>> SocketCap::Attach(const std::string& dir) {
       return BpfError(std::string("attach ") + names[i] + " to " + dir, -sys::LastErrno());
     }
   }
+  state->slots_fd = bpf_object__find_map_fd_by_name(state->object, "slots");
   state->caps_fd = bpf_object__find_map_fd_by_name(state->object, "caps");
   state->live_fd = bpf_object__find_map_fd_by_name(state->object, "live");
-  if (state->caps_fd < 0 || state->live_fd < 0) return BpfError("find the maps", -ENOENT);
+  if (state->slots_fd < 0 || state->caps_fd < 0 || state->live_fd < 0) {
+    return BpfError("find the maps", -ENOENT);
+  }
   return std::shared_ptr<SocketCap>(new SocketCap(std::move(state)));
 }
 
-Result<uint64_t> SocketCap::Register(const std::string& dir, int64_t cap) {
-  // A cgroup's id is its kernfs inode number (64-bit kernels), what
-  // bpf_get_current_cgroup_id returns.
+namespace {
+
+// A cgroup's id is its kernfs inode number (64-bit kernels), what bpf_get_current_cgroup_id
+// returns.
+Result<uint64_t> CgroupId(const std::string& dir) {
   struct stat st;
   if (::stat(dir.c_str(), &st) != 0) return sys::ErrnoError("socket cap: stat " + dir);
-  const uint64_t id = st.st_ino;
-  const int64_t zero = 0;
-  if (int rc = bpf_map_update_elem(state_->live_fd, &id, &zero, BPF_ANY); rc != 0) {
-    return BpfError("register " + dir, rc);
-  }
-  if (Status s = SetCap(id, cap); !s.ok()) {
-    Forget(id);
-    return s.error();
-  }
-  return id;
+  return static_cast<uint64_t>(st.st_ino);
 }
 
-Status SocketCap::SetCap(uint64_t cgroup_id, int64_t cap) {
-  if (int rc = bpf_map_update_elem(state_->caps_fd, &cgroup_id, &cap, BPF_ANY); rc != 0) {
-    return BpfError("set the cap of cgroup " + std::to_string(cgroup_id), rc);
+}  // namespace
+
+Result<SocketCap::Place> SocketCap::Register(const std::string& dir, int64_t cap) {
+  Place place;
+  place.slot = ++state_->last_slot;
+  const int64_t zero = 0;
+  if (int rc = bpf_map_update_elem(state_->live_fd, &place.slot, &zero, BPF_ANY); rc != 0) {
+    return BpfError("register " + dir, rc);
+  }
+  Status s = SetCap(place.slot, cap);
+  auto id = s.ok() ? Alias(dir, place.slot) : Result<uint64_t>(s.error());
+  if (!id.ok()) {
+    Forget(place);
+    return id.error();
+  }
+  place.cgroup_id = *id;
+  return place;
+}
+
+Result<uint64_t> SocketCap::Alias(const std::string& dir, uint64_t slot) {
+  auto id = CgroupId(dir);
+  if (!id.ok()) return id.error();
+  if (int rc = bpf_map_update_elem(state_->slots_fd, &*id, &slot, BPF_ANY); rc != 0) {
+    return BpfError("register " + dir, rc);
+  }
+  return *id;
+}
+
+void SocketCap::Unalias(uint64_t cgroup_id) {
+  (void)bpf_map_delete_elem(state_->slots_fd, &cgroup_id);
+}
+
+Status SocketCap::SetCap(uint64_t slot, int64_t cap) {
+  if (int rc = bpf_map_update_elem(state_->caps_fd, &slot, &cap, BPF_ANY); rc != 0) {
+    return BpfError("set the cap of slot " + std::to_string(slot), rc);
   }
   return OkStatus();
 }
 
-void SocketCap::Forget(uint64_t cgroup_id) {
-  (void)bpf_map_delete_elem(state_->caps_fd, &cgroup_id);
-  (void)bpf_map_delete_elem(state_->live_fd, &cgroup_id);
+void SocketCap::Forget(const Place& place) {
+  if (place.cgroup_id != 0) Unalias(place.cgroup_id);
+  (void)bpf_map_delete_elem(state_->caps_fd, &place.slot);
+  (void)bpf_map_delete_elem(state_->live_fd, &place.slot);
 }
 
-int64_t SocketCap::Live(uint64_t cgroup_id) const {
+int64_t SocketCap::Live(uint64_t slot) const {
   int64_t n = -1;
-  if (bpf_map_lookup_elem(state_->live_fd, &cgroup_id, &n) != 0) return -1;
+  if (bpf_map_lookup_elem(state_->live_fd, &slot, &n) != 0) return -1;
   return n;
 }
 

@@ -35,14 +35,24 @@ class SocketCap {
   SocketCap(const SocketCap&) = delete;
   SocketCap& operator=(const SocketCap&) = delete;
 
-  // Registers the cgroup2 directory `dir` (below the attached one) as a sandbox with room for
-  // `cap` live sockets; returns its cgroup id for SetCap and Forget. A socket(2) in a cgroup
-  // below the attached one that was never registered is refused.
-  Result<uint64_t> Register(const std::string& dir, int64_t cap);
-  Status SetCap(uint64_t cgroup_id, int64_t cap);
-  void Forget(uint64_t cgroup_id);
-  // How many sockets the sandbox holds now (tests, diagnostics); -1 when unknown.
-  int64_t Live(uint64_t cgroup_id) const;
+  // A sandbox under the cap: its slot (its count and cap) and the cgroup id mapped to it.
+  struct Place {
+    uint64_t slot = 0;
+    uint64_t cgroup_id = 0;
+  };
+  // Registers the cgroup2 directory `dir` (below the attached one) as a new sandbox with room
+  // for `cap` live sockets. A socket(2) in a cgroup below the attached one that was never
+  // registered is refused.
+  Result<Place> Register(const std::string& dir, int64_t cap);
+  // Maps the cgroup2 directory `dir` to `slot` too (a sandbox's cgroup made anew under another
+  // name: cgroup2 has no rename); returns its cgroup id.
+  Result<uint64_t> Alias(const std::string& dir, uint64_t slot);
+  void Unalias(uint64_t cgroup_id);
+  Status SetCap(uint64_t slot, int64_t cap);
+  // Removes the slot and the cgroup id mapped to it.
+  void Forget(const Place& place);
+  // How many sockets the slot holds now (tests, diagnostics); -1 when unknown.
+  int64_t Live(uint64_t slot) const;
 
  private:
   struct State;
