@@ -151,6 +151,14 @@ void WritePoolCounts(rapidjson::Writer<rapidjson::StringBuffer>& w, int64_t hits
   }
 }
 
+// The per-sandbox socket cap (socket_cap.h), for /healthz: "on", or "off: <why>" (then
+// listed among the weaker limits too, or the daemon did not start).
+std::string SocketCapState(const sandbox::CgroupManager* cgroups) {
+  if (cgroups == nullptr) return "off: no cgroups";
+  const std::string error = cgroups->socket_cap_error();
+  return error.empty() ? "on" : "off: " + error;
+}
+
 }  // namespace
 
 HttpResponse Service::HandleHealth() const {
@@ -173,6 +181,8 @@ HttpResponse Service::HandleHealth() const {
   }
   w.Key("cgroups");
   w.String(cgroups.c_str());
+  w.Key("socket_cap");
+  w.String(util::SanitizeUtf8(SocketCapState(runner_ ? runner_->cgroups() : nullptr)).c_str());
   w.Key("weaker_limits");
   w.StartArray();
   for (const auto& line : weaker_limits_) w.String(line.c_str());

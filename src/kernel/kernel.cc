@@ -670,6 +670,7 @@ class HelperView : public sandbox::RunCgroup {
   Status AddMemoryOnly(pid_t pid) override { return kernel_->AddMemoryOnly(pid); }
   Status EnterCallingThread() override { return Refused(); }
   Status LeaveCallingThread() override { return OkStatus(); }
+  Status AddAfterClone(pid_t pid) override { return kernel_->AddAfterClone(pid); }
   Status SetLimits(const sandbox::CgroupLimits&) override { return Refused(); }
   Status Rename(const std::string&) override { return Refused(); }
   sandbox::CgroupStats Stats() const override { return kernel_->Stats(); }

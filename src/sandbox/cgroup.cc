@@ -142,6 +142,87 @@ void ThawAll(const std::string& base) {
   ::closedir(dir);
 }
 
+// A run's place under the socket cap (socket_cap.h): its directory in the cgroup2 hierarchy
+// the programs are attached above, and its slot and cgroup id there. Empty without the cap.
+struct CapPlace {
+  std::shared_ptr<SocketCap> cap;
+  std::string dir;
+  SocketCap::Place place;
+  bool own_dir = false;  // v1: a directory of its own in the cgroup2 hierarchy, removed here
+
+  // Makes the directory (own_dir) and registers it with the cap `limits` buy.
+  static Result<CapPlace> Make(std::shared_ptr<SocketCap> cap, std::string dir, bool own_dir,
+                               const CgroupLimits& limits) {
+    CapPlace made;
+    if (!cap) return made;
+    if (own_dir && ::mkdir(dir.c_str(), 0755) != 0) return sys::ErrnoError("mkdir " + dir);
+    auto place = cap->Register(dir, SocketShare::For(limits.memory_bytes).cap);
+    if (!place.ok()) {
+      if (own_dir) ::rmdir(dir.c_str());
+      return place.error();
+    }
+    made.cap = std::move(cap);
+    made.dir = std::move(dir);
+    made.place = *place;
+    made.own_dir = own_dir;
+    return made;
+  }
+  Status SetLimits(const CgroupLimits& limits) const {
+    if (!cap) return OkStatus();
+    return cap->SetCap(place.slot, SocketShare::For(limits.memory_bytes).cap);
+  }
+  Status Add(pid_t pid) const {
+    if (!cap || !own_dir) return OkStatus();
+    return Write(dir + "/cgroup.procs", std::to_string(pid));
+  }
+  // cgroup2 has no rename: a directory named `name` is made beside this one, mapped to the
+  // same slot (the sandbox's count goes on), every process moved there, this one removed.
+  Status Rename(const std::string& name) {
+    if (!cap || !own_dir) return OkStatus();
+    const std::string renamed = dir.substr(0, dir.rfind('/') + 1) + name;
+    if (::mkdir(renamed.c_str(), 0755) != 0) return sys::ErrnoError("mkdir " + renamed);
+    auto id = cap->Alias(renamed, place.slot);
+    if (!id.ok()) {
+      ::rmdir(renamed.c_str());
+      return id.error();
+    }
+    Status moved = MoveProcesses(renamed);
+    if (!moved.ok()) {  // those moved stay under the slot; the new directory goes at Remove
+      cap->Unalias(*id);
+      return moved;
+    }
+    cap->Unalias(place.cgroup_id);
+    (void)RemoveCgroupDir(dir);
+    dir = renamed;
+    place.cgroup_id = *id;
+    return OkStatus();
+  }
+  // After the run's processes are gone.
+  Status Remove() {
+    if (!cap) return OkStatus();
+    cap->Forget(place);
+    cap.reset();
+    return own_dir ? RemoveCgroupDir(dir) : OkStatus();
+  }
+
+ private:
+  // Moves every process of `dir` to `to`, again while one forks meanwhile (bounded).
+  Status MoveProcesses(const std::string& to) const {
+    for (int round = 0; round < 50; ++round) {
+      auto procs = sys::ReadFile(dir + "/cgroup.procs");
+      if (!procs.ok()) return procs.error();
+      if (procs->empty()) return OkStatus();
+      std::istringstream list(*procs);
+      pid_t pid;
+      while (list >> pid) {
+        Status s = Write(to + "/cgroup.procs", std::to_string(pid));
+        if (!s.ok() && s.error().err != ESRCH) return s;  // ESRCH: it exited meanwhile
+      }
+    }
+    return MakeError(ErrorKind::kSystem, dir + ": its processes kept forking while moved");
+  }
+};
+
 }  // namespace
 
 Result<sys::UniqueFd> LockCgroupName(const std::string& name) {
@@ -181,15 +262,17 @@ struct V1Dir {
 class RunCgroupV1 : public RunCgroup {
  public:
   // memory first, pids second; cpuacct and freezer when the host has them.
-  explicit RunCgroupV1(std::vector<V1Dir> dirs) : dirs_(std::move(dirs)) {}
+  RunCgroupV1(std::vector<V1Dir> dirs, CapPlace cap)
+      : dirs_(std::move(dirs)), cap_(std::move(cap)) {}
   ~RunCgroupV1() override { (void)Destroy(); }
   Status AddProcess(pid_t pid) override {
     for (const auto& d : dirs_) {
       Status s = Write(d.dir + "/cgroup.procs", std::to_string(pid));
       if (!s.ok()) return s;
     }
-    return OkStatus();
+    return cap_.Add(pid);
   }
+  Status AddAfterClone(pid_t pid) override { return cap_.Add(pid); }
   // "0" in `tasks` is the writing thread itself (cgroup_procs_write_start: a single thread
   // that is current needs no threadgroup lock, hence no RCU grace period).
   Status EnterCallingThread() override {
@@ -226,14 +309,22 @@ class RunCgroupV1 : public RunCgroup {
     // their own, and only in a cgroup whose kmem.tcp limit was ever set, to sockets made after
     // that: without it a run queued 481 MB in loopback sockets with memory_mb 64. Written before
     // any process is in the cgroup; a second budget the size of memory_mb, apart from
-    // memory.limit_in_bytes (v1 never counts socket memory in memory.usage_in_bytes).
+    // memory.limit_in_bytes (v1 never counts socket memory in memory.usage_in_bytes). The
+    // kernel charges past it (a socket with empty queues always gets some room): with the
+    // socket cap the limit is memory_mb less what the capped sockets can be forced to hold.
     const std::string tcp = mem + "/memory.kmem.tcp.limit_in_bytes";  // absent: no CONFIG_MEMCG_V1
-    if (s.ok() && ::access(tcp.c_str(), F_OK) == 0) s = Write(tcp, memory);
+    const uint64_t tcp_limit =
+        cap_.cap ? SocketShare::For(limits.memory_bytes).tcp_limit_bytes : limits.memory_bytes;
+    if (s.ok() && ::access(tcp.c_str(), F_OK) == 0) s = Write(tcp, std::to_string(tcp_limit));
+    if (s.ok()) s = cap_.SetLimits(limits);
     if (s.ok()) s = Write(dirs_[1].dir + "/pids.max", std::to_string(limits.processes));
     return s;
   }
+  // The helper's sockets count against the run's socket cap too (its host sockets are the
+  // run's connections).
   Status AddMemoryOnly(pid_t pid) override {
-    return Write(dirs_[0].dir + "/cgroup.procs", std::to_string(pid));
+    Status s = Write(dirs_[0].dir + "/cgroup.procs", std::to_string(pid));
+    return s.ok() ? cap_.Add(pid) : s;
   }
   Status Rename(const std::string& run_id) override {
     for (auto& d : dirs_) {
@@ -241,7 +332,7 @@ class RunCgroupV1 : public RunCgroup {
       if (Status s = sys::Rename(d.dir, renamed); !s.ok()) return s;
       d.dir = std::move(renamed);
     }
-    return OkStatus();
+    return cap_.Rename(run_id);
   }
   CgroupStats Stats() const override {
     CgroupStats stats;
@@ -291,6 +382,7 @@ class RunCgroupV1 : public RunCgroup {
       if (!s.ok()) result = s;
     }
     dirs_.clear();
+    if (Status s = cap_.Remove(); !s.ok()) result = s;
     return result;
   }
 
@@ -303,16 +395,26 @@ class RunCgroupV1 : public RunCgroup {
     return "";
   }
   std::vector<V1Dir> dirs_;
+  CapPlace cap_;  // the cgroup2 directory
 };
 
 class CgroupManagerV1 : public CgroupManager {
  public:
   // `hierarchies[i].dir` is the daemon's base directory (home/name) in that hierarchy.
-  explicit CgroupManagerV1(std::vector<V1Dir> hierarchies) : hierarchies_(std::move(hierarchies)) {}
+  // `unified`: the daemon's base directory in the cgroup2 hierarchy, with `cap` attached
+  // there (null, and `cap_error` saying why, without the cap).
+  CgroupManagerV1(std::vector<V1Dir> hierarchies, std::string unified,
+                  std::shared_ptr<SocketCap> cap, std::string cap_error)
+      : hierarchies_(std::move(hierarchies)),
+        unified_(std::move(unified)),
+        cap_(std::move(cap)),
+        cap_error_(std::move(cap_error)) {}
   // Removes the daemon's own directories when no run is left in them (a clean stop).
   ~CgroupManagerV1() override {
     for (const auto& h : hierarchies_) ::rmdir(h.dir.c_str());
+    if (!unified_.empty()) ::rmdir(unified_.c_str());
   }
+  std::string socket_cap_error() const override { return cap_error_; }
   std::string version() const override { return "v1"; }
   bool can_freeze() const override {
     for (const auto& h : hierarchies_) {
@@ -338,7 +440,12 @@ class CgroupManagerV1 : public CgroupManager {
       }
       dirs.push_back({h.controller, dir, h.home});
     }
-    auto cg = std::make_unique<RunCgroupV1>(dirs);
+    auto place = CapPlace::Make(cap_, unified_ + "/" + run_id, true, limits);
+    if (!place.ok()) {
+      for (const auto& d : dirs) ::rmdir(d.dir.c_str());
+      return place.error();
+    }
+    auto cg = std::make_unique<RunCgroupV1>(dirs, std::move(*place));
     (void)Write(dirs[0].dir + "/memory.swappiness", "0");  // refused in some kernels
     if (Status s = cg->SetLimits(limits); !s.ok()) return s.error();
     return std::unique_ptr<RunCgroup>(std::move(cg));
@@ -349,18 +456,23 @@ class CgroupManagerV1 : public CgroupManager {
     }
     int n = 0;
     for (const auto& h : hierarchies_) n += SweepDir(h.dir);
+    if (!unified_.empty()) (void)SweepDir(unified_);  // the same runs' cgroup2 directories
     return n;
   }
 
  private:
   std::vector<V1Dir> hierarchies_;  // memory, pids, [cpuacct], [freezer]
+  std::string unified_;
+  std::shared_ptr<SocketCap> cap_;
+  std::string cap_error_;
 };
 
 // ---- v2 --------------------------------------------------------------------------------
 class RunCgroupV2 : public RunCgroup {
  public:
-  explicit RunCgroupV2(std::string dir) : dir_(std::move(dir)) {}
+  RunCgroupV2(std::string dir, CapPlace cap) : dir_(std::move(dir)), cap_(std::move(cap)) {}
   ~RunCgroupV2() override { (void)Destroy(); }
+  Status AddAfterClone(pid_t) override { return OkStatus(); }  // never cloned from inside
   Status AddProcess(pid_t pid) override {
     return Write(dir_ + "/cgroup.procs", std::to_string(pid));
   }
@@ -375,6 +487,7 @@ class RunCgroupV2 : public RunCgroup {
   Status SetLimits(const CgroupLimits& limits) override {
     Status s = Write(dir_ + "/memory.max", std::to_string(limits.memory_bytes));
     if (s.ok()) s = Write(dir_ + "/pids.max", std::to_string(limits.processes));
+    if (s.ok()) s = cap_.SetLimits(limits);
     return s;
   }
   CgroupStats Stats() const override {
@@ -405,23 +518,32 @@ class RunCgroupV2 : public RunCgroup {
     (void)Write(dir_ + "/cgroup.kill", "1");  // Linux 5.14+; the pid namespace is the fallback
     Status s = RemoveCgroupDir(dir_);
     dir_.clear();
+    (void)cap_.Remove();
     return s;
   }
 
  private:
   std::string dir_;
+  CapPlace cap_;  // the run's own directory (own_dir false)
 };
 
 class CgroupManagerV2 : public CgroupManager {
  public:
-  explicit CgroupManagerV2(std::string base) : base_(std::move(base)) {}
+  CgroupManagerV2(std::string base, std::shared_ptr<SocketCap> cap, std::string cap_error)
+      : base_(std::move(base)), cap_(std::move(cap)), cap_error_(std::move(cap_error)) {}
   std::string version() const override { return "v2"; }
+  std::string socket_cap_error() const override { return cap_error_; }
   bool can_freeze() const override { return true; }
   Result<std::unique_ptr<RunCgroup>> Create(const std::string& run_id,
                                             const CgroupLimits& limits) override {
     std::string dir = base_ + "/runs/" + run_id;
     if (::mkdir(dir.c_str(), 0755) != 0) return sys::ErrnoError("mkdir " + dir);
-    auto cg = std::make_unique<RunCgroupV2>(dir);
+    auto place = CapPlace::Make(cap_, dir, false, limits);
+    if (!place.ok()) {
+      ::rmdir(dir.c_str());
+      return place.error();
+    }
+    auto cg = std::make_unique<RunCgroupV2>(dir, std::move(*place));
     Status s = Write(dir + "/memory.swap.max", "0");
     if (s.ok()) s = cg->SetLimits(limits);
     if (!s.ok()) return s.error();
@@ -431,7 +553,17 @@ class CgroupManagerV2 : public CgroupManager {
 
  private:
   std::string base_;
+  std::shared_ptr<SocketCap> cap_;
+  std::string cap_error_;
 };
+
+// The socket cap attached to `dir`, or null and `error` saying why.
+std::shared_ptr<SocketCap> AttachCap(const std::string& dir, std::string& error) {
+  auto cap = SocketCap::Attach(dir);
+  if (cap.ok()) return *cap;
+  error = cap.error().message;
+  return nullptr;
+}
 
 Result<std::unique_ptr<CgroupManager>> DetectV2(const std::string& name) {
   // The "no internal processes" rule: controllers can be enabled for children only of a
@@ -457,7 +589,10 @@ Result<std::unique_ptr<CgroupManager>> DetectV2(const std::string& name) {
   if (s.ok()) s = sys::MakeDirs(base + "/runs");
   if (s.ok()) s = Write(base + "/runs/cgroup.subtree_control", "+memory +pids");
   if (!s.ok()) return MakeError(ErrorKind::kSystem, "cgroup v2: " + s.error().message);
-  return std::unique_ptr<CgroupManager>(std::make_unique<CgroupManagerV2>(base));
+  std::string cap_error;
+  auto cap = AttachCap(base + "/runs", cap_error);
+  return std::unique_ptr<CgroupManager>(
+      std::make_unique<CgroupManagerV2>(base, std::move(cap), std::move(cap_error)));
 }
 
 Result<std::unique_ptr<CgroupManager>> DetectV1(const std::string& name) {
@@ -482,7 +617,26 @@ Result<std::unique_ptr<CgroupManager>> DetectV1(const std::string& name) {
     }
     hierarchies.push_back({controller, base, home});
   }
-  return std::unique_ptr<CgroupManager>(std::make_unique<CgroupManagerV1>(hierarchies));
+  // The socket cap's cgroup2 directories: the hybrid layout's cgroup2 mount (no controllers
+  // needed: the cap is BPF on cgroup2 alone).
+  std::string unified, cap_error;
+  std::shared_ptr<SocketCap> cap;
+  const std::string mount = std::string(kCgroupRoot) + "/unified";
+  struct statfs fs;
+  if (::statfs(mount.c_str(), &fs) != 0 || fs.f_type != kCgroup2SuperMagic) {
+    cap_error = "no cgroup2 hierarchy at " + mount + " (the socket cap needs one)";
+  } else {
+    const std::string self = SelfPath("");
+    unified = mount + (self == "/" ? "" : self) + "/" + name;
+    if (Status s = sys::MakeDir(unified); !s.ok() && s.error().err != EEXIST) {
+      cap_error = s.error().message;
+      unified.clear();
+    } else {
+      cap = AttachCap(unified, cap_error);
+    }
+  }
+  return std::unique_ptr<CgroupManager>(std::make_unique<CgroupManagerV1>(
+      hierarchies, std::move(unified), std::move(cap), std::move(cap_error)));
 }
 
 }  // namespace

@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "sandbox/socket_cap.h"
 #include "sys/unique_fd.h"
 #include "util/result.h"
 
@@ -25,7 +26,9 @@ struct CgroupStats {
 // backend's Create; the callers pass this struct through unchanged.
 struct CgroupLimits {
   // memory.max / memory.limit_in_bytes, without swap; on v1 also memory.kmem.tcp.limit_in_bytes
-  // (socket buffers, a separate counter there; v2 charges them to memory.max itself)
+  // (socket buffers, a separate counter there; v2 charges them to memory.max itself), and the
+  // cap on live sockets with it (SocketShare::For: the socket buffers' limit plus what the
+  // kernel charges past it stay within memory_bytes)
   uint64_t memory_bytes = 0;
   int64_t processes = 0;  // pids.max
   // Create also puts the cgroup under the freezer (v1: the freezer hierarchy, which a run
@@ -53,12 +56,20 @@ class RunCgroup {
   virtual Status EnterCallingThread() = 0;
   // Moves the calling thread back to the daemon's own cgroup(s). Errors name the file.
   virtual Status LeaveCallingThread() = 0;
-  // Writes `limits` (memory, pids.max) again, for a cgroup made ahead of its run (the warm
-  // pool). Errors name the file; lowering memory below what is in use fails (EBUSY on v1).
+  // Moves `pid`, cloned by a thread inside the run's cgroups (EnterCallingThread), into the
+  // one a thread cannot enter alone: on a v1 host, the run's directory in the cgroup2
+  // hierarchy, where the socket cap counts its sockets (socket_cap.h). Call before the
+  // process runs the sandbox's code. Errors name the file.
+  virtual Status AddAfterClone(pid_t pid) = 0;
+  // Writes `limits` (memory, pids.max, the socket cap) again, for a cgroup made ahead of its run
+  // (the warm pool). Errors name the file; lowering memory below what is in use fails (EBUSY on
+  // v1).
   virtual Status SetLimits(const CgroupLimits& limits) = 0;
   // Renames the cgroup to `run_id` (same parent), its processes staying in it: a warm
   // pool's sandbox takes the id of the run it serves. v1 only (rename(2) of a cgroup
-  // directory); v2 has no rename and keeps the name (returns OK). Errors name the directory.
+  // directory; the socket cap's cgroup2 directory, which cannot be renamed, is made anew and
+  // the processes moved there); v2 has no rename and keeps the name (returns OK). Errors name
+  // the directory.
   virtual Status Rename(const std::string& run_id) = 0;
   virtual CgroupStats Stats() const = 0;
   // Freezes (true) or thaws (false) every process of the cgroup (made with
@@ -91,6 +102,10 @@ class CgroupManager {
   // Whether cgroups made with CgroupLimits::freezable can be frozen (v1: a freezer hierarchy
   // is mounted; v2: always).
   virtual bool can_freeze() const = 0;
+  // Why the socket cap (socket_cap.h) is off: "" when every run's cgroup has it. Without it
+  // a run's socket buffers are bounded only by the kernel's limits (kmem.tcp on v1, which
+  // the kernel exceeds by its forced charges per socket).
+  virtual std::string socket_cap_error() const = 0;
   // Creates the cgroup of run `run_id` with `limits`. Errors (kSystem) name the
   // directory made or the file written.
   virtual Result<std::unique_ptr<RunCgroup>> Create(const std::string& run_id,

@@ -32,6 +32,25 @@ std::unique_ptr<RootTemplate> BuildRootTemplate(const HostOptions& options, std:
   return nullptr;
 }
 
+// Without the socket cap a run's socket buffers exceed its memory_mb by the kernel's forced
+// charges, tens of KiB per socket for as many sockets as it opens (DESIGN.md "Socket
+// memory"): with require_cgroups the daemon does not start, else it says so as a weaker limit.
+void NoteSocketCap(const CgroupManager* cgroups, const HostOptions& options, Host& host) {
+  if (cgroups == nullptr || cgroups->socket_cap_error().empty()) return;
+  const std::string error = cgroups->socket_cap_error();
+  if (options.require_cgroups) {
+    host.problems += "socket cap: " + error +
+                     "\n  fix: a kernel with CONFIG_CGROUP_BPF and a cgroup2 hierarchy (on a v1 "
+                     "host: mounted at /sys/fs/cgroup/unified), or require_cgroups: false to "
+                     "run without the cap\n";
+    return;
+  }
+  host.weaker_limits.push_back("socket buffers: no socket cap (" + error +
+                               "); a run's socket memory can exceed memory_mb by tens of KiB "
+                               "per socket");
+  std::fprintf(stderr, "sandrund: WARNING: socket cap off: %s\n", error.c_str());
+}
+
 }  // namespace
 
 Host PrepareHost(const HostOptions& options) {
@@ -73,6 +92,7 @@ Host PrepareHost(const HostOptions& options) {
     std::fprintf(stderr, "sandrund: WARNING: no cgroups (%s); weaker limit: %s\n",
                  facts.cgroup_error.c_str(), weaker.c_str());
   }
+  NoteSocketCap(cgroups.get(), options, host);
   auto init = OpenInitExecutable();
   if (!init.ok()) host.problems += "sandrun-init: " + init.error().message + "\n";
   if (filter.ok() && init.ok() && host.problems.empty()) {

@@ -433,6 +433,9 @@ Status SetUpChildFromParent(Started& st, const SandboxSpec& spec, bool placed) {
   if (st.cgroup && !placed) {
     if (Status s = st.cgroup->AddProcess(st.pid); !s.ok()) return s;
     util::StampPhase("cgroup_placed");
+  } else if (st.cgroup) {
+    // The cgroup2 directory of the socket cap, which the cloning thread could not enter.
+    if (Status s = st.cgroup->AddAfterClone(st.pid); !s.ok()) return s;
   }
   // The network and its firewall before the sync byte: the program starts with both.
   if (spec.network.enabled) {

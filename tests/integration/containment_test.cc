@@ -7,6 +7,7 @@
 #include <signal.h>
 #include <sys/inotify.h>
 #include <sys/stat.h>
+#include <sys/statfs.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -34,13 +35,17 @@ double SecondsSince(Clock::time_point t) {
   return std::chrono::duration<double>(Clock::now() - t).count();
 }
 
-// CPU time used by the run cgroups of the stack, in ms (cpuacct on v1, cpu.stat on v2).
+// CPU time used by the run cgroups of the stack, in ms (cpuacct on v1, cpu.stat on v2; on a v1
+// host the socket cap's cgroup2 directories have a cpu.stat too, the same CPU again).
 int64_t RunCgroupCpuMs() {
   int64_t ms = 0;
+  struct statfs fs;
+  const bool v2_host = ::statfs("/sys/fs/cgroup", &fs) == 0 && fs.f_type == 0x63677270;
   for (const auto& dir : RunCgroupDirs()) {
     std::ifstream v1(dir + "/cpuacct.usage");
     int64_t ns = 0;
     if (v1 >> ns) ms += ns / 1'000'000;
+    if (!v2_host) continue;
     std::ifstream v2(dir + "/cpu.stat");
     std::string key;
     int64_t value = 0;

@@ -3,6 +3,7 @@
 // (CMakeLists.txt: kernel_idle_s 6, max_kernels 2, so idle expiry and eviction are quick).
 #include <signal.h>
 #include <sys/stat.h>
+#include <sys/statfs.h>
 #include <unistd.h>
 
 #include <boost/test/unit_test.hpp>
@@ -70,13 +71,17 @@ double SecondsSince(Clock::time_point t) {
 
 // The stack's kernel cgroups ("k-<hex>") that count CPU time: v1 cpuacct, v2 cpu.stat.
 // (A sandbox sees only its own cgroup namespace: it cannot name its host directory.)
+// (On a v1 host the socket cap's cgroup2 directory of a kernel has a cpu.stat too: only
+// cpuacct counts there.)
 std::set<std::string> KernelCpuCgroups() {
   std::set<std::string> out;
+  struct statfs fs;
+  const bool v2 = ::statfs("/sys/fs/cgroup", &fs) == 0 && fs.f_type == 0x63677270;
   for (const std::string& dir : RunCgroupDirs()) {
     const std::string name = dir.substr(dir.rfind('/') + 1);
     struct stat st;
     if (name.rfind("k-", 0) == 0 && (::stat((dir + "/cpuacct.usage").c_str(), &st) == 0 ||
-                                     ::stat((dir + "/cpu.stat").c_str(), &st) == 0)) {
+                                     (v2 && ::stat((dir + "/cpu.stat").c_str(), &st) == 0))) {
       out.insert(dir);
     }
   }

@@ -16,10 +16,10 @@
 //   probe write-files N          write N small files in the cwd
 //   probe sockfill KIND PROCS N CAP_MB [HOST PORT]
 //                                PROCS processes each open N sockets of KIND (tcp: loopback
-//                                pairs; udp: loopback receivers with SO_RCVBUF raised; unix /
-//                                unix-dgram: socketpairs with SO_SNDBUF raised; remote: TCP
-//                                connections to HOST:PORT) and write without reading until the
-//                                kernel refuses or CAP_MB MiB are queued in all; prints
+//                                pairs, both ends writing; udp: loopback receivers with SO_RCVBUF
+//                                raised; unix / unix-dgram: socketpairs with SO_SNDBUF raised;
+//                                remote: TCP connections to HOST:PORT) and write without reading
+//                                until the kernel refuses or CAP_MB MiB are queued in all; prints
 //                                "sockfill KIND sockets=S written=B kernel=K tcp_pages=A->P
 //                                udp_pages=A->P first_error=E", K being the sockets' buffers
 //                                by SO_MEMINFO and A->P /proc/net/sockstat's mem before and at
@@ -368,17 +368,21 @@ bool OpenPair(const std::string& kind, int listener, const sockaddr_in& remote, 
     setsockopt(fds[0], SOL_SOCKET, SO_SNDBUF, &big, sizeof big);
     return true;
   }
+  // A socket(2) refused (the socket cap: EPERM) ends the pair with its errno.
   if (kind == "udp") {
     fds[1] = socket(AF_INET, SOCK_DGRAM, 0);
+    if (fds[1] < 0) return false;
     sockaddr_in a = Loopback(0);
     socklen_t len = sizeof a;
     setsockopt(fds[1], SOL_SOCKET, SO_RCVBUF, &big, sizeof big);
     if (bind(fds[1], reinterpret_cast<sockaddr*>(&a), sizeof a) != 0) return false;
     getsockname(fds[1], reinterpret_cast<sockaddr*>(&a), &len);
     fds[0] = socket(AF_INET, SOCK_DGRAM, 0);
+    if (fds[0] < 0) return false;
     return connect(fds[0], reinterpret_cast<sockaddr*>(&a), sizeof a) == 0;
   }
   fds[0] = socket(AF_INET, SOCK_STREAM, 0);
+  if (fds[0] < 0) return false;
   if (kind == "remote") {
     return connect(fds[0], reinterpret_cast<const sockaddr*>(&remote), sizeof remote) == 0;
   }
@@ -419,6 +423,13 @@ FillTotals FillProcess(const std::string& kind, int n, long long budget,
     getsockopt(fds[1], SOL_SOCKET, SO_RCVBUF, &rcvbuf, &len);
     const long long most = kind == "udp" ? rcvbuf + (1LL << 20) : 1LL << 40;
     FillOne(fds[0], datagram, settle_ms, most, budget, t);
+    // tcp: both ends write, each to a peer that never reads: the kernel's forced charges
+    // (a socket with empty queues) then fall on both, the worst case per socket.
+    if (kind == "tcp") FillOne(fds[1], datagram, settle_ms, most, budget, t);
+  }
+  // Again, once: a queue the peer's window drained is empty again and forced once more.
+  if (kind == "tcp") {
+    for (int fd : all) FillOne(fd, datagram, 0, 1LL << 40, budget, t);
   }
   for (int fd : all) t.kernel += SocketBytes(fd);
   return t;

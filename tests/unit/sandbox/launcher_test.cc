@@ -136,14 +136,36 @@ BOOST_AUTO_TEST_CASE(cgroup_is_made_with_the_limits_of_the_spec) {
   BOOST_TEST_REQUIRE(pids.ok());
   BOOST_TEST(*memory == std::to_string(96ull << 20) + "\n");
   BOOST_TEST(*pids == "17\n");
-  // v1: socket buffers are a counter of their own, bounded by memory_mb too (v2: memory.max).
+  // v1: socket buffers are a counter of their own, bounded by memory_mb less what the socket
+  // cap's sockets can be forced to hold (v2: memory.max).
   if (v1) {
     auto tcp =
         sys::ReadFile(RunCgroupDir(version, "memory", id) + "/memory.kmem.tcp.limit_in_bytes");
     BOOST_TEST_REQUIRE(tcp.ok());
-    BOOST_TEST(*tcp == std::to_string(96ull << 20) + "\n");
+    const bool capped = launcher->cgroups()->socket_cap_error().empty();
+    const uint64_t want =
+        capped ? sandbox::SocketShare::For(96ull << 20).tcp_limit_bytes : 96ull << 20;
+    BOOST_TEST(*tcp == std::to_string(want) + "\n");
   }
   BOOST_TEST((*cgroup)->Destroy().ok());
+}
+
+// The socket cap's share: the TCP limit plus the forced room of every socket the cap lets live
+// (2 x cap: accepted ends count past it) is memory_mb, the forced room at most half of it.
+BOOST_AUTO_TEST_CASE(socket_share_adds_up_to_the_memory) {
+  using sandbox::SocketShare;
+  for (uint64_t mb : {8ull, 16ull, 24ull, 32ull, 512ull, 16384ull}) {
+    const SocketShare share = SocketShare::For(mb << 20);
+    const uint64_t forced = share.cap * 2 * SocketShare::kForcedBytesPerSocket;
+    BOOST_TEST_CONTEXT("memory_mb " << mb) {
+      BOOST_TEST(share.cap >= 1);
+      BOOST_TEST(share.cap <= SocketShare::kMaxSockets);
+      BOOST_TEST(share.tcp_limit_bytes + forced == (mb << 20));
+      BOOST_TEST(forced <= (mb << 20) / 2);
+    }
+  }
+  BOOST_TEST(SocketShare::For(32ull << 20).cap == 64);
+  BOOST_TEST(SocketShare::For(8ull << 20).cap == 21);
 }
 
 BOOST_AUTO_TEST_CASE(runs_as_unprivileged_user_in_own_namespaces) {
