@@ -1,21 +1,21 @@
-#include "api/run_steps.h"
+#include "run/run_steps.h"
 
 #include <algorithm>
 #include <cctype>
 
-#include "api/environments.h"
-#include "api/install_step.h"
-#include "api/packages.h"
-#include "api/run_displays.h"
 #include "markdown/block_analysis.h"
 #include "markdown/text_util.h"
 #include "python/support_files.h"
+#include "run/environments.h"
+#include "run/install_step.h"
+#include "run/packages.h"
+#include "run/run_displays.h"
 #include "run/sandbox_specs.h"
 #include "sandbox/mounts.h"
 #include "sys/syscalls.h"
 #include "util/reserved_dirs.h"
 
-namespace sandrun::api {
+namespace sandrun::run {
 namespace {
 
 // util::kProgramDir as the sandbox sees it.
@@ -146,9 +146,8 @@ sandbox::SandboxSpec StepSpec(const config::Config& config, const RunRequest& ru
                               const StepBudget& budget) {
   const CodeStep& step = run.steps[i];
   const bool install = IsInstallStep(step);
-  sandbox::SandboxSpec spec = run::BaseSpec(
-      config, run.limits, install ? run::SandboxUse::kInstallStep : run::SandboxUse::kStep, id,
-      run.network);
+  sandbox::SandboxSpec spec = BaseSpec(
+      config, run.limits, install ? SandboxUse::kInstallStep : SandboxUse::kStep, id, run.network);
   for (const auto& arg : step.language->argv) {
     if (arg == "{file}") {
       // .sandrun/main.py for one step, .sandrun/<i>/main.py for several.
@@ -441,4 +440,4 @@ std::string NoInputNote(const RunRequest& run, size_t i, const std::string& step
          why + "; send the input in `stdin`)";
 }
 
-}  // namespace sandrun::api
+}  // namespace sandrun::run
