@@ -305,7 +305,7 @@ void File(Writer& w, const storage::ArtifactFile& f) {
   w.EndObject();
 }
 
-// `packages`: an array of at most kMaxPackages requirement strings (api/requirements.h).
+// `packages`: an array of at most kMaxPackages requirement strings (run/requirements.h).
 std::optional<ApiError> DecodePackages(const Value& v, std::vector<std::string>* out) {
   if (!v.IsArray())
     return Bad(ApiCode::kWrongType, "'packages' must be an array of strings", "packages");

@@ -49,7 +49,7 @@ constexpr size_t kMaxJsonValues = 10000;
 // conflicting_fields, unknown_language, limit_above_ceiling, limit_below_minimum, invalid_code,
 // invalid_path, invalid_base64, too_large, network_forbidden (403), missing_session
 // (`stateful` without a session), invalid_package (`packages`: more than kMaxPackages entries,
-// or one outside api/requirements.h's grammar).
+// or one outside run/requirements.h's grammar).
 Result<RunRequest, ApiError> DecodeRunRequest(const std::string& body,
                                               const std::string& header_user,
                                               const std::string& header_session,

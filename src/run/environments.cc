@@ -142,19 +142,7 @@ storage::BuildResult Engine::BuildEnvironment(const std::string& build_dir,
   spec.argv = {"/usr/bin/python3", "-m", "pip", "install", "--target", "/home/user/site",
                "--no-cache-dir",   "--"};
   for (const auto& p : packages) spec.argv.push_back(p);
-  spec.env = {"HOME=/home/user",
-              "USER=user",
-              "LANG=C.UTF-8",
-              "LC_ALL=C.UTF-8",
-              "PATH=/usr/local/bin:/usr/bin:/bin",
-              "TMPDIR=/tmp",
-              "PYTHONUNBUFFERED=1",
-              "PIP_BREAK_SYSTEM_PACKAGES=1",
-              "PIP_DISABLE_PIP_VERSION_CHECK=1",
-              "PIP_NO_INPUT=1",
-              "PIP_PROGRESS_BAR=off",
-              "PIP_TIMEOUT=15"};
-  for (std::string& line : PipEnv(config_)) spec.env.push_back(std::move(line));
+  spec.env = EnvironmentBuildEnv(config_);
   spec.workspace_dir = ws;
   auto result = runner_->Run(spec);
   if (!result.ok()) {

@@ -1,6 +1,6 @@
 // Notebook display in a run, the daemon's side: the sandbox's environment for
 // src/python/sitecustomize.py, and after the run, the outputs area read back into files to
-// publish and the response's `displays`. Used by run_handler.cc only.
+// publish and the response's `displays`. Used by the engine (engine.cc) only.
 #pragma once
 
 #include <map>

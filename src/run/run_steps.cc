@@ -89,6 +89,23 @@ std::string ShellQuote(const std::string& word) {
 }
 }  // namespace
 
+std::vector<std::string> EnvironmentBuildEnv(const config::Config& config) {
+  std::vector<std::string> env;
+  for (std::string& line : SandboxEnv(config)) {
+    const std::string key = line.substr(0, line.find('='));
+    if (key == "PATH" || key == "PYTHONPATH" || key == "PIP_CONFIG_FILE" || key == "PIP_RETRIES" ||
+        key == "PIP_TIMEOUT" || key == "PIP_CACHE_DIR" || key == "PYTHONDONTWRITEBYTECODE" ||
+        key == "XDG_CACHE_HOME" || key == "MPLCONFIGDIR" || key == "MPLBACKEND") {
+      continue;
+    }
+    env.push_back(std::move(line));
+  }
+  env.push_back("PATH=/usr/local/bin:/usr/bin:/bin");
+  env.push_back("PIP_PROGRESS_BAR=off");
+  env.push_back("PIP_TIMEOUT=15");
+  return env;
+}
+
 std::string InstallCell(const config::Config& config, const CodeStep& step) {
   // The daemon's script (ProgramText), under env -i with InstallEnv: the kernel's environment
   // (PYTHONPATH, the user site with whatever .pth the workspace holds) never reaches pip.

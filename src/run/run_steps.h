@@ -1,6 +1,6 @@
 // The steps of a stateless run as data: which of the request's steps are
 // programs and which are files to write, the budget left for a step, and the SandboxSpec
-// of one step. Pure: the run handler (run_handler.cc) runs what these describe.
+// of one step. Pure: the run engine (engine.cc) runs what these describe.
 #pragma once
 
 #include <cstddef>
@@ -41,6 +41,12 @@ bool IsInstallStep(const CodeStep& step);
 // PYTHONNOUSERSITE=1 (pip's build subprocesses see no user site either), PYTHONUSERBASE the
 // workspace's ~/.local (where `pip install --user` puts packages) and no pip cache. Pure.
 std::vector<std::string> InstallEnv(const config::Config& config);
+
+// The sandbox environment of pip building a prepared environment (environments.cc):
+// SandboxEnv's, with PATH the system's, no PYTHONPATH, no pip config file (it asks for user
+// installs, which `--target` refuses), pip's default retries, a 15 s timeout and no progress
+// bar, pip compiling bytecode into the environment, and no matplotlib or cache settings. Pure.
+std::vector<std::string> EnvironmentBuildEnv(const config::Config& config);
 
 // A kernel cell (%%bash) that runs an install step as RunSteps does: the daemon's script of its
 // pure pip installs (ProgramText) under /bin/bash with InstallEnv only.

@@ -7,7 +7,7 @@
 // run can observe another through it.
 //
 // Which runs it serves, and how a run is adapted to a pooled sandbox, is the run handler's
-// (run_handler.cc WarmShapeFits): one program step, no session, prepared environment or
+// (engine.h WarmShapeFits): one program step, no session, prepared environment or
 // network, and the pool's disk_mb; memory and processes are written to the cgroup, CPU time and
 // file size lowered by the start line. Everything else runs cold, as without a pool.
 // Thread-safe.

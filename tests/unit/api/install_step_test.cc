@@ -1,4 +1,4 @@
-// Install steps (api/install_step.h): only pip installs of index requirements are, and the
+// Install steps (run/install_step.h): only pip installs of index requirements are, and the
 // script they run as starts pip isolated from the workspace. Pure.
 #define BOOST_TEST_MODULE install_step
 #include "run/install_step.h"

@@ -1,4 +1,4 @@
-// Packages in the run pipeline (api/packages.h): pip's environment from the config, install
+// Packages in the run pipeline (run/packages.h): pip's environment from the config, install
 // steps, the requested names, and the lines said when the network is off or no index could be
 // reached. Pure.
 #define BOOST_TEST_MODULE packages

@@ -1,4 +1,4 @@
-// The `packages` grammar (api/requirements.h): what is accepted, how it is normalised, and the
+// The `packages` grammar (run/requirements.h): what is accepted, how it is normalised, and the
 // hostile strings that are refused. Pure.
 #define BOOST_TEST_MODULE requirements
 #include "run/requirements.h"
