@@ -12,8 +12,6 @@
 #include <string>
 
 #include "api/housekeeping.h"
-#include "api/run_displays.h"
-#include "api/run_steps.h"
 #include "api/service.h"
 #include "api/stop_signals.h"
 #include "config/config.h"
@@ -21,6 +19,8 @@
 #include "config/runs_dir.h"
 #include "jupyter/server.h"
 #include "python/support_files.h"
+#include "run/run_displays.h"
+#include "run/run_steps.h"
 #include "sandbox/cgroup.h"
 #include "sandbox/host.h"
 #include "sandbox/launcher.h"
@@ -251,13 +251,13 @@ void StartZygote(const config::Config& config, sandbox::Launcher& launcher) {
   // The zygote is host root on the host's files: its Python searches only root's directories
   // (not the run's /home/user, nor a user site below HOME); sandrun_zygote.py gives each run
   // its own PYTHONPATH and HOME back.
-  for (std::string& line : api::SandboxEnv(config)) {
+  for (std::string& line : run::SandboxEnv(config)) {
     if (line.rfind("PYTHONPATH=", 0) == 0) line = "PYTHONPATH=" + options.script_dir;
     if (line.rfind("HOME=", 0) == 0) line = "HOME=" + options.script_dir;
     options.env.push_back(std::move(line));
   }
   // What a run's notebook display reads (sitecustomize installs its hooks only with them).
-  for (std::string& line : api::NotebookEnv(config)) options.env.push_back(std::move(line));
+  for (std::string& line : run::NotebookEnv(config)) options.env.push_back(std::move(line));
   auto zygote = s.ok() ? sandbox::Zygote::Start(options)
                        : Result<std::unique_ptr<sandbox::Zygote>>(s.error());
   if (!zygote.ok()) {

@@ -3,12 +3,13 @@
 
 1. Each folder of src/ includes headers of the folders FLOORS allows it and no other: the
    dependencies point downward. A folder missing from FLOORS fails too (give it a row).
-2. In src/api/, the HTTP edge (every file that is not a pipeline phase) includes no header of
-   a pipeline phase (API_PHASES), except the includes listed in API_EDGE_EXCEPTIONS: the ones
-   that hold until the phases move below the edge (into src/run/). That list may only shrink;
-   an exception that no longer occurs is reported too.
+2. The HTTP edges (EDGES: api/, server/, jupyter/) include no header of a pipeline phase
+   (RUN_PHASES, in src/run/): they reach the pipeline only through the run engine's
+   interface (run/engine.h and the data it takes and gives). No file of src/api/ is named as
+   a phase either: a phase belongs below the edge, in src/run/.
 
 Usage: check_layering.py SOURCE_DIR
+       check_layering.py --self-test   (the check fails on a tree that breaks each rule)
 Prints each offender as "path:line: ..." and exits 1 when there is one, else a summary and 0.
 """
 
@@ -38,26 +39,14 @@ FLOORS = {
     'zygote': {'sandbox', 'sys', 'util'},
 }
 
-# Headers of src/api/ that are pipeline phases (workspace, steps, environments, installs,
-# displays, the warm pool), which belong below the edge.
-API_PHASES = {
-    'display_manifest.h', 'environments.h', 'install_step.h', 'packages.h', 'run_dir.h',
-    'run_displays.h', 'run_steps.h', 'warm_pool.h',
+# Headers of src/run/ that are pipeline phases (steps, workspace, environments, installs,
+# displays, admission, the warm pool): the engine's own, below its interface.
+RUN_PHASES = {
+    'admission.h', 'display_manifest.h', 'environments.h', 'install_step.h', 'packages.h',
+    'run_dir.h', 'run_displays.h', 'run_steps.h', 'warm_pool.h',
 }
-# Files of src/api/ that are phases themselves (their .h above, and the Service methods that
-# run the pipeline); every other file of src/api/ is the edge.
-API_PHASE_FILES = {name[:-2] + ext for name in API_PHASES for ext in ('.h', '.cc')} | {
-    'markdown_plan.cc', 'prepared_caches.cc', 'run_handler.cc', 'stateful_run.cc',
-    'warm_start.cc',
-}
-# Edge files that still include a phase header, as "file -> header". Only shrinks.
-API_EDGE_EXCEPTIONS = {
-    'service.h -> display_manifest.h',  # Service holds the display manifest's cache
-    'service.h -> run_dir.h',           # Service's phase methods take RunPaths / RunTeardown
-    'service.h -> run_steps.h',         # ... and StepRun
-    'service.h -> warm_pool.h',         # Service owns the warm pool
-    'requirements.cc -> packages.h',    # the request's packages are named as pip names them
-}
+# The folders of the HTTP edge: routing, access, encoding, health and metrics.
+EDGES = ('api', 'server', 'jupyter')
 
 INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"')
 
@@ -98,42 +87,76 @@ def check_folders(src, offenders):
     return checked
 
 
-def check_api_edge(src, offenders):
-    api = os.path.join(src, 'api')
-    seen = set()
-    if not os.path.isdir(api):
-        return
-    for name in sorted(os.listdir(api)):
-        if not name.endswith(('.h', '.cc')) or name in API_PHASE_FILES:
+def check_edges(src, offenders):
+    for edge in EDGES:
+        root = os.path.join(src, edge)
+        if not os.path.isdir(root):
             continue
-        for number, target in includes(os.path.join(api, name)):
-            if not target.startswith('api/') or target[4:] not in API_PHASES:
-                continue
-            edge = f'{name} -> {target[4:]}'
-            if edge in API_EDGE_EXCEPTIONS:
-                seen.add(edge)
-                continue
-            offenders.append(f'src/api/{name}:{number}: the HTTP edge includes the pipeline '
-                             f'phase "{target}"; phases belong below the edge (src/run/)')
-    for edge in sorted(API_EDGE_EXCEPTIONS - seen):
-        offenders.append(f'scripts/lib/check_layering.py: the exception "{edge}" no longer '
-                         f'occurs: remove it from API_EDGE_EXCEPTIONS')
+        for dirpath, _, files in os.walk(root):
+            for name in sorted(files):
+                if not name.endswith(('.h', '.cc')):
+                    continue
+                path = os.path.join(dirpath, name)
+                rel = os.path.relpath(path, os.path.dirname(src))
+                if edge == 'api' and name.rsplit('.', 1)[0] + '.h' in RUN_PHASES:
+                    offenders.append(f'{rel}: a pipeline phase in the HTTP edge; phases belong '
+                                     f'below it (src/run/)')
+                for number, target in includes(path):
+                    if target.startswith('run/') and target[4:] in RUN_PHASES:
+                        offenders.append(f'{rel}:{number}: the HTTP edge includes the pipeline '
+                                         f'phase "{target}"; reach it through run/engine.h')
+
+
+def check(src):
+    """The offenders of the tree `src` (a src/ directory), and how many files were checked."""
+    offenders = []
+    checked = check_folders(src, offenders)
+    check_edges(src, offenders)
+    return offenders, checked
+
+
+def self_test():
+    """Breaks each rule once in a tree of its own; the check must name every break."""
+    import tempfile
+    cases = {
+        'api/edge.cc': '#include "run/run_steps.h"\n',   # the edge includes a phase
+        'api/run_dir.cc': '#include "run/engine.h"\n',   # a phase back in the edge
+        'jupyter/k.cc': '#include "run/warm_pool.h"\n',  # another edge includes a phase
+        'run/phase.cc': '#include "api/http.h"\n',       # the engine includes the edge
+        'newfloor/x.cc': '\n',                           # a folder without a FLOORS row
+        'api/fine.cc': '#include "run/engine.h"\n',      # allowed: the engine's interface
+    }
+    with tempfile.TemporaryDirectory() as tree:
+        for rel, text in cases.items():
+            path = os.path.join(tree, 'src', rel)
+            os.makedirs(os.path.dirname(path), exist_ok=True)
+            with open(path, 'w', encoding='utf-8') as f:
+                f.write(text)
+        offenders, _ = check(os.path.join(tree, 'src'))
+    expected = ['src/api/edge.cc:1:', 'src/api/run_dir.cc: a pipeline phase',
+                'src/jupyter/k.cc:1:', 'src/run/phase.cc:1:', 'src/newfloor/:']
+    missed = [e for e in expected if not any(o.startswith(e) for o in offenders)]
+    wrong = [o for o in offenders if 'fine.cc' in o]
+    if missed or wrong or len(offenders) != len(expected):
+        print(f'self-test failed: missed {missed}, wrongly named {wrong}, got {offenders}')
+        return 1
+    print(f'ok: the check names each of the {len(expected)} breaks and nothing else')
+    return 0
 
 
 def main(argv):
+    if len(argv) == 2 and argv[1] == '--self-test':
+        return self_test()
     if len(argv) != 2:
-        print(__doc__.strip().splitlines()[-3], file=sys.stderr)
+        print('usage: check_layering.py SOURCE_DIR | --self-test', file=sys.stderr)
         return 2
-    src = os.path.join(argv[1], 'src')
-    offenders = []
-    checked = check_folders(src, offenders)
-    check_api_edge(src, offenders)
+    offenders, checked = check(os.path.join(argv[1], 'src'))
     for line in offenders:
         print(line)
     if offenders:
         return 1
-    print(f'ok: {checked} files of src/ include only their floors; the API edge includes '
-          f'{len(API_EDGE_EXCEPTIONS)} listed pipeline headers and no other')
+    print(f'ok: {checked} files of src/ include only their floors; the HTTP edges include no '
+          f'pipeline phase')
     return 0
 
 

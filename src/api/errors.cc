@@ -85,6 +85,39 @@ ApiCode CodeOf(ErrorKind kind) {
   return ApiCode::kInternal;
 }
 
+// The API code of a refusal of the run engine (run/engine.h).
+ApiCode CodeOf(const run::Refusal& refusal) {
+  switch (refusal.code) {
+    case run::RefusalCode::kError:
+      return CodeOf(refusal.error_kind);
+    case run::RefusalCode::kUnknownLanguage:
+      return ApiCode::kUnknownLanguage;
+    case run::RefusalCode::kConflictingFields:
+      return ApiCode::kConflictingFields;
+    case run::RefusalCode::kNetworkForbidden:
+      return ApiCode::kNetworkForbidden;
+    case run::RefusalCode::kMemoryLimit:
+      return ApiCode::kMemoryLimit;
+    case run::RefusalCode::kFileLimit:
+      return ApiCode::kFileLimit;
+    case run::RefusalCode::kSessionBusy:
+      return ApiCode::kSessionBusy;
+    case run::RefusalCode::kStorage:
+      return ApiCode::kStorage;
+    case run::RefusalCode::kSandboxError:
+      return ApiCode::kSandboxError;
+    case run::RefusalCode::kBusy:
+      return ApiCode::kBusy;
+    case run::RefusalCode::kUnavailable:
+      return ApiCode::kUnavailable;
+    case run::RefusalCode::kStopping:
+      return ApiCode::kStopping;
+    case run::RefusalCode::kEnvironmentBuilding:
+      return ApiCode::kEnvironmentBuilding;
+  }
+  return ApiCode::kInternal;
+}
+
 std::string JsonString(const std::string& raw) {
   rapidjson::StringBuffer buffer;
   rapidjson::Writer<rapidjson::StringBuffer> w(buffer);
@@ -111,6 +144,18 @@ ApiError MakeApiError(ApiCode code, std::string message, std::string field) {
 
 ApiError ToApiError(const Error& error, const std::string& field) {
   return MakeApiError(CodeOf(error.kind), error.message, field);
+}
+
+ApiError ToApiError(const run::Refusal& refusal) {
+  return MakeApiError(CodeOf(refusal), refusal.message, refusal.field);
+}
+
+HttpResponse ErrorResponse(const run::Refusal& refusal) {
+  HttpResponse response = ErrorResponse(ToApiError(refusal));
+  if (refusal.retry_after_s > 0) {
+    response.headers["Retry-After"] = std::to_string(refusal.retry_after_s);
+  }
+  return response;
 }
 
 HttpResponse ErrorResponse(const Error& error, const std::string& field) {

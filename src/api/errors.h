@@ -6,6 +6,7 @@
 #include <utility>
 
 #include "api/http.h"
+#include "run/refusal.h"
 #include "util/result.h"
 
 namespace sandrun::api {
@@ -88,6 +89,12 @@ ApiError MakeApiError(ApiCode code, std::string message, std::string field = "")
 
 // `error` as an API error: ApiStatusOf(error.kind), error.message and `field`.
 ApiError ToApiError(const Error& error, const std::string& field = "");
+
+// A refusal of the run engine as an API error: its RefusalCode's ApiCode (kError: its
+// Error kind's, as ToApiError of an Error), message and field.
+ApiError ToApiError(const run::Refusal& refusal);
+// The response of ToApiError(refusal), with Retry-After when the refusal gives one.
+HttpResponse ErrorResponse(const run::Refusal& refusal);
 
 // The response of ToApiError(error, field).
 HttpResponse ErrorResponse(const Error& error, const std::string& field = "");

@@ -54,7 +54,7 @@ std::string TakeFontCache(const rapidjson::Value& out, std::string* name, std::s
 
 // The support files' bytecode of the build run's output, named as Python looks for it
 // (<stem>.<cache tag>.pyc, PEP 3147); "" or why there is none.
-std::string TakeBytecode(const rapidjson::Value& out, std::vector<SupportBytecode>* files) {
+std::string TakeBytecode(const rapidjson::Value& out, std::vector<run::SupportBytecode>* files) {
   if (!out.HasMember("cache_tag") || !out["cache_tag"].IsString() || !out.HasMember("bytecode") ||
       !out["bytecode"].IsObject()) {
     return "no bytecode built";
@@ -121,23 +121,18 @@ std::vector<std::string> Service::PrepareCaches() {
                         std::min<size_t>(300, doc["stdout"].GetStringLength()))};
   }
   std::vector<std::string> missing;
-  if (std::string why = TakeFontCache(out, &font_cache_name_, &font_cache_); !why.empty()) {
-    font_cache_name_.clear();
+  std::string font_cache_name, font_cache;
+  std::vector<run::SupportBytecode> bytecode;
+  if (std::string why = TakeFontCache(out, &font_cache_name, &font_cache); !why.empty()) {
+    font_cache_name.clear();
     missing.push_back("no prepared font cache: " + why);
   }
-  if (std::string why = TakeBytecode(out, &support_bytecode_); !why.empty()) {
-    support_bytecode_.clear();
+  if (std::string why = TakeBytecode(out, &bytecode); !why.empty()) {
+    bytecode.clear();
     missing.push_back("no prepared bytecode of the Python support files: " + why);
   }
+  engine_.SetPreparedCaches(std::move(font_cache_name), std::move(font_cache), std::move(bytecode));
   return missing;
-}
-
-void Service::PlaceFontCache(const std::string& tmp) const {
-  if (font_cache_name_.empty()) return;
-  // Best effort: without it matplotlib builds its own (0.3 s), nothing fails.
-  (void)storage::PlaceFile(tmp, "matplotlib/" + font_cache_name_, font_cache_,
-                           static_cast<uid_t>(config_.sandbox_uid),
-                           static_cast<gid_t>(config_.sandbox_gid));
 }
 
 }  // namespace sandrun::api

@@ -20,13 +20,14 @@ HttpResponse Service::HandleReady() const {
   if (runner_ == nullptr || !health_error_.empty()) {
     reasons.push_back("this host cannot run sandboxes: " + health_error_);
   }
-  if (draining_) reasons.emplace_back("stopping: the daemon is draining (SIGTERM)");
-  const int64_t free_slots = std::max<int64_t>(0, admission_.slots() - admission_.active());
-  const int64_t queue_free = std::max<int64_t>(0, admission_.queue_limit() - admission_.queued());
+  if (engine_.draining()) reasons.emplace_back("stopping: the daemon is draining (SIGTERM)");
+  const run::Admission& admission = engine_.admission();
+  const int64_t free_slots = std::max<int64_t>(0, admission.slots() - admission.active());
+  const int64_t queue_free = std::max<int64_t>(0, admission.queue_limit() - admission.queued());
   if (free_slots == 0 && queue_free == 0) {
-    reasons.push_back("all " + std::to_string(admission_.slots()) +
+    reasons.push_back("all " + std::to_string(admission.slots()) +
                       " sandboxes are busy and the queue (max_queue " +
-                      std::to_string(admission_.queue_limit()) + ") is full");
+                      std::to_string(admission.queue_limit()) + ") is full");
   }
   // Room for one user's whole quota of published files: less, and a run's files may not be
   // saved (file_limit) for reasons no user caused.

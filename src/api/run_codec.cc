@@ -11,13 +11,20 @@
 #include <cctype>
 #include <set>
 
-#include "api/requirements.h"
+#include "run/requirements.h"
 #include "util/base64.h"
 #include "util/relative_path.h"
 #include "util/reserved_dirs.h"
 #include "util/text.h"
 
 namespace sandrun::api {
+
+// The `packages` grammar is the engine's (run/requirements.h).
+using run::kMaxPackages;
+using run::NormalizeSet;
+using run::ParseRequirement;
+using run::Requirement;
+
 namespace {
 
 using rapidjson::Value;
@@ -97,23 +104,6 @@ void Outcome(Writer& w, RunStatus status, const std::optional<int>& exit_code,
 }
 
 }  // namespace
-
-static_assert(kMaxInputNameBytes == util::kMaxPathNameBytes);
-
-std::string CheckRelativePath(const std::string& path) {
-  if (path.empty()) return "is empty";
-  // The request's own bounds, tighter than the one rule set's (util/relative_path.h).
-  if (path.size() > kMaxInputPathBytes) {
-    return "is longer than " + std::to_string(kMaxInputPathBytes) + " bytes";
-  }
-  for (const unsigned char c : path) {
-    if (c < 0x20 || c == 0x7f) return "contains a control character or NUL byte";
-  }
-  if (std::string why = util::RelativePathError(path); !why.empty()) return why;
-  const std::string_view first = std::string_view(path).substr(0, path.find('/'));
-  if (first == util::kProgramDir) return "'.sandrun/' is reserved";
-  return "";
-}
 
 namespace {
 
@@ -315,7 +305,7 @@ void File(Writer& w, const storage::ArtifactFile& f) {
   w.EndObject();
 }
 
-// `packages`: an array of at most kMaxPackages requirement strings (api/requirements.h).
+// `packages`: an array of at most kMaxPackages requirement strings (run/requirements.h).
 std::optional<ApiError> DecodePackages(const Value& v, std::vector<std::string>* out) {
   if (!v.IsArray())
     return Bad(ApiCode::kWrongType, "'packages' must be an array of strings", "packages");
@@ -530,26 +520,6 @@ Result<RunRequest, ApiError> DecodeRunRequest(const std::string& body,
   return out;
 }
 
-const char* RunStatusName(RunStatus status) {
-  switch (status) {
-    case RunStatus::kOk:
-      return "ok";
-    case RunStatus::kError:
-      return "error";
-    case RunStatus::kKilled:
-      return "killed";
-    case RunStatus::kTimeout:
-      return "timeout";
-    case RunStatus::kMemoryLimit:
-      return "memory_limit";
-    case RunStatus::kOutputLimit:
-      return "output_limit";
-    case RunStatus::kFileLimit:
-      return "file_limit";
-  }
-  return "error";
-}
-
 namespace {
 
 template <typename Writer>
@@ -659,23 +629,12 @@ void EncodeEnvironment(Writer& w, const EnvironmentReport& environment) {
   w.EndObject();
 }
 
+// The plan as run::EncodePlanJson writes it (the plan event of a streamed run writes the same).
 template <typename Writer>
 void EncodePlan(Writer& w, const std::vector<PlanEntry>& plan) {
   Key(w, "plan");
-  w.StartArray();
-  for (const auto& entry : plan) {
-    w.StartObject();
-    Key(w, "index");
-    w.Int(entry.index);
-    Key(w, "language");
-    String(w, entry.language);
-    Key(w, "run");
-    w.Bool(entry.run);
-    Key(w, "reason");
-    String(w, entry.reason);
-    w.EndObject();
-  }
-  w.EndArray();
+  const std::string json = run::EncodePlanJson(plan);
+  w.RawValue(json.data(), json.size(), rapidjson::kArrayType);
 }
 
 template <typename Writer>
@@ -725,17 +684,6 @@ std::string EncodeRunResponse(const RunResponse& r) {
   EncodeLimits(w, r.limits);
   w.EndObject();
   return std::string(buffer.GetString(), buffer.GetSize());
-}
-
-std::string EncodePlanJson(const std::vector<PlanEntry>& plan) {
-  rapidjson::StringBuffer buffer;
-  rapidjson::Writer<rapidjson::StringBuffer> w(buffer);
-  w.StartObject();
-  EncodePlan(w, plan);
-  w.EndObject();
-  // {"plan":[...]} -> [...]
-  constexpr size_t kKey = sizeof("{\"plan\":") - 1;
-  return std::string(buffer.GetString() + kKey, buffer.GetSize() - kKey - 1);
 }
 
 }  // namespace sandrun::api

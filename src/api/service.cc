@@ -23,46 +23,15 @@ namespace {
 constexpr int64_t kDurationBucketsMs[] = {50,   100,   250,   500,   1000,  2500,
                                           5000, 10000, 30000, 60000, 300000};
 
-// The refill gate's load: the runs admitted, and the tasks runnable besides the refill
-// thread asking (RefillMayStart counts at most the runs of them: a run that sleeps or waits
-// uses no CPU); every run counts as on a CPU when /proc/loadavg cannot be read.
-RefillLoad RunLoad(int64_t in_flight) {
-  const int64_t runnable = sys::RunnableTasks();
-  return RefillLoad{in_flight, runnable > 0 ? runnable - 1 : in_flight};
-}
-
 }  // namespace
 
 Service::Service(const config::Config& config, const sandbox::SandboxRunner* runner,
-                 std::string health_error, const RunTmpfs& run_tmpfs)
+                 std::string health_error, const run::RunTmpfs& run_tmpfs)
     : config_(config),
-      live_(std::make_shared<const config::Config>(config)),
       runner_(runner),
-      run_tmpfs_(run_tmpfs),
-      sessions_(config.state_dir + "/sessions", config.link_secret + ":session-dir"),
       health_error_(std::move(health_error)),
-      admission_(config.max_concurrent_runs, config.max_queue,
-                 std::chrono::seconds(config.queue_wait_s)),
-      session_waiters_(config.session_max_waiters, config.session_max_waiters_total),
-      environment_waiters_(config.session_max_waiters_total, config.session_max_waiters_total),
-      // A kernel never outlives its session's expiry.
-      kernels_(runner, {config.runs_dir,
-                        std::min(config.kernel_idle_s, config.session_idle_s),
-                        config.max_kernels,
-                        // Boots pause as the warm pool's refills do (RefillMayStart).
-                        {KernelPoolSize(config, runner), [this] { return PooledKernelSpec(); },
-                         [this](std::chrono::milliseconds waited) {
-                           const RefillGate gate{[this] { return RunLoad(admission_.active()); },
-                                                 sys::UsableCpus()};
-                           return RefillMayStart(gate, gate.load(), waited);
-                         }}}),
-      pool_(
-          WarmPoolSizes(config, runner != nullptr),
-          [this](const std::string& language) { return MakeWarmSandbox(language); },
-          RefillGate{[this] { return RunLoad(admission_.active()); }, sys::UsableCpus()}),
-      duration_buckets_(std::size(kDurationBucketsMs), 0) {
-  if (runner_ != nullptr) environments_ = MakeEnvironmentStore();
-}
+      engine_(config, runner, run_tmpfs),
+      duration_buckets_(std::size(kDurationBucketsMs), 0) {}
 
 std::string Service::SelfTest() {
   if (runner_ == nullptr) return health_error_;
@@ -159,6 +128,54 @@ std::string SocketCapState(const sandbox::CgroupManager* cgroups) {
   return error.empty() ? "on" : "off: " + error;
 }
 
+// /healthz "pool", "kernel_pool" and "net_namespaces": what the pools hold and how they did.
+void WritePools(rapidjson::Writer<rapidjson::StringBuffer>& w, const run::Engine& engine,
+                const sandbox::SandboxRunner* runner) {
+  // The warm pool per language (warm_pool.h): {"python": {"size", "ready", "refilling",
+  // "deferred", "hits", "misses", "failures"[, "last_error"]}}; {} without one.
+  w.Key("pool");
+  w.StartObject();
+  for (const auto& [language, stats] : engine.pool().Stats()) {
+    w.Key(language.c_str());
+    w.StartObject();
+    w.Key("size");
+    w.Int64(stats.size);
+    w.Key("ready");
+    w.Int64(stats.ready);
+    w.Key("refilling");
+    w.Bool(stats.refilling);
+    w.Key("deferred");
+    w.Bool(stats.deferred);
+    WritePoolCounts(w, stats.hits, stats.misses, stats.failures, stats.last_error);
+    w.EndObject();
+  }
+  w.EndObject();
+  // The kernel pool (kernel/kernel_pool.h): {"size", "ready", "active", "refilling",
+  // "deferred", "hits", "misses", "failures"[, "last_error"]}.
+  const kernel::KernelPoolStats kp = engine.kernels().pool_stats();
+  w.Key("kernel_pool");
+  w.StartObject();
+  w.Key("size");
+  w.Int64(kp.size);
+  w.Key("ready");
+  w.Int64(kp.ready);
+  w.Key("active");
+  w.Bool(kp.active);
+  w.Key("refilling");
+  w.Bool(kp.refilling);
+  w.Key("deferred");
+  w.Bool(kp.deferred);
+  WritePoolCounts(w, kp.hits, kp.misses, kp.failures, kp.last_error);
+  w.EndObject();
+  // The network namespaces made ahead (sandbox/net_namespace_pool.h), the same counts.
+  const sandbox::NetNamespaceStats nets =
+      runner != nullptr ? runner->net_namespace_stats() : sandbox::NetNamespaceStats{};
+  w.Key("net_namespaces");
+  w.StartObject();
+  WritePoolCounts(w, nets.hits, nets.misses, nets.failures, nets.last_error);
+  w.EndObject();
+}
+
 }  // namespace
 
 HttpResponse Service::HandleHealth() const {
@@ -168,7 +185,7 @@ HttpResponse Service::HandleHealth() const {
       runner_ && runner_->cgroups() ? runner_->cgroups()->version() : "none";
   w.StartObject();
   w.Key("status");
-  w.String(!health_error_.empty() ? "unavailable" : draining_ ? "stopping" : "ok");
+  w.String(!health_error_.empty() ? "unavailable" : engine_.draining() ? "stopping" : "ok");
   if (!health_error_.empty()) {
     // The same error shape as every service error, naming the failed check or step.
     w.Key("error");
@@ -188,58 +205,16 @@ HttpResponse Service::HandleHealth() const {
   for (const auto& line : weaker_limits_) w.String(line.c_str());
   w.EndArray();
   w.Key("active");
-  w.Int64(admission_.active());
+  w.Int64(engine_.admission().active());
   w.Key("queued");
-  w.Int64(admission_.queued());
+  w.Int64(engine_.admission().queued());
   // Requests waiting now for a busy session (WaiterGate; session_max_waiters_total at most).
   w.Key("session_waiters");
-  w.Int64(session_waiters_.waiting());
-  // The warm pool per language (warm_pool.h): {"python": {"size", "ready", "refilling",
-  // "deferred", "hits", "misses", "failures"[, "last_error"]}}; {} without one.
-  w.Key("pool");
-  w.StartObject();
-  for (const auto& [language, stats] : pool_.Stats()) {
-    w.Key(language.c_str());
-    w.StartObject();
-    w.Key("size");
-    w.Int64(stats.size);
-    w.Key("ready");
-    w.Int64(stats.ready);
-    w.Key("refilling");
-    w.Bool(stats.refilling);
-    w.Key("deferred");
-    w.Bool(stats.deferred);
-    WritePoolCounts(w, stats.hits, stats.misses, stats.failures, stats.last_error);
-    w.EndObject();
-  }
-  w.EndObject();
-  // The kernel pool (kernel/kernel_pool.h): {"size", "ready", "active", "refilling",
-  // "deferred", "hits", "misses", "failures"[, "last_error"]}.
-  const kernel::KernelPoolStats kp = kernels_.pool_stats();
-  w.Key("kernel_pool");
-  w.StartObject();
-  w.Key("size");
-  w.Int64(kp.size);
-  w.Key("ready");
-  w.Int64(kp.ready);
-  w.Key("active");
-  w.Bool(kp.active);
-  w.Key("refilling");
-  w.Bool(kp.refilling);
-  w.Key("deferred");
-  w.Bool(kp.deferred);
-  WritePoolCounts(w, kp.hits, kp.misses, kp.failures, kp.last_error);
-  w.EndObject();
-  // The network namespaces made ahead (sandbox/net_namespace_pool.h), the same counts.
-  const sandbox::NetNamespaceStats nets =
-      runner_ != nullptr ? runner_->net_namespace_stats() : sandbox::NetNamespaceStats{};
-  w.Key("net_namespaces");
-  w.StartObject();
-  WritePoolCounts(w, nets.hits, nets.misses, nets.failures, nets.last_error);
-  w.EndObject();
+  w.Int64(engine_.session_waiters());
+  WritePools(w, engine_, runner_);
   w.EndObject();
   HttpResponse r;
-  r.status = health_error_.empty() && !draining_ ? 200 : 503;
+  r.status = health_error_.empty() && !engine_.draining() ? 200 : 503;
   r.body = buffer.GetString();
   return r;
 }
@@ -277,7 +252,7 @@ HttpResponse Service::HandleMetrics() const {
       << "sandrun_run_duration_seconds_count " << duration_count_ << "\n"
       << "# HELP sandrun_sandboxes_active Sandboxes running now.\n"
       << "# TYPE sandrun_sandboxes_active gauge\n"
-      << "sandrun_sandboxes_active " << admission_.active() << "\n"
+      << "sandrun_sandboxes_active " << engine_.admission().active() << "\n"
       << "# HELP sandrun_artifact_files Files in the artifact store (at the last janitor sweep).\n"
       << "# TYPE sandrun_artifact_files gauge\n"
       << "sandrun_artifact_files " << artifact_files_.load() << "\n"
@@ -286,8 +261,8 @@ HttpResponse Service::HandleMetrics() const {
       << "sandrun_artifact_bytes " << artifact_bytes_.load() << "\n"
       << "# HELP sandrun_sandboxes_queued Requests waiting for a sandbox.\n"
       << "# TYPE sandrun_sandboxes_queued gauge\n"
-      << "sandrun_sandboxes_queued " << admission_.queued() << "\n";
-  const auto pool = pool_.Stats();
+      << "sandrun_sandboxes_queued " << engine_.admission().queued() << "\n";
+  const auto pool = engine_.pool().Stats();
   auto per_language = [&out, &pool](const char* name, const char* type, const char* help,
                                     auto field) {
     out << "# HELP " << name << " " << help << "\n# TYPE " << name << " " << type << "\n";
@@ -296,22 +271,22 @@ HttpResponse Service::HandleMetrics() const {
     }
   };
   per_language("sandrun_pool_ready", "gauge", "Warm sandboxes waiting for a run.",
-               [](const WarmPoolStats& s) { return s.ready; });
+               [](const run::WarmPoolStats& s) { return s.ready; });
   per_language("sandrun_pool_size", "gauge", "Warm sandboxes configured (pool).",
-               [](const WarmPoolStats& s) { return s.size; });
+               [](const run::WarmPoolStats& s) { return s.size; });
   per_language("sandrun_pool_refilling", "gauge", "1 while a warm sandbox is being started.",
-               [](const WarmPoolStats& s) { return s.refilling ? 1 : 0; });
+               [](const run::WarmPoolStats& s) { return s.refilling ? 1 : 0; });
   per_language("sandrun_pool_deferred", "gauge",
                "1 while a due refill waits for the runs in flight to let it start.",
-               [](const WarmPoolStats& s) { return s.deferred ? 1 : 0; });
+               [](const run::WarmPoolStats& s) { return s.deferred ? 1 : 0; });
   per_language("sandrun_pool_hits_total", "counter", "Runs served by a warm sandbox.",
-               [](const WarmPoolStats& s) { return s.hits; });
+               [](const run::WarmPoolStats& s) { return s.hits; });
   per_language("sandrun_pool_misses_total", "counter",
                "Runs that fit the pool but found no warm sandbox ready (ran cold).",
-               [](const WarmPoolStats& s) { return s.misses; });
+               [](const run::WarmPoolStats& s) { return s.misses; });
   per_language("sandrun_pool_failures_total", "counter",
                "Warm sandboxes that failed to start or ended while waiting.",
-               [](const WarmPoolStats& s) { return s.failures; });
+               [](const run::WarmPoolStats& s) { return s.failures; });
   const sandbox::NetNamespaceStats nets =
       runner_ != nullptr ? runner_->net_namespace_stats() : sandbox::NetNamespaceStats{};
   out << "# HELP sandrun_netns_ready_hits_total Runs without network that started in a network "

@@ -182,7 +182,7 @@ struct Config {
   Limits limits;                        // a run's limits unless its request says
   Limits ceilings = DefaultCeilings();  // the most a request may ask
   std::vector<Language> languages;      // default: python, bash
-  // The warm pool (api/warm_pool.h): language name -> sandboxes kept started
+  // The warm pool (run/warm_pool.h): language name -> sandboxes kept started
   // and waiting for a run; 0 or absent: none for that language. Python (the "{loader}" argv)
   // and bash can be pooled. Default {"python": 2, "bash": 1}; {} turns the pool off.
   std::map<std::string, int64_t> pool = {{"python", 2}, {"bash", 1}};
@@ -210,7 +210,7 @@ void CopyLiveKeys(const Config& from, Config* to);
 inline constexpr char kDefaultConfigPath[] = "/etc/sandrun/sandrun.jsonc";
 
 // FastCGI worker threads: one per sandbox slot, per queue place, per session waiter and per
-// environment waiter (as many as session waiters, api/environments.cc), and 4
+// environment waiter (as many as session waiters, run/environments.cc), and 4
 // more that only quick requests (/healthz, refusals) can take, so that none of the slow waits
 // can starve them.
 int64_t WorkerThreads(const Config& config);

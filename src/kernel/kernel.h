@@ -2,7 +2,7 @@
 // (Launcher::Start: namespaces, seccomp, rlimits, a cgroup with the memory limit, and the
 // network only when its spec asks for it, fixed for the kernel's life), spoken to with the Jupyter
 // messaging protocol (jupyter_messaging.h) over ipc sockets with libzmq. The kernel has a directory
-// of its own on the host, one tmpfs of limits.disk_bytes like a run's (RunDir in run_handler.cc):
+// of its own on the host, one tmpfs of limits.disk_bytes like a run's (RunDir in run/run_dir.h):
 // its workspace and /tmp persist while it lives.
 //
 // Between cells the kernel's cgroup is frozen (RunCgroup::Freeze): whatever a cell left

@@ -1,5 +1,5 @@
 // The kernel pool: kernels booted ahead of the runs that will use them, as the warm pool
-// (api/warm_pool.h) does for program runs. A kernel costs 1-4 s to start (IPython's start in
+// (run/warm_pool.h) does for program runs. A kernel costs 1-4 s to start (IPython's start in
 // its sandbox); a pooled one is booted, connected and frozen in the background, off every
 // request's path, and KernelManager::StartKernel takes it for a run whose KernelSpec is the
 // pool's (PoolServes), fills its workspace then (Kernel::FillFrozen) and hands it out. A

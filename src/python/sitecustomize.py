@@ -18,7 +18,7 @@ The manifest (outputs/displays.jsonl) has one JSON object per line, in the order
   {"kind": "table", "mime": "text/markdown", "text": "| a | b |..."}
   {"kind": "text", "mime": "text/markdown", "text": "..."}
   {"skipped": "figure-21.png", "reason": "too_many_figures"}
-The daemon reads it after the run and trusts none of it (src/api/display_manifest.h).
+The daemon reads it after the run and trusts none of it (src/run/display_manifest.h).
 """
 
 import builtins

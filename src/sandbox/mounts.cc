@@ -65,7 +65,7 @@ class PlanBuilder {
   void Bind(const std::string& host, const std::string& inside, unsigned long flags) {
     // A bind mount starts with its source mount's flags: the remount that sets `flags` is
     // needed only when the source lacks one of them (the workspace's tmpfs, say, is nosuid
-    // and nodev already: api/run_dir.cc). One mount(2) call less per such bind and run.
+    // and nodev already: run/run_dir.cc). One mount(2) call less per such bind and run.
     constexpr unsigned long kAccess = MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC;
     const bool remount = (flags & kAccess & ~MountFlagsOf(host)) != 0;
     Add(remount ? MountOp::kBind : MountOp::kBindOnly, host, inside, flags, "",

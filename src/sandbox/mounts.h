@@ -43,7 +43,7 @@ std::vector<std::string> HostPythonVersions();
 // under /usr/local for each HostPythonVersions(), present or not.
 std::vector<std::string> HostPythonSiteDirs();
 
-// pip's configuration for runs (PIP_CONFIG_FILE, api/run_steps.cc): `pip install` goes to the
+// pip's configuration for runs (PIP_CONFIG_FILE, run/run_steps.cc): `pip install` goes to the
 // user site (~/.local) as users type it, while `pip list` and `pip freeze` still see every
 // package (PIP_USER=1, used before, applied --user to them too: they listed nothing). In the
 // root template, read-only.

@@ -71,7 +71,7 @@ class LiveSandbox {
 // A sandbox started ahead of its run (the warm pool): built like a run's
 // sandbox — namespaces, mounts, rlimits, seccomp filter, in the cgroup it was given — with its
 // program started and blocked reading the first line of its stdin (a warm start line: see
-// api/warm_pool.h). SandboxRunner::RunWaiting serves exactly one run with it; unused, the
+// run/warm_pool.h). SandboxRunner::RunWaiting serves exactly one run with it; unused, the
 // destructor kills and reaps it (the cgroup stays: the caller owns it). Not thread-safe (one
 // owner at a time); not safe after fork.
 // The byte a waiting program writes on its stdout once it is ready for its start line

@@ -1,10 +1,10 @@
 #define BOOST_TEST_MODULE admission
-#include "api/admission.h"
+#include "run/admission.h"
 
 #include <boost/test/unit_test.hpp>
 #include <thread>
 
-using sandrun::api::Admission;
+using sandrun::run::Admission;
 
 BOOST_AUTO_TEST_SUITE(AdmissionQueue)
 
@@ -53,7 +53,7 @@ BOOST_AUTO_TEST_SUITE_END()
 // 24 requests for one busy session held all 22 worker threads.
 BOOST_AUTO_TEST_SUITE(SessionWaiters)
 
-using sandrun::api::WaiterGate;
+using sandrun::run::WaiterGate;
 
 BOOST_AUTO_TEST_CASE(bounds_waiters_per_session) {
   WaiterGate gate(2, 10);

@@ -1,13 +1,13 @@
 #define BOOST_TEST_MODULE display_manifest
-#include "api/display_manifest.h"
+#include "run/display_manifest.h"
 
 #include <boost/test/unit_test.hpp>
 
 #include "api/run_codec.h"
 
 using namespace sandrun;
-using api::DecodeDisplayManifest;
-using api::ManifestBounds;
+using run::DecodeDisplayManifest;
+using run::ManifestBounds;
 
 namespace {
 
@@ -40,8 +40,8 @@ BOOST_AUTO_TEST_CASE(decodes_the_loaders_lines_in_order) {
   BOOST_TEST(m.entries[3].mime == "text/plain");
   BOOST_REQUIRE(m.skipped.size() == 1u);
   BOOST_TEST(m.skipped[0].path == "figure-2.png");
-  BOOST_TEST(api::OutputFileNames(m) == std::vector<std::string>{"figure-1.png"});
-  BOOST_TEST(api::WorkspaceFileNames(m) == std::vector<std::string>{"plots/chart.png"});
+  BOOST_TEST(run::OutputFileNames(m) == std::vector<std::string>{"figure-1.png"});
+  BOOST_TEST(run::WorkspaceFileNames(m) == std::vector<std::string>{"plots/chart.png"});
 }
 
 BOOST_AUTO_TEST_CASE(drops_hostile_or_malformed_lines) {
@@ -88,10 +88,10 @@ BOOST_AUTO_TEST_CASE(caps_figures_entries_and_text) {
   text += "{\"kind\": \"text\", \"mime\": \"text/plain\", \"text\": \"last\"}\n";
   text += "{\"kind\": \"text\", \"mime\": \"text/plain\", \"text\": \"z\"}\n";
   auto m = DecodeDisplayManifest(text, bounds);
-  BOOST_TEST(api::OutputFileNames(m) == (std::vector<std::string>{"figure-1.png", "figure-2.png"}));
+  BOOST_TEST(run::OutputFileNames(m) == (std::vector<std::string>{"figure-1.png", "figure-2.png"}));
   BOOST_REQUIRE(m.skipped.size() == 1u);
   BOOST_TEST(m.skipped[0].path == "figure-3.png");
-  BOOST_TEST(m.skipped[0].reason == api::kTooManyFigures);
+  BOOST_TEST(m.skipped[0].reason == run::kTooManyFigures);
   // figure-1, figure-2, figure-1 again, a table and "last" (exactly the text left): 5 entries
   // + 1 skipped; the second table is over the text budget; "z" is past max_entries.
   BOOST_TEST(m.entries.size() == 5u);
@@ -99,7 +99,7 @@ BOOST_AUTO_TEST_CASE(caps_figures_entries_and_text) {
 }
 
 BOOST_AUTO_TEST_CASE(output_path_avoids_workspace_paths) {
-  using api::OutputArtifactPath;
+  using run::OutputArtifactPath;
   BOOST_TEST(OutputArtifactPath("figure-1.png", {}) == "figure-1.png");
   BOOST_TEST(OutputArtifactPath("figure-1.png", {"a.csv", "figure-10.png"}) == "figure-1.png");
   BOOST_TEST(OutputArtifactPath("figure-1.png", {"figure-1.png"}) == "shown/figure-1.png");
@@ -125,25 +125,25 @@ BOOST_AUTO_TEST_CASE(assembles_displays_from_published_files_only) {
   std::vector<storage::ArtifactFile> published = {Published("chart.png", "image/png"),
                                                   Published("notes.png", "text/plain"),
                                                   Published("shown/figure-1.png", "image/png")};
-  auto displays = api::AssembleDisplays(m, paths, published);
+  auto displays = run::AssembleDisplays(m, paths, published);
   BOOST_REQUIRE(displays.size() == 3u);
-  BOOST_TEST(displays[0].kind == api::kDisplayImage);
+  BOOST_TEST(displays[0].kind == run::kDisplayImage);
   BOOST_TEST(displays[0].file->path == "shown/figure-1.png");
   BOOST_TEST(displays[0].mime == "image/png");
   BOOST_TEST(!displays[0].text.has_value());
   BOOST_TEST(displays[1].file->path == "chart.png");
-  BOOST_TEST(displays[2].kind == api::kDisplayTable);
+  BOOST_TEST(displays[2].kind == run::kDisplayTable);
   BOOST_TEST(*displays[2].text == "| a |");
   BOOST_TEST(!displays[2].file.has_value());
 }
 
 BOOST_AUTO_TEST_CASE(displays_are_encoded_with_text_or_file) {
-  api::RunResponse r;
+  run::RunResponse r;
   r.id = "x";
-  r.status = api::RunStatus::kOk;
-  r.displays.push_back({api::kDisplayTable, "text/markdown", "| a |", std::nullopt});
+  r.status = run::RunStatus::kOk;
+  r.displays.push_back({run::kDisplayTable, "text/markdown", "| a |", std::nullopt});
   r.displays.push_back(
-      {api::kDisplayImage, "image/png", std::nullopt, Published("figure-1.png", "image/png")});
+      {run::kDisplayImage, "image/png", std::nullopt, Published("figure-1.png", "image/png")});
   const std::string json = api::EncodeRunResponse(r);
   BOOST_TEST(json.find("\"displays\":[{\"kind\":\"table\",\"mime\":\"text/markdown\",\"text\":"
                        "\"| a |\"},{\"kind\":\"image\",\"mime\":\"image/png\",\"file\":{\"name\":"

@@ -95,3 +95,47 @@ BOOST_AUTO_TEST_CASE(every_api_code_has_its_own_code_and_an_error_status) {
 }
 
 BOOST_AUTO_TEST_SUITE_END()
+
+// The run engine's refusals (run/refusal.h) become API errors here and nowhere else: each
+// code its status and code, a phase's Error by its kind, Retry-After only when one is given.
+BOOST_AUTO_TEST_CASE(each_engine_refusal_maps_to_its_status_code_and_retry) {
+  struct Row {
+    run::RefusalCode code;
+    int status;
+    std::string name;
+  };
+  const Row rows[] = {
+      {run::RefusalCode::kUnknownLanguage, 400, "unknown_language"},
+      {run::RefusalCode::kConflictingFields, 400, "conflicting_fields"},
+      {run::RefusalCode::kNetworkForbidden, 403, "network_forbidden"},
+      {run::RefusalCode::kMemoryLimit, 400, "memory_limit"},
+      {run::RefusalCode::kFileLimit, 400, "file_limit"},
+      {run::RefusalCode::kSessionBusy, 409, "session_busy"},
+      {run::RefusalCode::kStorage, 500, "storage"},
+      {run::RefusalCode::kSandboxError, 500, "sandbox_error"},
+      {run::RefusalCode::kBusy, 503, "busy"},
+      {run::RefusalCode::kUnavailable, 503, "unavailable"},
+      {run::RefusalCode::kStopping, 503, "stopping"},
+      {run::RefusalCode::kEnvironmentBuilding, 503, "environment_building"},
+  };
+  for (const Row& row : rows) {
+    const api::ApiError e = api::ToApiError(run::Refuse(row.code, "why", "limits.disk_mb"));
+    BOOST_TEST(e.status == row.status, row.name);
+    BOOST_TEST(e.code == row.name);
+    BOOST_TEST(e.message == "why");
+    BOOST_TEST(e.field == "limits.disk_mb");
+  }
+  const api::ApiError bad =
+      api::ToApiError(run::RefuseError(MakeError(ErrorKind::kInvalidPath, "no"), "files"));
+  BOOST_TEST(bad.status == 400);
+  BOOST_TEST(bad.code == "invalid_path");
+  BOOST_TEST(bad.field == "files");
+
+  BOOST_TEST(api::ErrorResponse(run::Refuse(run::RefusalCode::kStorage, "x")).headers.empty());
+  run::Refusal busy = run::Refuse(run::RefusalCode::kSessionBusy, "wait", "session");
+  busy.retry_after_s = 5;
+  const api::HttpResponse r = api::ErrorResponse(busy);
+  BOOST_TEST(r.status == 409);
+  BOOST_TEST(r.headers.at("Retry-After") == "5");
+  BOOST_TEST(r.body == R"({"error":{"code":"session_busy","message":"wait","field":"session"}})");
+}

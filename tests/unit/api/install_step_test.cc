@@ -1,16 +1,16 @@
-// Install steps (api/install_step.h): only pip installs of index requirements are, and the
+// Install steps (run/install_step.h): only pip installs of index requirements are, and the
 // script they run as starts pip isolated from the workspace. Pure.
 #define BOOST_TEST_MODULE install_step
-#include "api/install_step.h"
+#include "run/install_step.h"
 
 #include <boost/test/unit_test.hpp>
 
-namespace api = sandrun::api;
+namespace run = sandrun::run;
 using Texts = std::vector<std::string>;
 
 namespace {
 
-std::string Why(const std::string& code) { return api::ParsePureInstall(code, nullptr); }
+std::string Why(const std::string& code) { return run::ParsePureInstall(code, nullptr); }
 
 }  // namespace
 
@@ -72,9 +72,9 @@ BOOST_AUTO_TEST_CASE(anything_else_is_a_program_and_says_why) {
 }
 
 BOOST_AUTO_TEST_CASE(the_script_runs_the_systems_pip_isolated_with_canonical_requirements) {
-  api::PureInstall pure;
+  run::PureInstall pure;
   BOOST_TEST_REQUIRE(
-      api::ParsePureInstall("cd sub && pip install -q 'Pandas >= 2' numpy\n"
+      run::ParsePureInstall("cd sub && pip install -q 'Pandas >= 2' numpy\n"
                             "pip3 install numpy x[b,a] || python -m pip install -U y\n",
                             &pure) == "");
   BOOST_TEST(pure.requirements == (Texts{"pandas>=2", "numpy", "x[a,b]", "y"}),
@@ -87,19 +87,19 @@ BOOST_AUTO_TEST_CASE(the_script_runs_the_systems_pip_isolated_with_canonical_req
              "cd /run/sandrun || exit 1\n" +
                  pip + " -q -- 'pandas>=2' 'numpy'\n" + pip + " -- 'numpy' 'x[a,b]' || " + pip +
                  " -U -- 'y'\n");
-  BOOST_TEST(api::InstallRequirements("pip install ./x").empty());
+  BOOST_TEST(run::InstallRequirements("pip install ./x").empty());
 }
 
 BOOST_AUTO_TEST_CASE(a_requirement_is_covered_by_its_text_or_by_name_when_bare) {
   const Texts have = {"numpy==1.26.4", "pandas[excel]", "scipy"};
-  BOOST_TEST(api::RequirementCovered("numpy", have));
-  BOOST_TEST(api::RequirementCovered("numpy==1.26.4", have));
-  BOOST_TEST(api::RequirementCovered("pandas", have));
-  BOOST_TEST(api::RequirementCovered("scipy", have));
-  BOOST_TEST(!api::RequirementCovered("numpy<2", have));
-  BOOST_TEST(!api::RequirementCovered("scipy[all]", have));
-  BOOST_TEST(!api::RequirementCovered("torch", have));
-  BOOST_TEST(!api::RequirementCovered("numpy", {}));
+  BOOST_TEST(run::RequirementCovered("numpy", have));
+  BOOST_TEST(run::RequirementCovered("numpy==1.26.4", have));
+  BOOST_TEST(run::RequirementCovered("pandas", have));
+  BOOST_TEST(run::RequirementCovered("scipy", have));
+  BOOST_TEST(!run::RequirementCovered("numpy<2", have));
+  BOOST_TEST(!run::RequirementCovered("scipy[all]", have));
+  BOOST_TEST(!run::RequirementCovered("torch", have));
+  BOOST_TEST(!run::RequirementCovered("numpy", {}));
 }
 
 BOOST_AUTO_TEST_SUITE_END()

@@ -2,15 +2,15 @@
 #include <boost/test/unit_test.hpp>
 #include <chrono>
 
-#include "api/warm_pool.h"
+#include "run/warm_pool.h"
 
-using sandrun::api::RefillGate;
-using sandrun::api::RefillMayStart;
+using sandrun::run::RefillGate;
+using sandrun::run::RefillMayStart;
 using std::chrono::milliseconds;
 
 namespace {
 
-using sandrun::api::RefillLoad;
+using sandrun::run::RefillLoad;
 
 RefillGate TwoCpus() {
   return RefillGate{[] { return RefillLoad{}; }, 2, milliseconds(100)};

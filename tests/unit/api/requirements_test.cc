@@ -1,25 +1,25 @@
-// The `packages` grammar (api/requirements.h): what is accepted, how it is normalised, and the
+// The `packages` grammar (run/requirements.h): what is accepted, how it is normalised, and the
 // hostile strings that are refused. Pure.
 #define BOOST_TEST_MODULE requirements
-#include "api/requirements.h"
+#include "run/requirements.h"
 
 #include <boost/test/unit_test.hpp>
 
-namespace api = sandrun::api;
+namespace run = sandrun::run;
 using Texts = std::vector<std::string>;
 
 namespace {
 
 std::string Canonical(const std::string& text) {
-  api::Requirement r;
-  const std::string why = api::ParseRequirement(text, &r);
+  run::Requirement r;
+  const std::string why = run::ParseRequirement(text, &r);
   BOOST_TEST(why.empty(), text << ": " << why);
   return r.Text();
 }
 
 std::string Refusal(const std::string& text) {
-  api::Requirement r;
-  return api::ParseRequirement(text, &r);
+  run::Requirement r;
+  return run::ParseRequirement(text, &r);
 }
 
 }  // namespace
@@ -88,14 +88,14 @@ BOOST_AUTO_TEST_CASE(hostile_strings_are_refused) {
 }
 
 BOOST_AUTO_TEST_CASE(a_set_is_sorted_without_duplicates_and_names_are_its_packages) {
-  std::vector<api::Requirement> set(3);
-  BOOST_TEST(api::ParseRequirement("Pandas>=2", &set[0]).empty());
-  BOOST_TEST(api::ParseRequirement("numpy", &set[1]).empty());
-  BOOST_TEST(api::ParseRequirement("NumPy", &set[2]).empty());
-  const Texts texts = api::NormalizeSet(set);
+  std::vector<run::Requirement> set(3);
+  BOOST_TEST(run::ParseRequirement("Pandas>=2", &set[0]).empty());
+  BOOST_TEST(run::ParseRequirement("numpy", &set[1]).empty());
+  BOOST_TEST(run::ParseRequirement("NumPy", &set[2]).empty());
+  const Texts texts = run::NormalizeSet(set);
   BOOST_TEST(texts == (Texts{"numpy", "pandas>=2"}), boost::test_tools::per_element());
   BOOST_TEST(
-      api::NamesOf({"requests[socks]", "numpy<2,>=1", "a~=1"}) == (Texts{"a", "numpy", "requests"}),
+      run::NamesOf({"requests[socks]", "numpy<2,>=1", "a~=1"}) == (Texts{"a", "numpy", "requests"}),
       boost::test_tools::per_element());
 }
 

@@ -5,7 +5,7 @@
 
 #include <boost/test/unit_test.hpp>
 
-#include "api/run_steps.h"
+#include "run/run_steps.h"
 
 using namespace sandrun;
 
@@ -442,7 +442,7 @@ std::vector<api::PlanEntry> Plan() {
 
 BOOST_AUTO_TEST_CASE(block_after_a_failed_block_is_not_run_and_says_why) {
   auto plan = Plan();
-  api::MarkBlocksNotRun({Step(0), Step(2)}, {Ran(0, api::RunStatus::kError)},
+  run::MarkBlocksNotRun({Step(0), Step(2)}, {Ran(0, api::RunStatus::kError)},
                         api::RunStatus::kError, &plan);
   BOOST_TEST(plan[0].run);  // it ran, and failed: the step result says so
   BOOST_TEST(plan[0].reason == "setup step (writes helper.py)");
@@ -454,7 +454,7 @@ BOOST_AUTO_TEST_CASE(block_after_a_failed_block_is_not_run_and_says_why) {
 
 BOOST_AUTO_TEST_CASE(every_block_ran_leaves_the_plan_as_it_was) {
   auto plan = Plan();
-  api::MarkBlocksNotRun({Step(0), Step(2)},
+  run::MarkBlocksNotRun({Step(0), Step(2)},
                         {Ran(0, api::RunStatus::kOk), Ran(2, api::RunStatus::kError)},
                         api::RunStatus::kError, &plan);
   BOOST_TEST(plan[0].run);
@@ -464,14 +464,14 @@ BOOST_AUTO_TEST_CASE(every_block_ran_leaves_the_plan_as_it_was) {
 
 BOOST_AUTO_TEST_CASE(spent_budget_and_failed_install_line_are_named) {
   auto plan = Plan();
-  api::MarkBlocksNotRun({Step(0), Step(2)}, {Ran(0, api::RunStatus::kOk)}, api::RunStatus::kTimeout,
+  run::MarkBlocksNotRun({Step(0), Step(2)}, {Ran(0, api::RunStatus::kOk)}, api::RunStatus::kTimeout,
                         &plan);
   BOOST_TEST(!plan[2].run);
   BOOST_TEST(plan[2].reason.find("not run: the run's wall-clock time was spent") == 0u,
              plan[2].reason);
   // A python block with a `!pip` line is two steps; the pip step failed, the code never ran.
   auto pip = Plan();
-  api::MarkBlocksNotRun({Step(0), Step(2), Step(2)},
+  run::MarkBlocksNotRun({Step(0), Step(2), Step(2)},
                         {Ran(0, api::RunStatus::kOk), Ran(2, api::RunStatus::kError)},
                         api::RunStatus::kError, &pip);
   BOOST_TEST(!pip[2].run);
@@ -482,7 +482,7 @@ BOOST_AUTO_TEST_CASE(spent_budget_and_failed_install_line_are_named) {
 BOOST_AUTO_TEST_CASE(saved_blocks_are_not_program_steps) {
   std::vector<api::PlanEntry> plan = {{0, "python", false, "ran as app.py (by block 2)"},
                                       {1, "bash", true, "runs app.py"}};
-  api::MarkBlocksNotRun({Step(0, "app.py"), Step(1)}, {Ran(1, api::RunStatus::kOk)},
+  run::MarkBlocksNotRun({Step(0, "app.py"), Step(1)}, {Ran(1, api::RunStatus::kOk)},
                         api::RunStatus::kOk, &plan);
   BOOST_TEST(!plan[0].run);
   BOOST_TEST(plan[0].reason == "ran as app.py (by block 2)");
@@ -521,39 +521,39 @@ BOOST_AUTO_TEST_CASE(markdown_stdin_goes_to_the_first_reading_step_else_the_last
   run.steps = {Program(kBash, "echo a"),
                Program(kPython, "x = input()", "input() on line 1 of block 2"),
                Program(kBash, "echo c")};
-  BOOST_TEST(api::StdinStep(run) == 1u);
+  BOOST_TEST(run::StdinStep(run) == 1u);
   run.steps[1].reads_stdin.clear();
-  BOOST_TEST(api::StdinStep(run) == 2u);
+  BOOST_TEST(run::StdinStep(run) == 2u);
   // `snippets` keep the last step, whatever reads.
   api::RunRequest snippets;
   snippets.steps = {Program(kPython, "x = input()"), Program(kBash, "echo b")};
-  BOOST_TEST(api::StdinStep(snippets) == 1u);
+  BOOST_TEST(run::StdinStep(snippets) == 1u);
 }
 
 BOOST_AUTO_TEST_CASE(no_input_note_is_one_line_naming_the_read) {
   api::RunRequest run;
   run.markdown = "...";
   run.steps = {Program(kPython, "x = input()", "input() on line 1 of block 1")};
-  BOOST_TEST(api::NoInputNote(run, 0, kEof) ==
+  BOOST_TEST(run::NoInputNote(run, 0, kEof) ==
              "sandrun: the program asked for input (input() on line 1 of block 1) and got none: "
              "stdin is empty (the request has no `stdin`; send the input in `stdin`)");
   // input() that did not hit the end (caught, or not reached) says nothing.
-  BOOST_TEST(api::NoInputNote(run, 0, "") == "");
+  BOOST_TEST(run::NoInputNote(run, 0, "") == "");
   // With stdin for that step: nothing.
   run.stdin_data = "Ada\n";
-  BOOST_TEST(api::NoInputNote(run, 0, kEof) == "");
+  BOOST_TEST(run::NoInputNote(run, 0, kEof) == "");
   // bash `read` sees the end without an error: said whenever the step ran without stdin.
   api::RunRequest bash;
   bash.steps = {Program(kBash, "echo hi\nread -r x\necho \"$x\"\n")};
-  BOOST_TEST(api::NoInputNote(bash, 0, "").find("(read on line 2) and got none") !=
+  BOOST_TEST(run::NoInputNote(bash, 0, "").find("(read on line 2) and got none") !=
              std::string::npos);
   // A `code` request whose Python ends in input()'s EOFError.
   api::RunRequest code;
   code.steps = {Program(kPython, "print(1)\nname = input('? ')\n")};
-  BOOST_TEST(api::NoInputNote(code, 0, kEof).find("(input() on line 2) and got none") !=
+  BOOST_TEST(run::NoInputNote(code, 0, kEof).find("(input() on line 2) and got none") !=
              std::string::npos);
   // Another EOFError (pickle.load of an empty file) is no read of stdin.
-  BOOST_TEST(api::NoInputNote(code, 0, "EOFError: Ran out of input\n") == "");
+  BOOST_TEST(run::NoInputNote(code, 0, "EOFError: Ran out of input\n") == "");
 }
 
 BOOST_AUTO_TEST_SUITE_END()

@@ -100,7 +100,7 @@ class FakeRunner : public sandbox::SandboxRunner {
 };
 
 // The run's directory stays a plain directory: no mount, so no root needed.
-class NoTmpfs : public api::RunTmpfs {
+class NoTmpfs : public run::RunTmpfs {
  public:
   Status Mount(const std::string& /*dir*/, uint64_t /*bytes*/) const override { return OkStatus(); }
   Status Unmount(const std::string& /*dir*/) const override { return OkStatus(); }
@@ -368,19 +368,19 @@ BOOST_AUTO_TEST_CASE(install_step_runs_on_the_install_budget) {
 // A notebook run's traceback names the cells of the run as the user counts the blocks.
 BOOST_AUTO_TEST_CASE(name_cells_names_the_runs_cells_as_blocks) {
   const std::map<int, std::string> blocks = {{1, "block 1"}, {2, "block 3"}};
-  BOOST_TEST(api::NameCells("Cell In[2], line 3\n----> 3 x\n", blocks) ==
+  BOOST_TEST(run::NameCells("Cell In[2], line 3\n----> 3 x\n", blocks) ==
              "block 3, line 3\n----> 3 x\n");
-  BOOST_TEST(api::NameCells("Cell In[1], line 2, in f()\nCell In[2]\n", blocks) ==
+  BOOST_TEST(run::NameCells("Cell In[1], line 2, in f()\nCell In[2]\n", blocks) ==
              "block 1, line 2, in f()\nblock 3\n");
   // IPython 8.5's form, with a space.
-  BOOST_TEST(api::NameCells("Cell In [2], line 3\n", blocks) == "block 3, line 3\n");
-  BOOST_TEST(api::NameCells("Cell In [], line 3", blocks) == "Cell In [], line 3");
+  BOOST_TEST(run::NameCells("Cell In [2], line 3\n", blocks) == "block 3, line 3\n");
+  BOOST_TEST(run::NameCells("Cell In [], line 3", blocks) == "Cell In [], line 3");
   // Cells of earlier runs, and text that only looks like a cell, are left as they are.
-  BOOST_TEST(api::NameCells("Cell In[7], line 1", blocks) == "Cell In[7], line 1");
-  BOOST_TEST(api::NameCells("Cell In[x] Cell In[", blocks) == "Cell In[x] Cell In[");
-  BOOST_TEST(api::NameCells("Cell In[99999999999999999], line 1", blocks) ==
+  BOOST_TEST(run::NameCells("Cell In[7], line 1", blocks) == "Cell In[7], line 1");
+  BOOST_TEST(run::NameCells("Cell In[x] Cell In[", blocks) == "Cell In[x] Cell In[");
+  BOOST_TEST(run::NameCells("Cell In[99999999999999999], line 1", blocks) ==
              "Cell In[99999999999999999], line 1");
-  BOOST_TEST(api::NameCells("", blocks) == "");
+  BOOST_TEST(run::NameCells("", blocks) == "");
 }
 
 BOOST_AUTO_TEST_SUITE_END()

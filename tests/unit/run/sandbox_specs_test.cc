@@ -4,7 +4,10 @@
 #define BOOST_TEST_MODULE sandbox_specs
 #include "run/sandbox_specs.h"
 
+#include <algorithm>
 #include <boost/test/unit_test.hpp>
+
+#include "run/run_steps.h"
 
 using namespace sandrun;
 using run::SandboxUse;
@@ -131,3 +134,29 @@ BOOST_AUTO_TEST_CASE(the_base_spec_carries_ids_run_id_and_network) {
 }
 
 BOOST_AUTO_TEST_SUITE_END()
+
+// pip building an environment runs in the sandbox's environment (SandboxEnv: locale, home,
+// time zone, the admin's index), with only what a `--target` build needs changed.
+BOOST_AUTO_TEST_CASE(an_environment_build_runs_in_the_sandbox_environment) {
+  config::Config c = TestConfig();
+  c.timezone = "Europe/Paris";
+  c.pip_index_url = "https://pypi.example/simple";
+  const std::vector<std::string> sandbox = run::SandboxEnv(c);
+  const std::vector<std::string> build = run::EnvironmentBuildEnv(c);
+  auto has = [](const std::vector<std::string>& env, const std::string& line) {
+    return std::find(env.begin(), env.end(), line) != env.end();
+  };
+  for (const char* line : {"HOME=/home/user", "LANG=C.UTF-8", "TZ=Europe/Paris",
+                           "PIP_INDEX_URL=https://pypi.example/simple",
+                           "PIP_BREAK_SYSTEM_PACKAGES=1", "PYTHONUNBUFFERED=1"}) {
+    BOOST_TEST(has(sandbox, line), line);
+    BOOST_TEST(has(build, line), line);
+  }
+  BOOST_TEST(has(build, "PATH=/usr/local/bin:/usr/bin:/bin"));
+  BOOST_TEST(has(build, "PIP_TIMEOUT=15"));
+  for (const auto& line : build) {
+    const std::string key = line.substr(0, line.find('='));
+    // pip's config file asks for user installs, which --target refuses.
+    BOOST_TEST((key != "PIP_CONFIG_FILE" && key != "PYTHONPATH" && key != "PIP_RETRIES"), line);
+  }
+}

@@ -1,11 +1,11 @@
-#include "api/requirements.h"
+#include "run/requirements.h"
 
 #include <algorithm>
 #include <cctype>
 
-#include "api/packages.h"
+#include "run/packages.h"
 
-namespace sandrun::api {
+namespace sandrun::run {
 namespace {
 
 bool AlnumAscii(char c) { return std::isalnum(static_cast<unsigned char>(c)) != 0; }
@@ -158,4 +158,4 @@ std::vector<std::string> NamesOf(const std::vector<std::string>& texts) {
   return names;
 }
 
-}  // namespace sandrun::api
+}  // namespace sandrun::run

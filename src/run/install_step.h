@@ -6,7 +6,7 @@
 // code: so pip is started isolated from the workspace (`python3 -I`: no user site and its
 // .pth files, no PYTHONPATH, no working directory on its import path, so a pip.py or pip/
 // placed there is not imported), from the system's path, in a read-only directory, without
-// the workspace's pip cache, and its arguments are index requirements of api/requirements.h's
+// the workspace's pip cache, and its arguments are index requirements of run/requirements.h's
 // grammar and a few options that change nothing but pip's output and choices among index
 // packages. A path, a URL, a requirements file, an index option, an environment variable or
 // a pip of the workspace (./pip) makes the step an ordinary program, on the run's limits.
@@ -15,14 +15,14 @@
 #include <string>
 #include <vector>
 
-namespace sandrun::api {
+namespace sandrun::run {
 
 // The directory an install step runs in and its HOME: read-only, made by the daemon (the
 // root template's /run/sandrun, which holds pip's configuration, sandbox/mounts.h).
 inline constexpr char kInstallHome[] = "/run/sandrun";
 
 struct PureInstall {
-  // The canonical texts (api/requirements.h) of every requirement of the step, in order of
+  // The canonical texts (run/requirements.h) of every requirement of the step, in order of
   // first appearance, without duplicates.
   std::vector<std::string> requirements;
   // What the sandbox runs instead of the step's text (bash): each pip install as
@@ -50,4 +50,4 @@ std::vector<std::string> InstallRequirements(const std::string& shell_code);
 // no version) and one of them names that package (whatever version or extras the set chose).
 bool RequirementCovered(const std::string& want, const std::vector<std::string>& have);
 
-}  // namespace sandrun::api
+}  // namespace sandrun::run

@@ -14,7 +14,7 @@
 
 #include "storage/artifact_store.h"
 
-namespace sandrun::api {
+namespace sandrun::run {
 
 // Kinds of a display. Clients show an image inline, a table as Markdown, text as preformatted
 // text (a plain-text form already in stdout is never repeated as a "text" display).
@@ -29,4 +29,4 @@ struct Display {
   std::optional<storage::ArtifactFile> file;  // image: the published file
 };
 
-}  // namespace sandrun::api
+}  // namespace sandrun::run

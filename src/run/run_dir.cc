@@ -1,11 +1,11 @@
-#include "api/run_dir.h"
+#include "run/run_dir.h"
 
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include "sys/syscalls.h"
 
-namespace sandrun::api {
+namespace sandrun::run {
 namespace {
 
 class Kernel : public RunTmpfs {
@@ -57,4 +57,4 @@ Status RunDir::Rename(const std::string& path) {
   return OkStatus();
 }
 
-}  // namespace sandrun::api
+}  // namespace sandrun::run

@@ -1,21 +1,21 @@
-#include "api/run_steps.h"
+#include "run/run_steps.h"
 
 #include <algorithm>
 #include <cctype>
 
-#include "api/environments.h"
-#include "api/install_step.h"
-#include "api/packages.h"
-#include "api/run_displays.h"
 #include "markdown/block_analysis.h"
 #include "markdown/text_util.h"
 #include "python/support_files.h"
+#include "run/environments.h"
+#include "run/install_step.h"
+#include "run/packages.h"
+#include "run/run_displays.h"
 #include "run/sandbox_specs.h"
 #include "sandbox/mounts.h"
 #include "sys/syscalls.h"
 #include "util/reserved_dirs.h"
 
-namespace sandrun::api {
+namespace sandrun::run {
 namespace {
 
 // util::kProgramDir as the sandbox sees it.
@@ -89,6 +89,23 @@ std::string ShellQuote(const std::string& word) {
 }
 }  // namespace
 
+std::vector<std::string> EnvironmentBuildEnv(const config::Config& config) {
+  std::vector<std::string> env;
+  for (std::string& line : SandboxEnv(config)) {
+    const std::string key = line.substr(0, line.find('='));
+    if (key == "PATH" || key == "PYTHONPATH" || key == "PIP_CONFIG_FILE" || key == "PIP_RETRIES" ||
+        key == "PIP_TIMEOUT" || key == "PIP_CACHE_DIR" || key == "PYTHONDONTWRITEBYTECODE" ||
+        key == "XDG_CACHE_HOME" || key == "MPLCONFIGDIR" || key == "MPLBACKEND") {
+      continue;
+    }
+    env.push_back(std::move(line));
+  }
+  env.push_back("PATH=/usr/local/bin:/usr/bin:/bin");
+  env.push_back("PIP_PROGRESS_BAR=off");
+  env.push_back("PIP_TIMEOUT=15");
+  return env;
+}
+
 std::string InstallCell(const config::Config& config, const CodeStep& step) {
   // The daemon's script (ProgramText), under env -i with InstallEnv: the kernel's environment
   // (PYTHONPATH, the user site with whatever .pth the workspace holds) never reaches pip.
@@ -146,9 +163,8 @@ sandbox::SandboxSpec StepSpec(const config::Config& config, const RunRequest& ru
                               const StepBudget& budget) {
   const CodeStep& step = run.steps[i];
   const bool install = IsInstallStep(step);
-  sandbox::SandboxSpec spec = run::BaseSpec(
-      config, run.limits, install ? run::SandboxUse::kInstallStep : run::SandboxUse::kStep, id,
-      run.network);
+  sandbox::SandboxSpec spec = BaseSpec(
+      config, run.limits, install ? SandboxUse::kInstallStep : SandboxUse::kStep, id, run.network);
   for (const auto& arg : step.language->argv) {
     if (arg == "{file}") {
       // .sandrun/main.py for one step, .sandrun/<i>/main.py for several.
@@ -441,4 +457,4 @@ std::string NoInputNote(const RunRequest& run, size_t i, const std::string& step
          why + "; send the input in `stdin`)";
 }
 
-}  // namespace sandrun::api
+}  // namespace sandrun::run

@@ -1,6 +1,6 @@
-#include "api/admission.h"
+#include "run/admission.h"
 
-namespace sandrun::api {
+namespace sandrun::run {
 
 Admission::Ticket Admission::Acquire() {
   std::unique_lock lock(mu_);
@@ -56,4 +56,4 @@ int64_t WaiterGate::waiting() const {
   return waiting_;
 }
 
-}  // namespace sandrun::api
+}  // namespace sandrun::run

@@ -1,7 +1,7 @@
 // Prepared environments: the request's `packages` mapped onto the store
 // (storage/environment_store.h), the build in a sandbox with the network, and the bounded
 // wait of the requests that ask for a set while it builds.
-#include "api/environments.h"
+#include "run/environments.h"
 
 #include <sys/stat.h>
 #include <unistd.h>
@@ -10,17 +10,17 @@
 #include <climits>
 #include <cstdlib>
 
-#include "api/install_step.h"
-#include "api/packages.h"
-#include "api/requirements.h"
-#include "api/run_steps.h"
-#include "api/service.h"
+#include "run/engine.h"
+#include "run/install_step.h"
+#include "run/packages.h"
+#include "run/requirements.h"
+#include "run/run_steps.h"
 #include "run/sandbox_specs.h"
 #include "sandbox/spec.h"
 #include "storage/dist_records.h"
 #include "util/text.h"
 
-namespace sandrun::api {
+namespace sandrun::run {
 namespace {
 
 // "python3.11": what /usr/bin/python3 is; part of every environment's id.
@@ -37,15 +37,14 @@ std::string Joined(const std::vector<std::string>& items) {
   return out;
 }
 
-HttpResponse Building(const std::string& message, int64_t retry_after_s) {
-  HttpResponse r = ErrorResponse(ApiCode::kEnvironmentBuilding, message, "packages");
-  r.headers["Retry-After"] = std::to_string(std::max<int64_t>(1, retry_after_s));
-  return r;
+RunEnd Building(const std::string& message, int64_t retry_after_s) {
+  return Refused(Refusal{RefusalCode::kEnvironmentBuilding, message, "packages",
+                         ErrorKind::kUnavailable, std::max<int64_t>(1, retry_after_s)});
 }
 
 // The answer to a run whose environment could not be built (a 200: status error, pip's
 // output; the code did not run).
-HttpResponse FailedBuild(const RunRequest& run, const storage::EnvironmentStore::Answer& answer) {
+RunEnd FailedBuild(const RunRequest& run, const storage::EnvironmentStore::Answer& answer) {
   RunResponse failed;
   failed.id = util::RandomHex(16);
   failed.status = RunStatus::kError;
@@ -57,9 +56,9 @@ HttpResponse FailedBuild(const RunRequest& run, const storage::EnvironmentStore:
       std::to_string(answer.retry_after_s) + " s. pip's output:\n" +
       util::SanitizeUtf8(answer.failure_output);
   failed.environment = EnvironmentReport{answer.meta.id, run.packages, "failed", 0};
-  HttpResponse http;
-  http.body = EncodeRunResponse(failed);
-  return http;
+  RunEnd end;
+  end.response = std::move(failed);
+  return end;
 }
 
 }  // namespace
@@ -111,7 +110,7 @@ std::optional<StepResult> SatisfiedByEnvironment(const RunRequest& run, const Co
   return sr;
 }
 
-std::unique_ptr<storage::EnvironmentStore> Service::MakeEnvironmentStore() {
+std::unique_ptr<storage::EnvironmentStore> Engine::MakeEnvironmentStore() {
   storage::EnvironmentStore::Options options;
   options.root = config_.environments_dir;
   options.python = PythonTag();
@@ -121,8 +120,8 @@ std::unique_ptr<storage::EnvironmentStore> Service::MakeEnvironmentStore() {
       });
 }
 
-storage::BuildResult Service::BuildEnvironment(const std::string& build_dir,
-                                               const std::vector<std::string>& packages) const {
+storage::BuildResult Engine::BuildEnvironment(const std::string& build_dir,
+                                              const std::vector<std::string>& packages) const {
   storage::BuildResult out;
   const uid_t uid = static_cast<uid_t>(config_.sandbox_uid);
   const gid_t gid = static_cast<gid_t>(config_.sandbox_gid);
@@ -134,28 +133,16 @@ storage::BuildResult Service::BuildEnvironment(const std::string& build_dir,
   }
   // A package's build step is untrusted code: it runs like a run, with the run's network,
   // under the ceilings' memory and processes.
-  sandbox::SandboxSpec spec = run::BaseSpec(
-      config_, config_.ceilings, run::SandboxUse::kEnvironmentBuild,
-      "env-" + build_dir.substr(build_dir.size() - std::min<size_t>(12, build_dir.size())),
-      /*network=*/true);
-  // Every requirement was checked against api/requirements.h's grammar (no option, path or
+  sandbox::SandboxSpec spec =
+      BaseSpec(config_, config_.ceilings, SandboxUse::kEnvironmentBuild,
+               "env-" + build_dir.substr(build_dir.size() - std::min<size_t>(12, build_dir.size())),
+               /*network=*/true);
+  // Every requirement was checked against run/requirements.h's grammar (no option, path or
   // URL); "--" ends pip's options all the same.
   spec.argv = {"/usr/bin/python3", "-m", "pip", "install", "--target", "/home/user/site",
                "--no-cache-dir",   "--"};
   for (const auto& p : packages) spec.argv.push_back(p);
-  spec.env = {"HOME=/home/user",
-              "USER=user",
-              "LANG=C.UTF-8",
-              "LC_ALL=C.UTF-8",
-              "PATH=/usr/local/bin:/usr/bin:/bin",
-              "TMPDIR=/tmp",
-              "PYTHONUNBUFFERED=1",
-              "PIP_BREAK_SYSTEM_PACKAGES=1",
-              "PIP_DISABLE_PIP_VERSION_CHECK=1",
-              "PIP_NO_INPUT=1",
-              "PIP_PROGRESS_BAR=off",
-              "PIP_TIMEOUT=15"};
-  for (std::string& line : PipEnv(config_)) spec.env.push_back(std::move(line));
+  spec.env = EnvironmentBuildEnv(config_);
   spec.workspace_dir = ws;
   auto result = runner_->Run(spec);
   if (!result.ok()) {
@@ -190,18 +177,18 @@ storage::BuildResult Service::BuildEnvironment(const std::string& build_dir,
   return out;
 }
 
-void Service::PrebuildEnvironments() {
+void Engine::PrebuildEnvironments() {
   if (!environments_) return;
   for (const auto& set : PrebuildSets(config_, true)) environments_->Prebuild(set);
 }
 
-int Service::SweepEnvironments() {
+int Engine::SweepEnvironments() {
   if (!environments_) return 0;
   return static_cast<int>(
       environments_->Evict(static_cast<uint64_t>(config_.environments_max_mb) << 20).size());
 }
 
-std::optional<storage::EnvironmentStore::Answer> Service::FindServingEnvironment(
+std::optional<storage::EnvironmentStore::Answer> Engine::FindServingEnvironment(
     const RunRequest& run) const {
   // The markdown plan: the install steps' requirements, as a set. Only steps that run as
   // install steps count (one that installs a path runs as a program, whatever is present).
@@ -221,9 +208,8 @@ std::optional<storage::EnvironmentStore::Answer> Service::FindServingEnvironment
   return answer;
 }
 
-std::optional<HttpResponse> Service::AcquireEnvironment(const RunRequest& run,
-                                                        const config::Config& live,
-                                                        storage::EnvironmentStore::Answer* answer) {
+std::optional<RunEnd> Engine::AcquireEnvironment(const RunRequest& run, const config::Config& live,
+                                                 storage::EnvironmentStore::Answer* answer) {
   using Outcome = storage::EnvironmentStore::Outcome;
   // Building needs the network; without it only what is there (prebuilt) is served.
   const bool may_build = live.network != "off";
@@ -247,13 +233,13 @@ std::optional<HttpResponse> Service::AcquireEnvironment(const RunRequest& run,
       if (waited) answer->outcome = Outcome::kBuilt;
       return std::nullopt;
     case Outcome::kAbsent:
-      return ErrorResponse(
-          ApiCode::kNetworkForbidden,
-          "the environment for " + Joined(run.packages) +
-              " is not prepared on this server, and building it needs the network, which is "
-              "off for runs (config \"network\" is \"off\"); the admin can list the set in "
-              "\"environments_prebuild\"",
-          "packages");
+      return Refused(
+          Refuse(RefusalCode::kNetworkForbidden,
+                 "the environment for " + Joined(run.packages) +
+                     " is not prepared on this server, and building it needs the network, which is "
+                     "off for runs (config \"network\" is \"off\"); the admin can list the set in "
+                     "\"environments_prebuild\"",
+                 "packages"));
     case Outcome::kBuilding:
       return Building("the environment for " + Joined(run.packages) + " is still being built (" +
                           std::to_string(live.environment_wait_s) +
@@ -267,14 +253,14 @@ std::optional<HttpResponse> Service::AcquireEnvironment(const RunRequest& run,
   return std::nullopt;
 }
 
-std::optional<HttpResponse> Service::PrepareEnvironment(RunRequest* run, const config::Config& live,
-                                                        storage::EnvironmentStore::Lease* lease,
-                                                        std::optional<EnvironmentReport>* report) {
+std::optional<RunEnd> Engine::PrepareEnvironment(RunRequest* run, const config::Config& live,
+                                                 storage::EnvironmentStore::Lease* lease,
+                                                 std::optional<EnvironmentReport>* report) {
   if (run->stateful && !run->packages.empty()) {
-    return ErrorResponse(ApiCode::kConflictingFields,
-                         "'packages' does not go with 'stateful' (a kernel does not mount a "
-                         "prepared environment); send one of them",
-                         "packages");
+    return Refused(Refuse(RefusalCode::kConflictingFields,
+                          "'packages' does not go with 'stateful' (a kernel does not mount a "
+                          "prepared environment); send one of them",
+                          "packages"));
   }
   if (!environments_ || run->stateful) return std::nullopt;
   storage::EnvironmentStore::Answer answer;
@@ -296,4 +282,4 @@ std::optional<HttpResponse> Service::PrepareEnvironment(RunRequest* run, const c
   return std::nullopt;
 }
 
-}  // namespace sandrun::api
+}  // namespace sandrun::run

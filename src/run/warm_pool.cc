@@ -1,11 +1,11 @@
-#include "api/warm_pool.h"
+#include "run/warm_pool.h"
 
 #include <algorithm>
 #include <chrono>
 #include <optional>
 #include <vector>
 
-namespace sandrun::api {
+namespace sandrun::run {
 
 bool RefillMayStart(const RefillGate& gate, RefillLoad load, std::chrono::milliseconds waited) {
   if (!gate.load || load.in_flight <= 0) return true;
@@ -170,4 +170,4 @@ void WarmPool::Refill() {
   }
 }
 
-}  // namespace sandrun::api
+}  // namespace sandrun::run

@@ -9,7 +9,7 @@
 #include <mutex>
 #include <string>
 
-namespace sandrun::api {
+namespace sandrun::run {
 
 class Admission {
  public:
@@ -90,4 +90,4 @@ class WaiterGate {
   int64_t waiting_ = 0;
 };
 
-}  // namespace sandrun::api
+}  // namespace sandrun::run

@@ -1,13 +1,13 @@
-#include "api/display_manifest.h"
+#include "run/display_manifest.h"
 
 #include <rapidjson/document.h>
 
 #include <algorithm>
 #include <set>
 
-#include "api/run_codec.h"
+#include "run/run_request.h"
 
-namespace sandrun::api {
+namespace sandrun::run {
 namespace {
 
 constexpr size_t kMaxOutputNameBytes = 128;
@@ -180,4 +180,4 @@ std::vector<Display> AssembleDisplays(const DisplayManifest& manifest,
   return displays;
 }
 
-}  // namespace sandrun::api
+}  // namespace sandrun::run

@@ -1,11 +1,11 @@
 // POST /run with "stateful": true: the run's Python goes to its session's
 // live IPython kernel (src/kernel/), so variables, imports and loaded data stay between
 // runs. Locking, admission, export and the session's save are those of every run
-// (HandleRun, ExportAndRespond); only the steps run differently.
+// (Engine::Run, ExportAndSave); only the steps run differently.
 //
 // A notebook run (a markdown answer with several Python blocks) runs the same way in a
 // kernel of its own, started for the run and ended after it (IsNotebookRun,
-// HandleNotebookRun): block 2 sees the imports and variables of block 1.
+// NotebookRun): block 2 sees the imports and variables of block 1.
 #include <algorithm>
 #include <cctype>
 #include <chrono>
@@ -13,11 +13,11 @@
 #include <map>
 #include <memory>
 
-#include "api/packages.h"
-#include "api/run_steps.h"
-#include "api/service.h"
 #include "python/support_files.h"
+#include "run/engine.h"
 #include "run/kernel_notes.h"
+#include "run/packages.h"
+#include "run/run_steps.h"
 #include "run/sandbox_specs.h"
 #include "storage/artifact_store.h"
 #include "storage/digest.h"
@@ -26,7 +26,7 @@
 #include "sys/syscalls.h"
 #include "util/text.h"
 
-namespace sandrun::api {
+namespace sandrun::run {
 namespace {
 
 RunStatus StatusOfCell(kernel::ExecuteStatus status) {
@@ -51,7 +51,7 @@ RunStatus StatusOfCell(kernel::ExecuteStatus status) {
 // The stderr line saying which limit stopped the cell and what became of the kernel.
 std::string KernelNote(const kernel::ExecuteResult& r, const config::Limits& limits,
                        bool session_kernel) {
-  const std::string what = run::CellStoppedBy(r, limits);
+  const std::string what = CellStoppedBy(r, limits);
   if (what.empty()) return "";
   // A notebook run's kernel is the run's own: nothing of it outlives the run anyway.
   if (!session_kernel) return "sandrun: stopped: " + what;
@@ -136,7 +136,7 @@ std::string PipNote(const CodeStep& step, const kernel::ExecuteResult& er,
 // "always" turns it on); a kernel with other ones is replaced (KernelManager::Acquire).
 kernel::KernelSpec KernelSpecFor(const config::Config& config, const RunRequest& run) {
   const sandbox::SandboxSpec base =
-      run::BaseSpec(config, run.limits, run::SandboxUse::kKernel, "", run.network);
+      BaseSpec(config, run.limits, SandboxUse::kKernel, "", run.network);
   kernel::KernelSpec spec;
   spec.env = SandboxEnv(config);
   spec.limits = base.limits;
@@ -215,14 +215,14 @@ void JoinCell(StepResult sr, const kernel::ExecuteResult& er, bool headers,
 
 }  // namespace
 
-kernel::KernelSpec Service::JupyterKernelSpec(const config::Config& live) const {
+kernel::KernelSpec Engine::JupyterKernelSpec(const config::Config& live) const {
   RunRequest run;
   run.limits = live.limits;
   run.network = live.network == "always";
   return KernelSpecFor(config_, run);
 }
 
-std::string Service::KernelsUnavailable() const {
+std::string Engine::KernelsUnavailable() const {
   if (runner_ == nullptr) return "this host cannot run sandboxes";
   if (runner_->cgroups() == nullptr) return "kernels need cgroups; this host runs without them";
   if (!runner_->cgroups()->can_freeze()) {
@@ -232,55 +232,52 @@ std::string Service::KernelsUnavailable() const {
   return "";
 }
 
-std::optional<HttpResponse> Service::CheckStateful(const RunRequest& run) const {
+std::optional<Refusal> Engine::CheckStateful(const RunRequest& run) const {
   if (runner_->cgroups() == nullptr) {
-    return ErrorResponse(ApiCode::kUnavailable,
-                         "stateful runs need cgroups (a kernel's CPU time is bounded per run from "
-                         "its cgroup); this host runs without them",
-                         "stateful");
+    return Refuse(RefusalCode::kUnavailable,
+                  "stateful runs need cgroups (a kernel's CPU time is bounded per run from "
+                  "its cgroup); this host runs without them",
+                  "stateful");
   }
   if (!runner_->cgroups()->can_freeze()) {
-    return ErrorResponse(ApiCode::kUnavailable,
-                         "stateful runs need the cgroup freezer (a kernel is frozen between "
-                         "runs); this host's cgroup v1 has no freezer hierarchy mounted at "
-                         "/sys/fs/cgroup/freezer",
-                         "stateful");
+    return Refuse(RefusalCode::kUnavailable,
+                  "stateful runs need the cgroup freezer (a kernel is frozen between "
+                  "runs); this host's cgroup v1 has no freezer hierarchy mounted at "
+                  "/sys/fs/cgroup/freezer",
+                  "stateful");
   }
   if (!run.stdin_data.empty()) {
-    return ErrorResponse(ApiCode::kConflictingFields,
-                         "'stdin' goes with a program run; a stateful run's cells have no stdin",
-                         "stdin");
+    return Refuse(RefusalCode::kConflictingFields,
+                  "'stdin' goes with a program run; a stateful run's cells have no stdin", "stdin");
   }
   for (size_t i : PartitionSteps(run.steps).programs) {
     const std::string& lang = run.steps[i].language->name;
     if (lang != "python" && lang != "bash") {
-      return ErrorResponse(ApiCode::kConflictingFields,
-                           "'stateful' runs Python (and bash as %%bash cells), not " + lang,
-                           "stateful");
+      return Refuse(RefusalCode::kConflictingFields,
+                    "'stateful' runs Python (and bash as %%bash cells), not " + lang, "stateful");
     }
   }
   return std::nullopt;
 }
 
-kernel::KernelSpec Service::PooledKernelSpec() const {
+kernel::KernelSpec Engine::PooledKernelSpec() const {
   RunRequest run;
   run.limits = LiveConfig()->limits;
   return KernelSpecFor(config_, run);
 }
 
-int64_t Service::KernelPoolSize(const config::Config& config,
-                                const sandbox::SandboxRunner* runner) {
+int64_t Engine::KernelPoolSize(const config::Config& config, const sandbox::SandboxRunner* runner) {
   const bool kernels =
       runner != nullptr && runner->cgroups() != nullptr && runner->cgroups()->can_freeze();
   return kernels ? config.kernel_pool_size : 0;
 }
 
-std::optional<HttpResponse> Service::AcquireKernel(const RunRequest& run,
-                                                   const storage::SessionLock& session,
-                                                   const std::string& id,
-                                                   kernel::KernelManager::Acquired* acquired,
-                                                   storage::FileDigests* restored) {
-  std::optional<HttpResponse> refused;
+std::optional<Refusal> Engine::AcquireKernel(const RunRequest& run,
+                                             const storage::SessionLock& session,
+                                             const std::string& id,
+                                             kernel::KernelManager::Acquired* acquired,
+                                             storage::FileDigests* restored) {
+  std::optional<Refusal> refused;
   auto got = kernels_.Acquire(
       KernelKey(run), KernelSpecFor(config_, run),
       [&](const std::string& workspace, sandbox::RunCgroup* cgroup) {
@@ -293,30 +290,31 @@ std::optional<HttpResponse> Service::AcquireKernel(const RunRequest& run,
   if (refused) return refused;
   if (!got.ok()) {
     if (got.error().kind == ErrorKind::kUnavailable) {
-      HttpResponse r = ErrorResponse(ApiCode::kBusy, got.error().message + "; retry shortly");
-      r.headers["Retry-After"] = "5";
-      return r;
+      return Refusal{RefusalCode::kBusy, got.error().message + "; retry shortly", "",
+                     ErrorKind::kUnavailable, 5};
     }
-    return ErrorResponse(ApiCode::kSandboxError, "run " + id + ": " + got.error().message);
+    return Refuse(RefusalCode::kSandboxError, "run " + id + ": " + got.error().message);
   }
   *acquired = std::move(*got);
   return std::nullopt;
 }
 
-HttpResponse Service::HandleStatefulRun(const HttpRequest& request, const RunRequest& run,
-                                        const config::Config& live, RunPreamble preamble,
-                                        const storage::SessionLock& session,
-                                        const std::string& id) {
-  if (auto refused = CheckStateful(run)) return *refused;
+RunEnd Engine::StatefulRun(const RunRequest& run, const config::Config& live, RunPreamble preamble,
+                           const storage::SessionLock& session, const std::string& id) {
+  if (auto refused = CheckStateful(run)) return Refused(std::move(*refused));
   kernel::KernelManager::Acquired acquired;
   storage::FileDigests restored;
-  if (auto refused = AcquireKernel(run, session, id, &acquired, &restored)) return *refused;
+  if (auto refused = AcquireKernel(run, session, id, &acquired, &restored)) {
+    return Refused(std::move(*refused));
+  }
   kernel::Kernel& k = acquired.lease.kernel();
   storage::FileDigests& digests = k.file_digests();
   if (acquired.status != "kept") digests = std::move(restored);
   // Input files and saved blocks, as in a stateless run (PlaceFile never follows a link the
   // kernel's code may have planted).
-  if (auto refused = PlaceRunFiles(run, k.workspace(), &digests)) return *refused;
+  if (auto refused = PlaceRunFiles(run, k.workspace(), &digests)) {
+    return Refused(std::move(*refused));
+  }
   std::vector<kernel::RichOutput> rich;
   CellsEnd end;
   RunResponse response = RunCells(run, id, k, acquired.note, run.markdown.has_value(), &rich, &end);
@@ -326,13 +324,13 @@ HttpResponse Service::HandleStatefulRun(const HttpRequest& request, const RunReq
   if (plan && response.steps) MarkBlocksNotRun(run.steps, *response.steps, response.status, &*plan);
   response.plan = std::move(plan);
   response.session_restarted = preamble.session_restarted;
-  PublishDisplays(request, run, live, id, rich, &response);
-  return ExportAndRespond(request, run, live, k.workspace(), "", &digests, session, response);
+  PublishDisplays(run, live, id, rich, &response);
+  return ExportAndSave(run, live, k.workspace(), "", &digests, session, response);
 }
 
-RunResponse Service::RunCells(const RunRequest& run, const std::string& id, kernel::Kernel& k,
-                              const std::string& restart_note, bool name_blocks,
-                              std::vector<kernel::RichOutput>* rich, CellsEnd* end) const {
+RunResponse Engine::RunCells(const RunRequest& run, const std::string& id, kernel::Kernel& k,
+                             const std::string& restart_note, bool name_blocks,
+                             std::vector<kernel::RichOutput>* rich, CellsEnd* end) const {
   const config::Limits& limits = run.limits;
   RunResponse response;
   response.id = id;
@@ -367,7 +365,7 @@ RunResponse Service::RunCells(const RunRequest& run, const std::string& id, kern
                              : step.language->name == "bash" ? "%%bash\n" + step.code
                                                              : step.code;
     if (!IsInstallStep(step)) ran_program = true;
-    run::StepEvents events(run.events, StepIndex(step, i), step.language->name);
+    StepEvents events(run.events, StepIndex(step, i), step.language->name);
     kernel::ExecuteResult er = k.Execute(
         code, {budget.wall_ms, limits.cpu_time_s * 1000, budget.output_bytes}, events.observer());
     if (name_blocks && er.execution_count > 0) {
@@ -396,15 +394,15 @@ RunResponse Service::RunCells(const RunRequest& run, const std::string& id, kern
   return response;
 }
 
-void Service::PublishDisplays(const HttpRequest& request, const RunRequest& run,
-                              const config::Config& live, const std::string& id,
-                              const std::vector<kernel::RichOutput>& rich, RunResponse* response) {
+void Engine::PublishDisplays(const RunRequest& run, const config::Config& live,
+                             const std::string& id, const std::vector<kernel::RichOutput>& rich,
+                             RunResponse* response) {
   // Images: published from a directory of the daemon's, never in the workspace (so not in
   // the session), under the run's id + "-displays".
   const std::string images_dir = config_.runs_dir + "/" + id + "-displays";
   if (!sys::MakeDirs(images_dir, 0700).ok()) return;
   auto images = WriteImages(rich, images_dir);
-  const storage::PublishOptions publish = MakePublishOptions(request, run, live);
+  const storage::PublishOptions publish = MakePublishOptions(run, live);
   std::vector<storage::ArtifactFile> published_images;
   if (!images.empty()) {
     auto published = storage::Publish(images_dir, images, run.user, id + "-displays", publish);
@@ -428,7 +426,7 @@ void Service::PublishDisplays(const HttpRequest& request, const RunRequest& run,
   (void)sys::RemoveTree(images_dir);
 }
 
-bool Service::IsNotebookRun(const RunRequest& run) const {
+bool Engine::IsNotebookRun(const RunRequest& run) const {
   if (run.stateful || !run.notebook.value_or(run.markdown.has_value())) return false;
   // Kernels need cgroups (CheckStateful), and a prepared environment is mounted only into
   // program runs: then the blocks run as separate programs, as before.
@@ -445,10 +443,8 @@ bool Service::IsNotebookRun(const RunRequest& run) const {
   return python >= 2;
 }
 
-HttpResponse Service::HandleNotebookRun(const HttpRequest& request, const RunRequest& run,
-                                        const config::Config& live, RunPreamble preamble,
-                                        const storage::SessionLock& session,
-                                        const std::string& id) {
+RunEnd Engine::NotebookRun(const RunRequest& run, const config::Config& live, RunPreamble preamble,
+                           const storage::SessionLock& session, const std::string& id) {
   // The run changes the session's files under the session's own kernel: it ends, as with a
   // stateless run.
   if (session.held()) {
@@ -459,7 +455,7 @@ HttpResponse Service::HandleNotebookRun(const HttpRequest& request, const RunReq
   if (std::any_of(run.steps.begin(), run.steps.end(), IsInstallStep)) {
     spec.limits.disk_bytes += static_cast<uint64_t>(config_.install_disk_mb) << 20;
   }
-  std::optional<HttpResponse> refused;
+  std::optional<Refusal> refused;
   storage::FileDigests before;
   auto started =
       kernels_.StartForRun(spec, [&](const std::string& workspace, sandbox::RunCgroup* cgroup) {
@@ -467,19 +463,21 @@ HttpResponse Service::HandleNotebookRun(const HttpRequest& request, const RunReq
         refused = RestoreSession(session, workspace, id, run.limits, cgroup, &before);
         return refused ? Status(MakeError(ErrorKind::kRefused, "session restore")) : OkStatus();
       });
-  if (refused) return *refused;
+  if (refused) return Refused(std::move(*refused));
   if (!started.ok()) {
     if (started.error().kind == ErrorKind::kUnavailable) {
-      HttpResponse r =
-          ErrorResponse(ApiCode::kStopping, started.error().message + "; retry shortly");
-      r.headers["Retry-After"] = "5";
-      return r;
+      return Refused(Refusal{RefusalCode::kStopping, started.error().message + "; retry shortly",
+                             "", ErrorKind::kUnavailable, 5});
     }
-    CountSandboxError();
-    return ErrorResponse(ApiCode::kSandboxError, "run " + id + ": " + started.error().message);
+    RunEnd end =
+        Refused(Refuse(RefusalCode::kSandboxError, "run " + id + ": " + started.error().message));
+    end.sandbox_error = true;
+    return end;
   }
   std::shared_ptr<kernel::Kernel> k = std::move(*started);
-  if (auto placed = PlaceRunFiles(run, k->workspace(), &before)) return *placed;
+  if (auto placed = PlaceRunFiles(run, k->workspace(), &before)) {
+    return Refused(std::move(*placed));
+  }
   std::vector<kernel::RichOutput> rich;
   CellsEnd end;
   RunResponse response = RunCells(run, id, *k, "", true, &rich, &end);
@@ -488,11 +486,10 @@ HttpResponse Service::HandleNotebookRun(const HttpRequest& request, const RunReq
   response.plan = std::move(plan);
   response.session_restarted = preamble.session_restarted;
   response.environment = std::move(preamble.environment);
-  PublishDisplays(request, run, live, id, rich, &response);
-  HttpResponse http =
-      ExportAndRespond(request, run, live, k->workspace(), "", &before, session, response);
-  http.after_send = std::move(k);  // ended (and its tmpfs unmounted) off the client's clock
-  return http;
+  PublishDisplays(run, live, id, rich, &response);
+  RunEnd done = ExportAndSave(run, live, k->workspace(), "", &before, session, response);
+  done.after_send = std::move(k);  // ended (and its tmpfs unmounted) off the client's clock
+  return done;
 }
 
-}  // namespace sandrun::api
+}  // namespace sandrun::run

@@ -1,15 +1,15 @@
 // Prepared environments in the run pipeline (the store is
-// storage/environment_store.h, the Service side api/environments.cc). Pure helpers.
+// storage/environment_store.h, the engine side run/environments.cc). Pure helpers.
 #pragma once
 
 #include <optional>
 #include <string>
 #include <vector>
 
-#include "api/run_codec.h"
 #include "config/config.h"
+#include "run/run_request.h"
 
-namespace sandrun::api {
+namespace sandrun::run {
 
 // `env` (a sandbox environment with a PYTHONPATH line) with the environment's mount point
 // appended to PYTHONPATH: after the notebook support directory (its sitecustomize first) and
@@ -20,11 +20,11 @@ void AddEnvironmentToPath(std::vector<std::string>* env);
 // with an entry that does not parse is left out, and said on stderr when `log`.
 std::vector<std::vector<std::string>> PrebuildSets(const config::Config& config, bool log);
 
-// When every requirement of an install step (api/install_step.h) is covered by the set of
+// When every requirement of an install step (run/install_step.h) is covered by the set of
 // the run's environment (run.environment_packages, RequirementCovered), the step's result
 // without running it: status ok, a stdout line naming the environment, budget
 // "environment". Otherwise nullopt. Pure.
 std::optional<StepResult> SatisfiedByEnvironment(const RunRequest& run, const CodeStep& step,
                                                  int index);
 
-}  // namespace sandrun::api
+}  // namespace sandrun::run

@@ -1,18 +1,18 @@
 // Notebook display in a run, the daemon's side: the sandbox's environment for
 // src/python/sitecustomize.py, and after the run, the outputs area read back into files to
-// publish and the response's `displays`. Used by run_handler.cc only.
+// publish and the response's `displays`. Used by the engine (engine.cc) only.
 #pragma once
 
 #include <map>
 #include <string>
 #include <vector>
 
-#include "api/display_manifest.h"
 #include "config/config.h"
+#include "run/display_manifest.h"
 #include "storage/artifact_store.h"
 #include "storage/export.h"
 
-namespace sandrun::api {
+namespace sandrun::run {
 
 // PYTHONPATH first entry (the support files) and the SANDRUN_* variables sitecustomize reads:
 // the outputs area and the figure caps of `config`.
@@ -34,4 +34,4 @@ storage::ExtraSource PlanOutputFiles(const std::string& outputs_dir,
                                      std::map<std::string, std::string>* paths,
                                      std::vector<storage::SkippedFile>* skipped);
 
-}  // namespace sandrun::api
+}  // namespace sandrun::run

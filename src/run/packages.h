@@ -8,7 +8,7 @@
 
 #include "config/config.h"
 
-namespace sandrun::api {
+namespace sandrun::run {
 
 // PIP_INDEX_URL, PIP_EXTRA_INDEX_URL and PIP_TRUSTED_HOST (space-separated lists, as pip
 // reads them) for the keys the config sets; nothing for those it leaves empty. Pure.
@@ -18,7 +18,7 @@ std::vector<std::string> PipEnv(const config::Config& config);
 // markdown/shell_script.h recognises them). Pure.
 bool IsInstallCode(const std::string& shell_code);
 
-// True when a shell step does nothing but install index packages (api/install_step.h
+// True when a shell step does nothing but install index packages (run/install_step.h
 // ParsePureInstall): only such a step gets the install budget (install_wall_time_s of wall
 // and CPU time, install_disk_mb), so neither a program nor a pip of the workspace, a path,
 // a requirements file or a URL can buy that budget by adding a `pip install` line. Pure.
@@ -67,4 +67,4 @@ std::string NetworkOffNote(const std::vector<std::string>& requested,
 // the server's admin can set. "" when the output shows no such failure. One line. Pure.
 std::string IndexUnreachableNote(const std::string& pip_output, const config::Config& config);
 
-}  // namespace sandrun::api
+}  // namespace sandrun::run

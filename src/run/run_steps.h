@@ -1,6 +1,6 @@
 // The steps of a stateless run as data: which of the request's steps are
 // programs and which are files to write, the budget left for a step, and the SandboxSpec
-// of one step. Pure: the run handler (run_handler.cc) runs what these describe.
+// of one step. Pure: the run engine (engine.cc) runs what these describe.
 #pragma once
 
 #include <cstddef>
@@ -9,12 +9,12 @@
 #include <string>
 #include <vector>
 
-#include "api/run_codec.h"
 #include "config/config.h"
+#include "run/run_request.h"
 #include "sandbox/result.h"
 #include "sandbox/spec.h"
 
-namespace sandrun::api {
+namespace sandrun::run {
 
 // The sandbox's environment (HOME, PATH, LANG, pip's settings, ...), for runs and kernels.
 std::vector<std::string> SandboxEnv(const config::Config& config);
@@ -29,7 +29,7 @@ struct StepParts {
 };
 StepParts PartitionSteps(const std::vector<CodeStep>& steps);
 
-// An install step (pip installs of index requirements, and nothing else: api/install_step.h)
+// An install step (pip installs of index requirements, and nothing else: run/install_step.h)
 // runs on its own budget (install_wall_time_s, install_disk_mb), not the program's. The
 // planner's install steps are held to the same rule: a block that also runs something, or
 // installs from a path, a file or a URL, is a program.
@@ -42,12 +42,18 @@ bool IsInstallStep(const CodeStep& step);
 // workspace's ~/.local (where `pip install --user` puts packages) and no pip cache. Pure.
 std::vector<std::string> InstallEnv(const config::Config& config);
 
+// The sandbox environment of pip building a prepared environment (environments.cc):
+// SandboxEnv's, with PATH the system's, no PYTHONPATH, no pip config file (it asks for user
+// installs, which `--target` refuses), pip's default retries, a 15 s timeout and no progress
+// bar, pip compiling bytecode into the environment, and no matplotlib or cache settings. Pure.
+std::vector<std::string> EnvironmentBuildEnv(const config::Config& config);
+
 // A kernel cell (%%bash) that runs an install step as RunSteps does: the daemon's script of its
 // pure pip installs (ProgramText) under /bin/bash with InstallEnv only.
 std::string InstallCell(const config::Config& config, const CodeStep& step);
 
 // What the program file of `step` holds: its code, or for an install step the script that
-// runs its pip installs isolated from the workspace (api/install_step.h). Pure.
+// runs its pip installs isolated from the workspace (run/install_step.h). Pure.
 std::string ProgramText(const CodeStep& step);
 
 // A shell step with a pip install in it, install step or not: when pip finds nothing
@@ -126,7 +132,7 @@ struct StepRun {
 StepRun DescribeStep(const config::Config& config, const RunRequest& run, size_t i,
                      const sandbox::SandboxResult& result);
 
-// A Python support file's bytecode, built once at start (Service::PrepareCaches): its file
+// A Python support file's bytecode, built once at start (Engine::PrepareCaches): its file
 // name in __pycache__ ("sitecustomize.cpython-311.pyc") and the bytes of an unchecked-hash
 // .pyc (PEP 552), which Python loads without comparing it with the source.
 struct SupportBytecode {
@@ -175,4 +181,4 @@ std::string NameCells(const std::string& traceback, const std::map<int, std::str
 // line 3`) name its block as a notebook run's do (`block 2, line 3`); other text unchanged.
 std::string NameStepFile(const RunRequest& run, size_t i, const std::string& stderr_text);
 
-}  // namespace sandrun::api
+}  // namespace sandrun::run

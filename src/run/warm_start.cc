@@ -2,17 +2,17 @@
 // sandbox, and how one is made.
 #include <cstdio>
 
-#include "api/packages.h"
-#include "api/run_displays.h"
-#include "api/service.h"
 #include "python/support_files.h"
+#include "run/engine.h"
+#include "run/packages.h"
+#include "run/run_displays.h"
 #include "run/sandbox_specs.h"
 #include "storage/workspace_file.h"
 #include "sys/syscalls.h"
 #include "util/reserved_dirs.h"
 #include "util/text.h"
 
-namespace sandrun::api {
+namespace sandrun::run {
 namespace {
 
 // The waiting bash: says it is ready (ASCII ACK on stdout, sandbox::kWarmReadyByte), reads
@@ -62,8 +62,8 @@ std::string WarmStartLine(const sandbox::SandboxSpec& spec) {
          spec.argv.back() + "\n";
 }
 
-std::unique_ptr<WarmSandbox> Service::TakeWarmSandbox(const RunRequest& run, bool session_held,
-                                                      const std::string& run_id) {
+std::unique_ptr<WarmSandbox> Engine::TakeWarmSandbox(const RunRequest& run, bool session_held,
+                                                     const std::string& run_id) {
   if (!WarmShapeFits(run, session_held)) return nullptr;
   const CodeStep& program = run.steps[PartitionSteps(run.steps).programs.front()];
   std::unique_ptr<WarmSandbox> warm = pool_.Take(program.language->name, run.limits.disk_mb);
@@ -81,11 +81,7 @@ std::unique_ptr<WarmSandbox> Service::TakeWarmSandbox(const RunRequest& run, boo
   return warm;
 }
 
-void Service::StartWarmPool() {
-  if (runner_ != nullptr && health_error_.empty()) pool_.Start();
-}
-
-bool Service::WarmShapeFits(const RunRequest& run, bool session_held) const {
+bool Engine::WarmShapeFits(const RunRequest& run, bool session_held) const {
   if (session_held || run.stateful || run.network || !run.environment_dir.empty()) return false;
   const std::vector<size_t> programs = PartitionSteps(run.steps).programs;
   if (programs.size() != 1) return false;  // none, or several programs: cold
@@ -96,7 +92,7 @@ bool Service::WarmShapeFits(const RunRequest& run, bool session_held) const {
   return pool_.Serves(program.language->name) && run.limits.disk_mb == LiveConfig()->limits.disk_mb;
 }
 
-bool Service::ZygoteShapeFits(const RunRequest& run, bool session_held) const {
+bool Engine::ZygoteShapeFits(const RunRequest& run, bool session_held) const {
   if (!config_.zygote || session_held || run.stateful || run.network ||
       !run.environment_dir.empty()) {
     return false;
@@ -113,7 +109,7 @@ bool Service::ZygoteShapeFits(const RunRequest& run, bool session_held) const {
 // limits, made as a cold run's is (MakeRunDir, WriteSupportFiles, PlaceFontCache, StepSpec);
 // only its argv (the warm entry), its rlimits (at the ceilings, lowered by the start line) and
 // its name differ.
-Result<std::unique_ptr<WarmSandbox>> Service::MakeWarmSandbox(const std::string& language) const {
+Result<std::unique_ptr<WarmSandbox>> Engine::MakeWarmSandbox(const std::string& language) const {
   const config::Language* lang = nullptr;
   for (const auto& l : config_.languages) {
     if (l.name == language) lang = &l;
@@ -144,11 +140,11 @@ Result<std::unique_ptr<WarmSandbox>> Service::MakeWarmSandbox(const std::string&
   spec.argv = std::move(*argv);
   // The rlimits at the ceilings until the start line lowers them to the run's (nothing of
   // the user's runs before); the cgroup's limits are the run's from RunWaiting on.
-  spec.limits = run::SandboxLimitsFor(*live, pooled.limits, run::SandboxUse::kWarm);
+  spec.limits = SandboxLimitsFor(*live, pooled.limits, SandboxUse::kWarm);
   auto waiting = runner_->StartWaiting(spec, sandbox->teardown->cgroup.get());
   if (!waiting.ok()) return waiting.error();
   sandbox->sandbox = std::move(*waiting);
   return sandbox;
 }
 
-}  // namespace sandrun::api
+}  // namespace sandrun::run

@@ -2,27 +2,15 @@
 // kernel writes"): a kernel's workspace is the user's session "jupyter"; what an execute
 // makes or changes there is published as a run's files are (ExportFiles), and the session is
 // saved, so that a /run with that session, and the Open WebUI Tool, see the files.
-#include <rapidjson/document.h>
-
 #include <algorithm>
 #include <chrono>
 
-#include "api/service.h"
+#include "run/engine.h"
+#include "run/run_steps.h"
 #include "util/text.h"
 
-namespace sandrun::api {
+namespace sandrun::run {
 namespace {
-
-// The message of an error response's body ({"error": {"message": ...}}), else its status.
-std::string ErrorMessage(const HttpResponse& r) {
-  rapidjson::Document doc;
-  doc.Parse(r.body.data(), r.body.size());
-  if (!doc.HasParseError() && doc.IsObject() && doc.HasMember("error") && doc["error"].IsObject() &&
-      doc["error"].HasMember("message") && doc["error"]["message"].IsString()) {
-    return doc["error"]["message"].GetString();
-  }
-  return "HTTP " + std::to_string(r.status);
-}
 
 // `found` encoded as a run keeps stamps, and the latest time among them.
 storage::FileStamps Encode(const std::map<std::string, storage::FileStamp>& found,
@@ -38,8 +26,8 @@ storage::FileStamps Encode(const std::map<std::string, storage::FileStamp>& foun
 
 }  // namespace
 
-std::string Service::RestoreJupyterWorkspace(const std::string& user, const std::string& workspace,
-                                             sandbox::RunCgroup* cgroup) {
+std::string Engine::RestoreJupyterWorkspace(const std::string& user, const std::string& workspace,
+                                            sandbox::RunCgroup* cgroup) {
   auto locked = sessions_.Lock(user, kJupyterSession, std::chrono::seconds(config_.session_wait_s));
   if (!locked.ok()) return locked.error().message;
   // A new or empty session: nothing to copy (and no helper process to start).
@@ -48,12 +36,12 @@ std::string Service::RestoreJupyterWorkspace(const std::string& user, const std:
   storage::FileStamps ignored;
   if (auto refused =
           RestoreSession(*locked, workspace, util::RandomHex(16), limits, cgroup, &ignored)) {
-    return ErrorMessage(*refused);
+    return refused->message;
   }
   return "";
 }
 
-storage::FileStamps Service::StampJupyterWorkspace(const std::string& workspace) {
+storage::FileStamps Engine::StampJupyterWorkspace(const std::string& workspace) {
   auto found = storage::StampWorkspace(workspace, storage::ExportOptions{});
   if (!found.ok()) return {};
   int64_t latest_ns = 0;
@@ -62,10 +50,10 @@ storage::FileStamps Service::StampJupyterWorkspace(const std::string& workspace)
   return stamps;
 }
 
-Service::JupyterFiles Service::ExportJupyterWorkspace(const HttpRequest& request,
-                                                      const std::string& user,
-                                                      const std::string& workspace, bool save,
-                                                      storage::FileStamps* stamps) {
+Engine::JupyterFiles Engine::ExportJupyterWorkspace(const std::string& public_base_url,
+                                                    const std::string& user,
+                                                    const std::string& workspace, bool save,
+                                                    storage::FileStamps* stamps) {
   JupyterFiles out;
   auto found = storage::StampWorkspace(workspace, storage::ExportOptions{});
   if (!found.ok()) {
@@ -80,6 +68,7 @@ Service::JupyterFiles Service::ExportJupyterWorkspace(const HttpRequest& request
   run.user = user;
   run.session = kJupyterSession;
   run.limits = live->limits;
+  run.public_base_url = public_base_url;
   RunResponse response;
   response.id = util::RandomHex(16);
   response.status = RunStatus::kOk;
@@ -96,7 +85,7 @@ Service::JupyterFiles Service::ExportJupyterWorkspace(const HttpRequest& request
     }
   }
   storage::FileStamps before = *stamps;
-  ExportFiles(request, run, *live, workspace, "", &before, session, response);
+  response = ExportAndSave(run, *live, workspace, "", &before, session, response).response;
   if (session.held()) {
     kernels_.End(KernelKey(run), "a Jupyter kernel changed the session's files");
   }
@@ -108,4 +97,4 @@ Service::JupyterFiles Service::ExportJupyterWorkspace(const HttpRequest& request
   return out;
 }
 
-}  // namespace sandrun::api
+}  // namespace sandrun::run

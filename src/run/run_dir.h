@@ -10,11 +10,11 @@
 #include <memory>
 #include <string>
 
-#include "api/run_steps.h"
+#include "run/run_steps.h"
 #include "sandbox/cgroup.h"
 #include "util/result.h"
 
-namespace sandrun::api {
+namespace sandrun::run {
 
 // Mounts and unmounts the size-limited tmpfs of a run. Thread-safe.
 class RunTmpfs {
@@ -73,4 +73,4 @@ struct RunTeardown {
   RunDir dir;
 };
 
-}  // namespace sandrun::api
+}  // namespace sandrun::run

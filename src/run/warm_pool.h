@@ -7,7 +7,7 @@
 // run can observe another through it.
 //
 // Which runs it serves, and how a run is adapted to a pooled sandbox, is the run handler's
-// (run_handler.cc WarmShapeFits): one program step, no session, prepared environment or
+// (engine.h WarmShapeFits): one program step, no session, prepared environment or
 // network, and the pool's disk_mb; memory and processes are written to the cgroup, CPU time and
 // file size lowered by the start line. Everything else runs cold, as without a pool.
 // Thread-safe.
@@ -25,11 +25,11 @@
 #include <string>
 #include <thread>
 
-#include "api/run_dir.h"
+#include "run/run_dir.h"
 #include "sandbox/launcher.h"
 #include "util/result.h"
 
-namespace sandrun::api {
+namespace sandrun::run {
 
 // One ready sandbox with the run directory and cgroup it will run in.
 struct WarmSandbox {
@@ -79,7 +79,7 @@ bool RefillMayStart(const RefillGate& gate, RefillLoad load, std::chrono::millis
 
 class WarmPool {
  public:
-  // Makes one ready sandbox of `language` (Service::MakeWarmSandbox).
+  // Makes one ready sandbox of `language` (Engine::MakeWarmSandbox).
   using Factory = std::function<Result<std::unique_ptr<WarmSandbox>>(const std::string& language)>;
 
   // `sizes`: language -> sandboxes kept ready (0 or absent: none). A due refill waits
@@ -123,4 +123,4 @@ class WarmPool {
   std::thread thread_;
 };
 
-}  // namespace sandrun::api
+}  // namespace sandrun::run

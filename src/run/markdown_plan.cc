@@ -2,12 +2,12 @@
 // steps the run handler executes and the `plan` entries of the response.
 #include <map>
 
-#include "api/install_step.h"
-#include "api/run_steps.h"
-#include "api/service.h"
 #include "markdown/run_plan.h"
+#include "run/engine.h"
+#include "run/install_step.h"
+#include "run/run_steps.h"
 
-namespace sandrun::api {
+namespace sandrun::run {
 
 void MarkBlocksNotRun(const std::vector<CodeStep>& steps, const std::vector<StepResult>& ran,
                       RunStatus run_status, std::vector<PlanEntry>* plan) {
@@ -42,7 +42,7 @@ void MarkBlocksNotRun(const std::vector<CodeStep>& steps, const std::vector<Step
   }
 }
 
-void Service::SplitCodePipLines(RunRequest* run) const {
+void Engine::SplitCodePipLines(RunRequest* run) const {
   if (run->stateful || run->steps.size() != 1) return;
   CodeStep& program = run->steps[0];
   if (program.language == nullptr || program.language->name != "python") return;
@@ -62,9 +62,9 @@ void Service::SplitCodePipLines(RunRequest* run) const {
   run->steps.insert(run->steps.begin(), std::move(install));
 }
 
-std::optional<ApiError> Service::PlanMarkdown(const std::string& markdown, int block,
-                                              std::vector<CodeStep>* steps,
-                                              std::optional<std::vector<PlanEntry>>* plan) const {
+std::optional<Refusal> Engine::PlanMarkdown(const std::string& markdown, int block,
+                                            std::vector<CodeStep>* steps,
+                                            std::optional<std::vector<PlanEntry>>* plan) const {
   std::vector<markdown::LanguageAliases> languages;
   for (const auto& l : config_.languages) languages.push_back({l.name, l.aliases});
   auto built =
@@ -72,7 +72,7 @@ std::optional<ApiError> Service::PlanMarkdown(const std::string& markdown, int b
   if (!built.ok()) {
     // 413 is for the request body (DESIGN.md §2); a too-large message inside it is a 400.
     const Error& error = built.error();
-    return ToApiError(error, error.kind == ErrorKind::kBadBlock ? "block" : "markdown");
+    return RefuseError(error, error.kind == ErrorKind::kBadBlock ? "block" : "markdown");
   }
   std::map<int, std::string> not_install;  // block -> why its install step is a program
   for (const auto& s : built->steps) {
@@ -92,10 +92,10 @@ std::optional<ApiError> Service::PlanMarkdown(const std::string& markdown, int b
     if (s.kind != markdown::Step::Kind::kSave) {
       step.language = config::FindLanguage(config_, s.language);
       if (step.language == nullptr) {
-        return MakeApiError(ApiCode::kUnknownLanguage,
-                            markdown::BlockLabel(s.block_index) + ": language '" + s.language +
-                                "' is not configured",
-                            "markdown");
+        return Refuse(RefusalCode::kUnknownLanguage,
+                      markdown::BlockLabel(s.block_index) + ": language '" + s.language +
+                          "' is not configured",
+                      "markdown");
       }
       step.title =
           markdown::BlockLabel(s.block_index) + " (" + step.language->name + ", " + kind + ")";
@@ -116,4 +116,4 @@ std::optional<ApiError> Service::PlanMarkdown(const std::string& markdown, int b
   return std::nullopt;
 }
 
-}  // namespace sandrun::api
+}  // namespace sandrun::run

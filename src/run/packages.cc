@@ -1,4 +1,4 @@
-#include "api/packages.h"
+#include "run/packages.h"
 
 #include <dirent.h>
 
@@ -6,11 +6,11 @@
 #include <set>
 #include <sstream>
 
-#include "api/install_step.h"
 #include "markdown/shell_script.h"
+#include "run/install_step.h"
 #include "sandbox/mounts.h"
 
-namespace sandrun::api {
+namespace sandrun::run {
 namespace {
 
 std::string Join(const std::vector<std::string>& items, const std::string& sep) {
@@ -304,4 +304,4 @@ std::string IndexUnreachableNote(const std::string& pip_output, const config::Co
          "(scripts/packages/batteries.txt).";
 }
 
-}  // namespace sandrun::api
+}  // namespace sandrun::run

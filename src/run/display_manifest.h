@@ -9,11 +9,11 @@
 #include <string>
 #include <vector>
 
-#include "api/displays.h"
+#include "run/displays.h"
 #include "storage/artifact_store.h"
 #include "storage/export.h"
 
-namespace sandrun::api {
+namespace sandrun::run {
 
 // Lines of the manifest, as the loader writes them:
 //   {"kind": "image", "mime": "image/png", "file": "figure-1.png"}   a file of the outputs area
@@ -71,4 +71,4 @@ std::vector<Display> AssembleDisplays(const DisplayManifest& manifest,
                                       const std::map<std::string, std::string>& output_paths,
                                       const std::vector<storage::ArtifactFile>& published);
 
-}  // namespace sandrun::api
+}  // namespace sandrun::run

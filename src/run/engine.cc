@@ -1,21 +1,19 @@
-// POST /run: decode -> plan -> environment -> admission -> workspace (session, input files,
-// program files) -> steps in the sandbox -> export and publish -> JSON. Service::HandleRun is
-// the only entry; each phase is a function of its own below, in that order.
+// The run engine (engine.h): plan -> environment -> admission -> workspace (session, input
+// files, program files) -> steps in the sandbox -> export and publish -> session save.
+// Engine::Run is the only entry; each phase is a function of its own below, in that order.
+#include "run/engine.h"
+
 #include <sys/wait.h>
 
 #include <algorithm>
 #include <chrono>
 
-#include "api/access.h"
-#include "api/environments.h"
-#include "api/packages.h"
-#include "api/run_codec.h"
-#include "api/run_dir.h"
-#include "api/run_displays.h"
-#include "api/run_steps.h"
-#include "api/service.h"
-#include "api/session_continuity.h"
 #include "python/support_files.h"
+#include "run/environments.h"
+#include "run/packages.h"
+#include "run/run_dir.h"
+#include "run/run_displays.h"
+#include "run/run_steps.h"
 #include "run/sandbox_specs.h"
 #include "storage/artifact_store.h"
 #include "storage/export.h"
@@ -26,7 +24,7 @@
 #include "util/reserved_dirs.h"
 #include "util/text.h"
 
-namespace sandrun::api {
+namespace sandrun::run {
 namespace {
 
 // Writes every program file of the run and the support files into <workspace>/.sandrun (the
@@ -87,26 +85,72 @@ void CapSkipped(uint64_t unlisted, RunResponse& response) {
   }
 }
 
-HttpResponse Refusal(const ApiError& err) { return ErrorResponse(err); }
-
-HttpResponse SessionBusy(const std::string& session, const std::string& why) {
-  HttpResponse r = ErrorResponse(
-      ApiCode::kSessionBusy, "session '" + util::SanitizeUtf8(session) + "': " + why, "session");
-  r.headers["Retry-After"] = "5";
-  return r;
+Refusal SessionBusy(const std::string& session, const std::string& why) {
+  return Refusal{RefusalCode::kSessionBusy, "session '" + util::SanitizeUtf8(session) + "': " + why,
+                 "session", ErrorKind::kBusy, 5};
 }
 
-// 503 for runs that arrive while the daemon stops (SIGTERM): the runs in flight finish.
-HttpResponse StoppingResponse() {
-  HttpResponse r = ErrorResponse(ApiCode::kStopping, "sandrun is stopping; retry shortly");
-  r.headers["Retry-After"] = "5";
-  return r;
+// For runs that waited while the daemon began to stop (SIGTERM): the runs in flight finish.
+Refusal Stopping() {
+  return Refusal{RefusalCode::kStopping, "sandrun is stopping; retry shortly", "",
+                 ErrorKind::kUnavailable, 5};
+}
+
+// The refill gate's load: the runs admitted, and the tasks runnable besides the refill
+// thread asking (RefillMayStart counts at most the runs of them: a run that sleeps or waits
+// uses no CPU); every run counts as on a CPU when /proc/loadavg cannot be read.
+RefillLoad RunLoad(int64_t in_flight) {
+  const int64_t runnable = sys::RunnableTasks();
+  return RefillLoad{in_flight, runnable > 0 ? runnable - 1 : in_flight};
 }
 
 }  // namespace
 
-std::optional<HttpResponse> Service::LockSession(const RunRequest& run,
-                                                 storage::SessionLock* lock) {
+Refusal Refuse(RefusalCode code, std::string message, std::string field) {
+  return Refusal{code, std::move(message), std::move(field), ErrorKind::kSystem, 0};
+}
+
+Refusal RefuseError(const Error& error, std::string field) {
+  return Refusal{RefusalCode::kError, error.message, std::move(field), error.kind, 0};
+}
+
+RunEnd Refused(Refusal refusal, int64_t queue_ms) {
+  RunEnd end;
+  end.refused = std::move(refusal);
+  end.queue_ms = queue_ms;
+  return end;
+}
+
+Engine::Engine(const config::Config& config, const sandbox::SandboxRunner* runner,
+               const RunTmpfs& run_tmpfs)
+    : config_(config),
+      live_(std::make_shared<const config::Config>(config)),
+      runner_(runner),
+      run_tmpfs_(run_tmpfs),
+      sessions_(config.state_dir + "/sessions", config.link_secret + ":session-dir"),
+      admission_(config.max_concurrent_runs, config.max_queue,
+                 std::chrono::seconds(config.queue_wait_s)),
+      session_waiters_(config.session_max_waiters, config.session_max_waiters_total),
+      environment_waiters_(config.session_max_waiters_total, config.session_max_waiters_total),
+      // A kernel never outlives its session's expiry.
+      kernels_(runner, {config.runs_dir,
+                        std::min(config.kernel_idle_s, config.session_idle_s),
+                        config.max_kernels,
+                        // Boots pause as the warm pool's refills do (RefillMayStart).
+                        {KernelPoolSize(config, runner), [this] { return PooledKernelSpec(); },
+                         [this](std::chrono::milliseconds waited) {
+                           const RefillGate gate{[this] { return RunLoad(admission_.active()); },
+                                                 sys::UsableCpus()};
+                           return RefillMayStart(gate, gate.load(), waited);
+                         }}}),
+      pool_(
+          WarmPoolSizes(config, runner != nullptr),
+          [this](const std::string& language) { return MakeWarmSandbox(language); },
+          RefillGate{[this] { return RunLoad(admission_.active()); }, sys::UsableCpus()}) {
+  if (runner_ != nullptr) environments_ = MakeEnvironmentStore();
+}
+
+std::optional<Refusal> Engine::LockSession(const RunRequest& run, storage::SessionLock* lock) {
   // Free: taken without waiting, and without a place among the waiters.
   auto locked = sessions_.Lock(run.user, run.session, std::chrono::milliseconds(0));
   if (!locked.ok() && locked.error().kind == ErrorKind::kBusy) {
@@ -127,15 +171,17 @@ std::optional<HttpResponse> Service::LockSession(const RunRequest& run,
     if (locked.error().kind == ErrorKind::kBusy) {
       return SessionBusy(run.session, locked.error().message);
     }
-    return ErrorResponse(ApiCode::kStorage, locked.error().message);
+    return Refuse(RefusalCode::kStorage, locked.error().message);
   }
   *lock = std::move(*locked);
   return std::nullopt;
 }
 
-std::optional<HttpResponse> Service::RestoreSession(
-    const storage::SessionLock& session, const std::string& workspace, const std::string& id,
-    const config::Limits& limits, sandbox::RunCgroup* cgroup, storage::FileStamps* stamps) const {
+std::optional<Refusal> Engine::RestoreSession(const storage::SessionLock& session,
+                                              const std::string& workspace, const std::string& id,
+                                              const config::Limits& limits,
+                                              sandbox::RunCgroup* cgroup,
+                                              storage::FileStamps* stamps) const {
   // Copied by a helper process in the run's own cgroup, so the workspace's tmpfs pages are
   // charged to the run, not to the daemon, and stay charged there while the run's programs
   // run in the same cgroup.
@@ -147,26 +193,26 @@ std::optional<HttpResponse> Service::RestoreSession(
   }
   auto helper = runner_->RunHelper(argv, cgroup);
   if (!helper.ok()) {
-    return ErrorResponse(ApiCode::kSandboxError, "run " + id + ": " + helper.error().message);
+    return Refuse(RefusalCode::kSandboxError, "run " + id + ": " + helper.error().message);
   }
   const int ws = helper->wait_status;
   if (helper->memory_limit || (WIFSIGNALED(ws) && WTERMSIG(ws) == SIGKILL)) {
-    return ErrorResponse(ApiCode::kMemoryLimit,
-                         "the session's files do not fit in this run's memory limit (memory_mb " +
-                             std::to_string(limits.memory_mb) +
-                             "): a session's workspace is held in memory; raise memory_mb",
-                         "limits.memory_mb");
+    return Refuse(RefusalCode::kMemoryLimit,
+                  "the session's files do not fit in this run's memory limit (memory_mb " +
+                      std::to_string(limits.memory_mb) +
+                      "): a session's workspace is held in memory; raise memory_mb",
+                  "limits.memory_mb");
   }
   const int code = WIFEXITED(ws) ? WEXITSTATUS(ws) : -1;
   const std::string message = util::SanitizeUtf8(helper->stderr_text);
   if (code == storage::kRestoreFileLimit) {
-    return ErrorResponse(ApiCode::kFileLimit,
-                         "the session's files do not fit in this run's workspace (disk_mb " +
-                             std::to_string(limits.disk_mb) + "): " + message,
-                         "limits.disk_mb");
+    return Refuse(RefusalCode::kFileLimit,
+                  "the session's files do not fit in this run's workspace (disk_mb " +
+                      std::to_string(limits.disk_mb) + "): " + message,
+                  "limits.disk_mb");
   }
   if (code != storage::kRestoreOk) {
-    return ErrorResponse(ApiCode::kStorage, "run " + id + ": session restore: " + message);
+    return Refuse(RefusalCode::kStorage, "run " + id + ": session restore: " + message);
   }
   // The helper's digests of the restored files are not what tells a file the run touched:
   // PlaceRunFiles stamps the workspace once everything is in it.
@@ -174,111 +220,65 @@ std::optional<HttpResponse> Service::RestoreSession(
   return std::nullopt;
 }
 
-std::optional<HttpResponse> Service::AcceptRun(const HttpRequest& request, bool trusted,
-                                               const config::Config& live, RunRequest* run,
-                                               bool* session_seen) const {
-  // A web page's request first: whatever else it carries, its origin must be allowed.
-  if (auto err = CheckOrigin(request.Header("origin"), live.origins)) return Refusal(*err);
-  const Caller caller = Authenticate(request.Header("authorization"), live);
-  if (!trusted && !caller.authenticated) {
-    HttpResponse r = ErrorResponse(ApiCode::kUnauthorized,
-                                   "missing or wrong bearer token (Authorization: Bearer <token>)");
-    r.headers["WWW-Authenticate"] = "Bearer";
-    return r;
-  }
-  // Before any other work: the user's requests beyond their rate cost nothing more.
-  if (!rate_limiter_.Allow(RateKey(caller, request.Header("x-sandrun-user")))) {
-    HttpResponse r = ErrorResponse(ApiCode::kRateLimited,
-                                   "too many requests for this user (10 a second, 20 more at "
-                                   "once); retry later");
-    r.headers["Retry-After"] = "1";
-    return r;
-  }
-  if (auto err = CheckContentType(request.Header("content-type"))) return Refusal(*err);
-  if (runner_ == nullptr || !health_error_.empty()) {
-    return ErrorResponse(ApiCode::kUnavailable, "this host cannot run sandboxes: " + health_error_);
-  }
-  if (draining_) return StoppingResponse();
-  auto decoded = DecodeRunRequest(request.body, request.Header("x-sandrun-user"),
-                                  request.Header("x-sandrun-session"), live);
-  if (!decoded.ok()) return Refusal(decoded.error());
-  *run = std::move(*decoded);
-  if (auto err = ApplyTokenBinding(caller, run)) return Refusal(*err);
-  if (auto err = DecodeSessionSeen(request.Header("x-sandrun-session-seen"), session_seen)) {
-    return Refusal(*err);
-  }
-  return std::nullopt;
-}
-
-std::optional<HttpResponse> Service::Admit(const RunRequest& run, storage::SessionLock* session,
-                                           std::optional<Admission::Ticket>* ticket) {
+std::optional<Refusal> Engine::Admit(const RunRequest& run, storage::SessionLock* session,
+                                     std::optional<Admission::Ticket>* ticket, int64_t* queue_ms) {
   // The session first: a run waiting for its session's previous run must not hold a
   // sandbox slot meanwhile (others would get 503 while nothing runs).
   if (!run.session.empty()) {
-    if (auto refused = LockSession(run, session)) return *refused;
+    if (auto refused = LockSession(run, session)) return refused;
   }
   const auto queued_at = std::chrono::steady_clock::now();
   ticket->emplace(admission_.Acquire());
-  Notes().queue_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
-                         std::chrono::steady_clock::now() - queued_at)
-                         .count();
+  *queue_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
+                  std::chrono::steady_clock::now() - queued_at)
+                  .count();
   if (!(*ticket)->admitted()) {
-    HttpResponse r = ErrorResponse(ApiCode::kBusy, "all sandboxes are busy; retry shortly");
-    r.headers["Retry-After"] = "5";
-    return r;
+    return Refusal{RefusalCode::kBusy, "all sandboxes are busy; retry shortly", "",
+                   ErrorKind::kUnavailable, 5};
   }
   // Waited in the queue or for the session while the daemon began to stop.
-  if (draining_) return StoppingResponse();
+  if (draining_) return Stopping();
   return std::nullopt;
 }
 
-HttpResponse Service::HandleRun(const HttpRequest& request, bool trusted, run::EventSink* events) {
-  // The live keys (tokens, limits, quotas) as of now, for the whole request (SIGHUP).
-  const std::shared_ptr<const config::Config> live = LiveConfig();
-  RunRequest run;
-  bool session_seen = false;
-  if (auto refused = AcceptRun(request, trusted, *live, &run, &session_seen)) return *refused;
-  Notes().user = run.user;
-  util::StampPhase("decoded");
-  run.events = events;
-  if (events) events->OutputBudget(static_cast<uint64_t>(run.limits.output_bytes));
+RunEnd Engine::Run(RunRequest run, const config::Config& live, bool session_seen) {
+  if (run.events) run.events->OutputBudget(static_cast<uint64_t>(run.limits.output_bytes));
   RunPreamble preamble;
   if (run.markdown) {
-    if (auto err = PlanMarkdown(*run.markdown, run.block, &run.steps, &preamble.plan)) {
-      return Refusal(*err);
+    if (auto refused = PlanMarkdown(*run.markdown, run.block, &run.steps, &preamble.plan)) {
+      return Refused(std::move(*refused));
     }
-    if (events && preamble.plan) events->Plan(EncodePlanJson(*preamble.plan));
+    if (run.events && preamble.plan) run.events->Plan(EncodePlanJson(*preamble.plan));
   } else {
     SplitCodePipLines(&run);
   }
   // The prepared environment (`packages`), before the session and a sandbox slot: its build
   // may take long and holds neither.
   storage::EnvironmentStore::Lease environment_lease;
-  if (auto answer = PrepareEnvironment(&run, *live, &environment_lease, &preamble.environment)) {
-    return *answer;
+  if (auto end = PrepareEnvironment(&run, live, &environment_lease, &preamble.environment)) {
+    return std::move(*end);
   }
   storage::SessionLock session;
   std::optional<Admission::Ticket> ticket;
-  if (auto refused = Admit(run, &session, &ticket)) return *refused;
+  int64_t queue_ms = -1;
+  if (auto refused = Admit(run, &session, &ticket, &queue_ms)) {
+    return Refused(std::move(*refused), queue_ms);
+  }
   util::StampPhase("admitted");
 
   const std::string id = util::RandomHex(16);
-  if (session.held()) {
-    preamble.session_restarted = SessionRestarted(session_seen, session.created());
-  }
-  if (run.stateful) {
-    return HandleStatefulRun(request, run, *live, std::move(preamble), session, id);
-  }
-  if (IsNotebookRun(run)) {
-    return HandleNotebookRun(request, run, *live, std::move(preamble), session, id);
-  }
-  return HandleStatelessRun(request, run, *live, std::move(preamble), session, id);
+  // The client said the session had runs before, but this node had none of it
+  // (api/session_continuity.h).
+  if (session.held()) preamble.session_restarted = session_seen && session.created();
+  RunEnd end = run.stateful         ? StatefulRun(run, live, std::move(preamble), session, id)
+               : IsNotebookRun(run) ? NotebookRun(run, live, std::move(preamble), session, id)
+                                    : StatelessRun(run, live, std::move(preamble), session, id);
+  end.queue_ms = queue_ms;
+  return end;
 }
 
-HttpResponse Service::HandleStatelessRun(const HttpRequest& request, const RunRequest& run,
-                                         const config::Config& live, RunPreamble preamble,
-                                         const storage::SessionLock& session,
-                                         const std::string& id) {
+RunEnd Engine::StatelessRun(const RunRequest& run, const config::Config& live, RunPreamble preamble,
+                            const storage::SessionLock& session, const std::string& id) {
   // A stateless run changes the session's files under its kernel: the kernel ends.
   if (session.held()) {
     kernels_.End(KernelKey(run), "a stateless run of the session changed its files");
@@ -289,7 +289,7 @@ HttpResponse Service::HandleStatelessRun(const HttpRequest& request, const RunRe
   // after the tmpfs charged to it is unmounted.
   // A sandbox of the warm pool, started ahead with its directory and cgroup, when the run
   // fits one and one is ready (warm_start.cc); else both are made now (MakeRunDir) and the
-  // sandbox starts cold. Released after the response is sent (HttpResponse::after_send):
+  // sandbox starts cold. Released after the response is sent (RunEnd::after_send):
   // the run's tmpfs is unmounted and its cgroup removed off the client's clock.
   std::unique_ptr<WarmSandbox> warm = TakeWarmSandbox(run, session.held(), id);
   std::shared_ptr<RunTeardown> teardown;
@@ -299,7 +299,7 @@ HttpResponse Service::HandleStatelessRun(const HttpRequest& request, const RunRe
   } else {
     auto made = MakeRunDir(run, id);
     if (!made.ok()) {
-      return ErrorResponse(ApiCode::kSandboxError, "run " + id + ": " + made.error().message);
+      return Refused(Refuse(RefusalCode::kSandboxError, "run " + id + ": " + made.error().message));
     }
     teardown = std::move(*made);
     util::StampPhase("run_dir");
@@ -308,15 +308,17 @@ HttpResponse Service::HandleStatelessRun(const HttpRequest& request, const RunRe
   // The files the run starts with: exported again only when the run touches them.
   storage::FileStamps before;
   if (auto refused = FillWorkspace(run, session, paths, id, teardown->cgroup.get(), &before)) {
-    return *refused;
+    return Refused(std::move(*refused));
   }
   util::StampPhase("files_placed");
   const bool zygote = !warm && ZygoteShapeFits(run, session.held());
   auto ran = RunSteps(run, id, paths, teardown->cgroup.get(), warm ? warm->sandbox.get() : nullptr,
                       zygote);
   if (!ran.ok()) {
-    CountSandboxError();
-    return ErrorResponse(ApiCode::kSandboxError, "run " + id + ": " + ran.error().message);
+    RunEnd end =
+        Refused(Refuse(RefusalCode::kSandboxError, "run " + id + ": " + ran.error().message));
+    end.sandbox_error = true;
+    return end;
   }
   RunResponse& response = *ran;
   if (preamble.plan && response.steps) {
@@ -325,21 +327,19 @@ HttpResponse Service::HandleStatelessRun(const HttpRequest& request, const RunRe
   response.plan = std::move(preamble.plan);
   response.session_restarted = preamble.session_restarted;
   response.environment = std::move(preamble.environment);
-  HttpResponse http = ExportAndRespond(request, run, live, paths.workspace, paths.outputs, &before,
-                                       session, response);
+  RunEnd end = ExportAndSave(run, live, paths.workspace, paths.outputs, &before, session, response);
   warm.reset();  // reaped by now: its directory and cgroup go after the response
-  http.after_send = std::move(teardown);
-  return http;
+  end.after_send = std::move(teardown);
+  return end;
 }
 
-Result<std::shared_ptr<RunTeardown>> Service::MakeRunDir(const RunRequest& run,
-                                                         const std::string& id) const {
+Result<std::shared_ptr<RunTeardown>> Engine::MakeRunDir(const RunRequest& run,
+                                                        const std::string& id) const {
   // The run's one cgroup, for the session's restore and then every step:
   // what one of them leaves charged (the restored files, a step's files in /tmp or the
   // workspace) counts against memory_mb for the rest of the run. RunTeardown removes it
   // after the tmpfs charged to it is unmounted.
-  auto cgroup =
-      runner_->CreateCgroup(id, run::CgroupLimitsFor(config_, run.limits, run::SandboxUse::kStep));
+  auto cgroup = runner_->CreateCgroup(id, CgroupLimitsFor(config_, run.limits, SandboxUse::kStep));
   if (!cgroup.ok()) return cgroup.error();
   auto teardown =
       std::make_shared<RunTeardown>(std::move(*cgroup), config_.runs_dir + "/" + id, run_tmpfs_);
@@ -355,11 +355,11 @@ Result<std::shared_ptr<RunTeardown>> Service::MakeRunDir(const RunRequest& run,
   return teardown;
 }
 
-std::optional<HttpResponse> Service::FillWorkspace(const RunRequest& run,
-                                                   const storage::SessionLock& session,
-                                                   const RunPaths& paths, const std::string& id,
-                                                   sandbox::RunCgroup* cgroup,
-                                                   storage::FileStamps* before) const {
+std::optional<Refusal> Engine::FillWorkspace(const RunRequest& run,
+                                             const storage::SessionLock& session,
+                                             const RunPaths& paths, const std::string& id,
+                                             sandbox::RunCgroup* cgroup,
+                                             storage::FileStamps* before) const {
   PlaceFontCache(paths.tmp);
   if (session.held()) {
     if (auto refused = RestoreSession(session, paths.workspace, id, run.limits, cgroup, before)) {
@@ -371,19 +371,18 @@ std::optional<HttpResponse> Service::FillWorkspace(const RunRequest& run,
   // the workspace is the user's (it could plant symlinks), and the daemon writes nothing
   // more into it (red-team finding: a path written between steps followed a planted link).
   if (Status s = WriteProgramFiles(run, paths.workspace, support_bytecode_); !s.ok()) {
-    return ErrorResponse(ApiCode::kSandboxError, "run " + id + ": " + s.error().message);
+    return Refuse(RefusalCode::kSandboxError, "run " + id + ": " + s.error().message);
   }
   return std::nullopt;
 }
 
-std::optional<HttpResponse> Service::PlaceRunFiles(const RunRequest& run,
-                                                   const std::string& workspace,
-                                                   storage::FileStamps* stamps) const {
+std::optional<Refusal> Engine::PlaceRunFiles(const RunRequest& run, const std::string& workspace,
+                                             storage::FileStamps* stamps) const {
   const uid_t uid = static_cast<uid_t>(config_.sandbox_uid);
   const gid_t gid = static_cast<gid_t>(config_.sandbox_gid);
   for (const auto& file : run.files) {
     if (Status s = storage::PlaceFile(workspace, file.path, file.content, uid, gid); !s.ok()) {
-      return ErrorResponse(s.error(), "files");
+      return RefuseError(s.error(), "files");
     }
   }
   // Blocks the plan saves under a name (app.py, run by a later "python app.py") are
@@ -391,14 +390,14 @@ std::optional<HttpResponse> Service::PlaceRunFiles(const RunRequest& run,
   for (size_t i : PartitionSteps(run.steps).files) {
     const CodeStep& saved = run.steps[i];
     if (Status s = storage::PlaceFile(workspace, saved.save_as, saved.code, uid, gid); !s.ok()) {
-      return ErrorResponse(s.error(), "markdown");
+      return RefuseError(s.error(), "markdown");
     }
   }
   // What the run starts with, whoever put it there; a file whose stamp is the same at export
   // was not touched by the run and gets no new link (storage::FileStamp says why a program
   // cannot fake that).
   auto found = storage::StampWorkspace(workspace, storage::ExportOptions{});
-  if (!found.ok()) return ErrorResponse(ApiCode::kStorage, found.error().message);
+  if (!found.ok()) return Refuse(RefusalCode::kStorage, found.error().message);
   stamps->clear();
   int64_t latest_ns = 0;
   for (const auto& [path, stamp] : *found) {
@@ -409,9 +408,9 @@ std::optional<HttpResponse> Service::PlaceRunFiles(const RunRequest& run,
   return std::nullopt;
 }
 
-Result<RunResponse> Service::RunSteps(const RunRequest& run, const std::string& id,
-                                      const RunPaths& paths, sandbox::RunCgroup* cgroup,
-                                      sandbox::WaitingSandbox* warm, bool zygote) const {
+Result<RunResponse> Engine::RunSteps(const RunRequest& run, const std::string& id,
+                                     const RunPaths& paths, sandbox::RunCgroup* cgroup,
+                                     sandbox::WaitingSandbox* warm, bool zygote) const {
   RunResponse response;
   response.id = id;
   response.status = RunStatus::kOk;
@@ -425,7 +424,7 @@ Result<RunResponse> Service::RunSteps(const RunRequest& run, const std::string& 
     // An install step whose packages the run's prepared environment holds is not run.
     if (auto satisfied = IsInstallStep(step) ? SatisfiedByEnvironment(run, step, StepIndex(step, i))
                                              : std::nullopt) {
-      run::StepEvents events(run.events, satisfied->index, satisfied->language);
+      StepEvents events(run.events, satisfied->index, satisfied->language);
       events.OnOutput(1, satisfied->stdout_stream.text);
       events.End(RunStatusName(satisfied->status), satisfied->exit_code);
       response.stdout_stream.text += satisfied->stdout_stream.text;
@@ -439,7 +438,7 @@ Result<RunResponse> Service::RunSteps(const RunRequest& run, const std::string& 
                  "sandrun: " + step.title + " not run: the run's " + spent + " budget is spent");
       break;
     }
-    run::StepEvents events(run.events, StepIndex(step, i), step.language->name);
+    StepEvents events(run.events, StepIndex(step, i), step.language->name);
     sandbox::SandboxSpec spec = StepSpec(config_, run, i, id, paths, budget);
     spec.observer = events.observer();
     auto ran = RunStep(run, i, spec, cgroup, warm, zygote);
@@ -454,9 +453,9 @@ Result<RunResponse> Service::RunSteps(const RunRequest& run, const std::string& 
   return response;
 }
 
-Result<StepRun> Service::RunStep(const RunRequest& run, size_t i, const sandbox::SandboxSpec& spec,
-                                 sandbox::RunCgroup* cgroup, sandbox::WaitingSandbox* warm,
-                                 bool zygote) const {
+Result<StepRun> Engine::RunStep(const RunRequest& run, size_t i, const sandbox::SandboxSpec& spec,
+                                sandbox::RunCgroup* cgroup, sandbox::WaitingSandbox* warm,
+                                bool zygote) const {
   // Steps run one after the other in the run's cgroup; each one's outcome is its own. The
   // warm pool's sandbox (when the run took one) serves its one program step.
   const bool warm_start = warm != nullptr && !warm->used();
@@ -482,12 +481,11 @@ Result<StepRun> Service::RunStep(const RunRequest& run, size_t i, const sandbox:
   return ran;
 }
 
-storage::PublishOptions Service::MakePublishOptions(const HttpRequest& request,
-                                                    const RunRequest& run,
-                                                    const config::Config& live) const {
+storage::PublishOptions Engine::MakePublishOptions(const RunRequest& run,
+                                                   const config::Config& live) const {
   storage::PublishOptions publish;
   publish.artifacts_root = config_.artifacts_dir;
-  publish.public_base_url = PublicBaseUrl(request);
+  publish.public_base_url = run.public_base_url;
   publish.link_secret = config_.link_secret;
   // Behind a front nginx, links carry the node that serves them (docs/CLUSTER.md).
   if (!config_.node_id.empty()) publish.url_prefix = "/files/" + config_.node_id;
@@ -501,24 +499,10 @@ storage::PublishOptions Service::MakePublishOptions(const HttpRequest& request,
   return publish;
 }
 
-HttpResponse Service::ExportAndRespond(const HttpRequest& request, const RunRequest& run,
-                                       const config::Config& live, const std::string& workspace,
-                                       const std::string& outputs_dir, storage::FileStamps* stamps,
-                                       const storage::SessionLock& session, RunResponse& response) {
-  ExportFiles(request, run, live, workspace, outputs_dir, stamps, session, response);
-  Count(response.status, response.wall_ms);
-  Notes().run_status = RunStatusName(response.status);
-  Notes().run_ms = response.wall_ms;
-  HttpResponse http;
-  http.body = EncodeRunResponse(response);
-  util::StampPhase("encoded");  // the run's tmpfs and cgroup go after the response is sent
-  return http;
-}
-
-void Service::ExportFiles(const HttpRequest& request, const RunRequest& run,
-                          const config::Config& live, const std::string& workspace,
-                          const std::string& outputs_dir, storage::FileStamps* stamps,
-                          const storage::SessionLock& session, RunResponse& response) {
+RunEnd Engine::ExportAndSave(const RunRequest& run, const config::Config& live,
+                             const std::string& workspace, const std::string& outputs_dir,
+                             storage::FileStamps* stamps, const storage::SessionLock& session,
+                             RunResponse& response) {
   const config::Limits& limits = run.limits;
   storage::ExportOptions export_options;
   export_options.max_files = static_cast<int>(limits.max_files);
@@ -541,7 +525,7 @@ void Service::ExportFiles(const HttpRequest& request, const RunRequest& run,
   if (walk.ok()) {
     response.files_skipped = std::move(walk->skipped);
     skipped_unlisted = walk->skipped_unlisted;
-    PublishFiles(request, run, live, workspace, outputs_dir, manifest, walk->files,
+    PublishFiles(run, live, workspace, outputs_dir, manifest, walk->files,
                  export_options.max_file_bytes, response);
   } else {
     AppendLine(response.stderr_stream.text,
@@ -551,14 +535,18 @@ void Service::ExportFiles(const HttpRequest& request, const RunRequest& run,
                                 static_cast<uint64_t>(live.user_quota_mb) << 20};
   if (session.held()) SaveSession(sessions_, session, workspace, quota, response);
   CapSkipped(skipped_unlisted, response);
+  RunEnd end;
+  end.response = std::move(response);
+  end.finished = true;
+  return end;
 }
 
-void Service::PublishFiles(const HttpRequest& request, const RunRequest& run,
-                           const config::Config& live, const std::string& workspace,
-                           const std::string& outputs_dir, const DisplayManifest& manifest,
-                           const std::vector<storage::FoundFile>& found, uint64_t max_file_bytes,
-                           RunResponse& response) {
-  const storage::PublishOptions publish = MakePublishOptions(request, run, live);
+void Engine::PublishFiles(const RunRequest& run, const config::Config& live,
+                          const std::string& workspace, const std::string& outputs_dir,
+                          const DisplayManifest& manifest,
+                          const std::vector<storage::FoundFile>& found, uint64_t max_file_bytes,
+                          RunResponse& response) {
+  const storage::PublishOptions publish = MakePublishOptions(run, live);
   std::map<std::string, std::string> output_paths;
   const storage::ExtraSource outputs = PlanOutputFiles(outputs_dir, manifest, found, max_file_bytes,
                                                        &output_paths, &response.files_skipped);
@@ -577,7 +565,7 @@ void Service::PublishFiles(const HttpRequest& request, const RunRequest& run,
   // follow them.
   response.files.insert(response.files.end(), std::make_move_iterator(published->files.begin()),
                         std::make_move_iterator(published->files.end()));
-  // A stateful run's displays come from its kernel (HandleStatefulRun), not a manifest.
+  // A stateful run's displays come from its kernel (StatefulRun), not a manifest.
   if (!outputs_dir.empty()) {
     response.displays = AssembleDisplays(manifest, output_paths, response.files);
   }
@@ -594,4 +582,19 @@ void Service::PublishFiles(const HttpRequest& request, const RunRequest& run,
   }
 }
 
-}  // namespace sandrun::api
+void Engine::SetPreparedCaches(std::string font_cache_name, std::string font_cache,
+                               std::vector<SupportBytecode> bytecode) {
+  font_cache_name_ = std::move(font_cache_name);
+  font_cache_ = std::move(font_cache);
+  support_bytecode_ = std::move(bytecode);
+}
+
+void Engine::PlaceFontCache(const std::string& tmp) const {
+  if (font_cache_name_.empty()) return;
+  // Best effort: without it matplotlib builds its own (0.3 s), nothing fails.
+  (void)storage::PlaceFile(tmp, "matplotlib/" + font_cache_name_, font_cache_,
+                           static_cast<uid_t>(config_.sandbox_uid),
+                           static_cast<gid_t>(config_.sandbox_gid));
+}
+
+}  // namespace sandrun::run

@@ -1,10 +1,10 @@
-#include "api/run_displays.h"
+#include "run/run_displays.h"
 
 #include "python/support_files.h"
 #include "sandbox/spec.h"
 #include "storage/outputs.h"
 
-namespace sandrun::api {
+namespace sandrun::run {
 namespace {
 
 constexpr char kManifestName[] = "displays.jsonl";
@@ -69,4 +69,4 @@ storage::ExtraSource PlanOutputFiles(const std::string& outputs_dir,
   return extra;
 }
 
-}  // namespace sandrun::api
+}  // namespace sandrun::run

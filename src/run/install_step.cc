@@ -1,16 +1,16 @@
-#include "api/install_step.h"
+#include "run/install_step.h"
 
 #include <algorithm>
 #include <cctype>
 #include <set>
 #include <string_view>
 
-#include "api/requirements.h"
 #include "markdown/shell_script.h"
 #include "markdown/text_util.h"
+#include "run/requirements.h"
 #include "util/text.h"
 
-namespace sandrun::api {
+namespace sandrun::run {
 namespace {
 
 using markdown::CommandKind;
@@ -216,4 +216,4 @@ bool RequirementCovered(const std::string& want, const std::vector<std::string>&
                      [&](const std::string& h) { return NamesOf({h}).front() == want; });
 }
 
-}  // namespace sandrun::api
+}  // namespace sandrun::run

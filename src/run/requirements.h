@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-namespace sandrun::api {
+namespace sandrun::run {
 
 inline constexpr size_t kMaxPackages = 32;           // entries of one `packages` list
 inline constexpr size_t kMaxRequirementBytes = 200;  // one entry
@@ -36,4 +36,4 @@ std::vector<std::string> NormalizeSet(const std::vector<Requirement>& requiremen
 // The normalised names of the packages in `texts` (canonical texts, as NormalizeSet gives).
 std::vector<std::string> NamesOf(const std::vector<std::string>& texts);
 
-}  // namespace sandrun::api
+}  // namespace sandrun::run
