@@ -154,7 +154,7 @@ Result<std::unique_ptr<Kernel>> KernelManager::BootKernel(const KernelSpec& spec
   // One cgroup for the restore and the kernel (issue 10 item 4): the session's tmpfs pages
   // stay charged to the kernel's memory limit.
   // Freezable: the kernel is frozen between cells (Kernel::Boot, Kernel::Execute).
-  sandbox::CgroupLimits cgroup_limits = sandbox::CgroupLimitsFor(spec.limits);
+  sandbox::CgroupLimits cgroup_limits = spec.limits.cgroup;
   cgroup_limits.freezable = true;
   auto cgroup = runner_->CreateCgroup((*made)->id(), cgroup_limits);
   if (!cgroup.ok()) return MakeError(ErrorKind::kSystem, cgroup.error().message);

@@ -51,9 +51,9 @@ std::string ReplaceReason(const KernelTerms& live, const KernelTerms& wanted) {
   const sandbox::SandboxLimits& b = wanted.limits;
   constexpr uint64_t kMiB = 1ull << 20;
   std::string changed;
-  NameChange("memory_mb", a.memory_bytes, b.memory_bytes, kMiB, &changed);
-  NameChange("processes", static_cast<uint64_t>(a.processes), static_cast<uint64_t>(b.processes), 1,
-             &changed);
+  NameChange("memory_mb", a.cgroup.memory_bytes, b.cgroup.memory_bytes, kMiB, &changed);
+  NameChange("processes", static_cast<uint64_t>(a.cgroup.processes),
+             static_cast<uint64_t>(b.cgroup.processes), 1, &changed);
   NameChange("file_size_mb", a.file_size_bytes, b.file_size_bytes, kMiB, &changed);
   NameChange("disk_mb", a.disk_bytes, b.disk_bytes, kMiB, &changed);
   NameChange("open_files", static_cast<uint64_t>(a.open_files), static_cast<uint64_t>(b.open_files),

@@ -14,8 +14,9 @@ sandbox::SandboxLimits SandboxLimitsFor(const config::Config& config, const conf
   sandbox::SandboxLimits out;
   out.wall_time_ms = limits.wall_time_s * 1000;
   out.cpu_time_s = limits.cpu_time_s;
-  out.memory_bytes = Mib(limits.memory_mb);
-  out.processes = limits.processes;
+  out.cgroup.memory_bytes = Mib(limits.memory_mb);
+  out.cgroup.processes = limits.processes;
+  out.cgroup.freezable = use == SandboxUse::kKernel;  // frozen between cells (RunCgroup::Freeze)
   out.output_bytes = static_cast<uint64_t>(limits.output_bytes);
   out.file_size_bytes = Mib(limits.file_size_mb);
   out.disk_bytes = Mib(limits.disk_mb);
@@ -54,9 +55,7 @@ sandbox::SandboxLimits SandboxLimitsFor(const config::Config& config, const conf
 
 sandbox::CgroupLimits CgroupLimitsFor(const config::Config& config, const config::Limits& limits,
                                       SandboxUse use) {
-  sandbox::CgroupLimits out = sandbox::CgroupLimitsFor(SandboxLimitsFor(config, limits, use));
-  out.freezable = use == SandboxUse::kKernel;
-  return out;
+  return SandboxLimitsFor(config, limits, use).cgroup;
 }
 
 sandbox::SandboxSpec BaseSpec(const config::Config& config, const config::Limits& limits,

@@ -46,7 +46,7 @@ sandbox::SandboxLimits SandboxLimitsFor(const config::Config& config, const conf
                                         SandboxUse use);
 
 // The cgroup limits of that sandbox (memory without swap, pids.max; freezable for a kernel):
-// sandbox::CgroupLimitsFor of SandboxLimitsFor, the same numbers for every use.
+// SandboxLimitsFor(...).cgroup, the same numbers for every use.
 sandbox::CgroupLimits CgroupLimitsFor(const config::Config& config, const config::Limits& limits,
                                       SandboxUse use);
 

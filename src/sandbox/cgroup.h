@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "sandbox/socket_cap.h"
+#include "sandbox/spec.h"  // CgroupLimits
 #include "sys/unique_fd.h"
 #include "util/result.h"
 
@@ -20,20 +21,6 @@ struct CgroupStats {
   int64_t cpu_usage_ms = -1;    // -1 when unknown
   int64_t peak_memory_kb = -1;  // -1 when unknown
   int64_t pids_limit_hits = 0;  // forks refused because the run was at its process limit
-};
-
-// What a run's cgroup bounds. A new limit (cpu.max, say) is a field here and a write in each
-// backend's Create; the callers pass this struct through unchanged.
-struct CgroupLimits {
-  // memory.max / memory.limit_in_bytes, without swap; on v1 also memory.kmem.tcp.limit_in_bytes
-  // (socket buffers, a separate counter there; v2 charges them to memory.max itself), and the
-  // cap on live sockets with it (SocketShare::For: the socket buffers' limit plus what the
-  // kernel charges past it stay within memory_bytes)
-  uint64_t memory_bytes = 0;
-  int64_t processes = 0;  // pids.max
-  // Create also puts the cgroup under the freezer (v1: the freezer hierarchy, which a run
-  // without it does not join; v2: cgroup.freeze is always there), for RunCgroup::Freeze.
-  bool freezable = false;
 };
 
 // One run's cgroup(s). Destroy() removes them; the destructor does too.

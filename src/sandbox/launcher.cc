@@ -45,8 +45,8 @@ std::vector<InitRlimit> Rlimits(const SandboxLimits& limits, bool have_cgroups) 
   };
   if (!have_cgroups) {
     // Weaker stand-ins: address space (not resident memory) and processes per uid.
-    out.push_back(both(RLIMIT_AS, limits.memory_bytes));
-    out.push_back(both(RLIMIT_NPROC, static_cast<rlim_t>(limits.processes)));
+    out.push_back(both(RLIMIT_AS, limits.cgroup.memory_bytes));
+    out.push_back(both(RLIMIT_NPROC, static_cast<rlim_t>(limits.cgroup.processes)));
   }
   return out;
 }
@@ -852,7 +852,7 @@ Result<SandboxResult> Launcher::RunWaiting(WaitingSandbox& sandbox, const std::s
   Started& st = s.st;
   util::StampPhase("launch");
   if (st.cgroup) {
-    if (Status set = st.cgroup->SetLimits(CgroupLimitsFor(spec.limits)); !set.ok()) {
+    if (Status set = st.cgroup->SetLimits(spec.limits.cgroup); !set.ok()) {
       sys::KillPidfd(st.pidfd.get());
       (void)sys::Reap(st.pid);
       return MakeError(ErrorKind::kSystem, "cgroup: " + set.error().message, set.error().err);

@@ -70,7 +70,7 @@ class Launcher : public SandboxRunner {
   // cgroup's peak so far. Not safe after fork.
   Result<SandboxResult> Run(const SandboxSpec& spec, RunCgroup* cgroup) const override;
 
-  // The cgroup of run `run_id` with `limits` (CgroupLimitsFor(spec.limits) for a spec), for a
+  // The cgroup of run `run_id` with `limits` (spec.limits.cgroup for a spec), for a
   // caller that runs several processes in it one after the
   // other (a session's restore, then each step of the run), so that what
   // one leaves charged counts against the next. Null without cgroups. The caller owns it;

@@ -4,15 +4,8 @@
 
 namespace sandrun::sandbox {
 
-CgroupLimits CgroupLimitsFor(const SandboxLimits& limits) {
-  CgroupLimits out;
-  out.memory_bytes = limits.memory_bytes;
-  out.processes = limits.processes;
-  return out;
-}
-
 Result<SandboxResult> SandboxRunner::Run(const SandboxSpec& spec) const {
-  auto cgroup = CreateCgroup(spec.run_id, CgroupLimitsFor(spec.limits));
+  auto cgroup = CreateCgroup(spec.run_id, spec.limits.cgroup);
   if (!cgroup.ok()) return cgroup.error();
   auto result = Run(spec, cgroup->get());
   if (*cgroup) {
@@ -23,7 +16,7 @@ Result<SandboxResult> SandboxRunner::Run(const SandboxSpec& spec) const {
 }
 
 Result<std::unique_ptr<LiveSandbox>> SandboxRunner::Start(const SandboxSpec& spec) const {
-  auto cgroup = CreateCgroup(spec.run_id, CgroupLimitsFor(spec.limits));
+  auto cgroup = CreateCgroup(spec.run_id, spec.limits.cgroup);
   if (!cgroup.ok()) return cgroup.error();
   return Start(spec, std::move(*cgroup));
 }

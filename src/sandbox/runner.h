@@ -111,7 +111,7 @@ class SandboxRunner {
   // the sandbox could not be built, and its message names the failed step and errno.
   virtual Result<SandboxResult> Run(const SandboxSpec& spec, RunCgroup* cgroup) const = 0;
   // Like Run(spec, cgroup) in a cgroup of its own (CreateCgroup with
-  // CgroupLimitsFor(spec.limits)), removed after the run.
+  // spec.limits.cgroup), removed after the run.
   Result<SandboxResult> Run(const SandboxSpec& spec) const;
 
   // The cgroup of run `run_id` with `limits`, for a caller that runs several processes in it
@@ -156,8 +156,5 @@ class SandboxRunner {
   // by default.
   virtual NetNamespaceStats net_namespace_stats() const { return {}; }
 };
-
-// The cgroup limits of a sandbox with `limits` (memory without swap, pids.max). Pure.
-CgroupLimits CgroupLimitsFor(const SandboxLimits& limits);
 
 }  // namespace sandrun::sandbox

@@ -19,11 +19,25 @@ inline constexpr char kEnvironmentInside[] = "/run/sandrun/env";
 // The request limits have no numbers of their own here: 0 until the caller sets them (api/
 // from the run's config::Limits, whose defaults are the one table config::LimitKeys()). A
 // spec that leaves one at 0 gets a sandbox that can do nothing (no memory, no time).
+// What a sandbox's cgroup bounds (cgroup.h writes it). A new cgroup limit (cpu.max, say) is a
+// field here, its value in run/sandbox_specs.cc and a write in each backend of cgroup.cc; every
+// caller between passes SandboxLimits::cgroup through unchanged.
+struct CgroupLimits {
+  // memory.max / memory.limit_in_bytes, without swap; on v1 also memory.kmem.tcp.limit_in_bytes
+  // (socket buffers, a separate counter there; v2 charges them to memory.max itself), and the
+  // cap on live sockets with it (SocketShare::For: the socket buffers' limit plus what the
+  // kernel charges past it stay within memory_bytes)
+  uint64_t memory_bytes = 0;
+  int64_t processes = 0;  // pids.max
+  // Create also puts the cgroup under the freezer (v1: the freezer hierarchy, which a run
+  // without it does not join; v2: cgroup.freeze is always there), for RunCgroup::Freeze.
+  bool freezable = false;
+};
+
 struct SandboxLimits {
   int64_t wall_time_ms = 0;      // whole sandbox killed after this
   int64_t cpu_time_s = 0;        // RLIMIT_CPU (and cgroup usage check)
-  uint64_t memory_bytes = 0;     // cgroup memory limit, swap 0
-  int64_t processes = 0;         // cgroup pids.max
+  CgroupLimits cgroup;           // memory (swap 0), pids.max
   uint64_t output_bytes = 0;     // stdout + stderr together; past it the run is stopped
   uint64_t file_size_bytes = 0;  // largest complete file; RLIMIT_FSIZE is RlimitFsizeBytes of it
   uint64_t disk_bytes = 0;       // size= of /tmp and /dev/shm tmpfs

@@ -215,8 +215,8 @@ BOOST_AUTO_TEST_CASE(spec_carries_the_requests_limits) {
   const sandbox::SandboxLimits& limits = runner.specs()[0].limits;
   BOOST_TEST(limits.wall_time_ms == 7000);
   BOOST_TEST(limits.cpu_time_s == 3);
-  BOOST_TEST(limits.memory_bytes == (uint64_t{128} << 20));
-  BOOST_TEST(limits.processes == 9);
+  BOOST_TEST(limits.cgroup.memory_bytes == (uint64_t{128} << 20));
+  BOOST_TEST(limits.cgroup.processes == 9);
   BOOST_TEST(limits.output_bytes == 50000u);
   BOOST_TEST(runner.specs()[0].host_uid == ::getuid());
   BOOST_TEST(!runner.specs()[0].network.enabled);
@@ -358,8 +358,8 @@ BOOST_AUTO_TEST_CASE(install_step_runs_on_the_install_budget) {
   // The install budget is time and disk: the run's cgroup keeps the request's memory and pids.
   const std::vector<sandbox::CgroupLimits> cgroups = runner.made_cgroups();
   BOOST_TEST_REQUIRE(cgroups.size() == 1u);
-  BOOST_TEST(cgroups[0].memory_bytes == install.memory_bytes);
-  BOOST_TEST(cgroups[0].processes == install.processes);
+  BOOST_TEST(cgroups[0].memory_bytes == install.cgroup.memory_bytes);
+  BOOST_TEST(cgroups[0].processes == install.cgroup.processes);
   rapidjson::Document doc = Json(http);
   BOOST_TEST(Str(doc["snippets"][0]["budget"]) == "install");
   BOOST_TEST(Str(doc["snippets"][1]["budget"]) == "program");

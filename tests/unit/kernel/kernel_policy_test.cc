@@ -62,7 +62,7 @@ BOOST_AUTO_TEST_CASE(a_run_asking_for_the_network_on_or_off_replaces_the_kernel)
 
 BOOST_AUTO_TEST_CASE(other_limits_replace_the_kernel_and_are_named_first) {
   kernel::KernelTerms live, wanted;
-  wanted.limits.memory_bytes = live.limits.memory_bytes + (512ull << 20);
+  wanted.limits.cgroup.memory_bytes = live.limits.cgroup.memory_bytes + (512ull << 20);
   wanted.network = true;
   BOOST_TEST(kernel::ReplaceReason(live, wanted).find("other limits") != std::string::npos);
   wanted = live;
@@ -72,15 +72,15 @@ BOOST_AUTO_TEST_CASE(other_limits_replace_the_kernel_and_are_named_first) {
 
 BOOST_AUTO_TEST_CASE(only_the_limits_that_changed_are_named_with_both_values) {
   kernel::KernelTerms live, wanted;
-  live.limits.memory_bytes = 512ull << 20;
-  live.limits.processes = 64;
+  live.limits.cgroup.memory_bytes = 512ull << 20;
+  live.limits.cgroup.processes = 64;
   live.limits.disk_bytes = 256ull << 20;
   wanted = live;
-  wanted.limits.memory_bytes = 1024ull << 20;
+  wanted.limits.cgroup.memory_bytes = 1024ull << 20;
   BOOST_TEST(kernel::ReplaceReason(live, wanted) ==
              "this run asks for other limits than the kernel was started with (memory_mb 512 "
              "-> 1024)");
-  wanted.limits.processes = 32;
+  wanted.limits.cgroup.processes = 32;
   BOOST_TEST(kernel::ReplaceReason(live, wanted) ==
              "this run asks for other limits than the kernel was started with (memory_mb 512 "
              "-> 1024, processes 64 -> 32)");

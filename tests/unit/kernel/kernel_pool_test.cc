@@ -10,8 +10,8 @@ namespace {
 kernel::KernelSpec Default() {
   kernel::KernelSpec spec;
   spec.env = {"HOME=/home/user", "TZ=UTC"};
-  spec.limits.memory_bytes = 512u << 20;
-  spec.limits.processes = 64;
+  spec.limits.cgroup.memory_bytes = 512u << 20;
+  spec.limits.cgroup.processes = 64;
   spec.limits.file_size_bytes = 64u << 20;
   spec.limits.disk_bytes = 100u << 20;
   spec.setup_files = {{"setup.py", "print(1)"}, {"sitecustomize.py", "pass"}};
@@ -44,10 +44,10 @@ BOOST_AUTO_TEST_CASE(never_serves_a_run_with_other_limits_env_files_or_stdin) {
   wanted.limits.disk_bytes += 1;
   BOOST_TEST(!kernel::PoolServes(Default(), wanted));
   wanted = Default();
-  wanted.limits.memory_bytes *= 2;
+  wanted.limits.cgroup.memory_bytes *= 2;
   BOOST_TEST(!kernel::PoolServes(Default(), wanted));
   wanted = Default();
-  wanted.limits.processes = 8;
+  wanted.limits.cgroup.processes = 8;
   BOOST_TEST(!kernel::PoolServes(Default(), wanted));
   wanted = Default();
   wanted.limits.open_files = 32;

@@ -56,10 +56,10 @@ BOOST_AUTO_TEST_CASE(every_use_gets_the_same_cgroup_memory_and_pids_for_the_same
       BOOST_TEST(cg.memory_bytes == 321ull << 20);
       BOOST_TEST(cg.processes == 17);
       const sandbox::SandboxLimits sl = run::SandboxLimitsFor(config, limits, use);
-      BOOST_TEST(sl.memory_bytes == 321ull << 20);
-      BOOST_TEST(sl.processes == 17);
+      BOOST_TEST(sl.cgroup.memory_bytes == 321ull << 20);
+      BOOST_TEST(sl.cgroup.processes == 17);
       // The cgroup's numbers are the sandbox's own, whatever the use.
-      const sandbox::CgroupLimits of_spec = sandbox::CgroupLimitsFor(sl);
+      const sandbox::CgroupLimits of_spec = sl.cgroup;
       BOOST_TEST(of_spec.memory_bytes == cg.memory_bytes);
       BOOST_TEST(of_spec.processes == cg.processes);
     }
@@ -129,7 +129,7 @@ BOOST_AUTO_TEST_CASE(the_base_spec_carries_ids_run_id_and_network) {
     BOOST_TEST(spec.network.enabled == network);
     BOOST_TEST(spec.network.allow_cidrs == config.network_allow_cidrs,
                boost::test_tools::per_element());
-    BOOST_TEST(spec.limits.memory_bytes == 321ull << 20);
+    BOOST_TEST(spec.limits.cgroup.memory_bytes == 321ull << 20);
   }
 }
 

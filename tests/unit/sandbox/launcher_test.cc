@@ -68,8 +68,8 @@ struct Run {
     spec.run_id = "t" + std::to_string(::getpid()) + "-" + std::to_string(counter++);
     spec.limits.wall_time_ms = 5000;
     spec.limits.cpu_time_s = 10;
-    spec.limits.memory_bytes = 512ull << 20;
-    spec.limits.processes = 64;
+    spec.limits.cgroup.memory_bytes = 512ull << 20;
+    spec.limits.cgroup.processes = 64;
     spec.limits.output_bytes = 1 << 20;
     spec.limits.file_size_bytes = 10ull << 20;
     spec.limits.disk_bytes = 100ull << 20;
@@ -121,10 +121,10 @@ BOOST_FIXTURE_TEST_SUITE(Launcher, LauncherFixture)
 // buffers' kmem.tcp limit; pids.max).
 BOOST_AUTO_TEST_CASE(cgroup_is_made_with_the_limits_of_the_spec) {
   sandbox::SandboxLimits limits;
-  limits.memory_bytes = 96ull << 20;
-  limits.processes = 17;
+  limits.cgroup.memory_bytes = 96ull << 20;
+  limits.cgroup.processes = 17;
   const std::string id = "t" + std::to_string(::getpid()) + "-limits";
-  auto cgroup = launcher->CreateCgroup(id, sandbox::CgroupLimitsFor(limits));
+  auto cgroup = launcher->CreateCgroup(id, limits.cgroup);
   BOOST_TEST_REQUIRE(cgroup.ok(), (cgroup.ok() ? "" : cgroup.error().message));
   BOOST_TEST_REQUIRE(cgroup->get() != nullptr);
   const std::string version = launcher->cgroups()->version();
@@ -231,7 +231,7 @@ BOOST_AUTO_TEST_CASE(output_flood_is_capped) {
 
 BOOST_AUTO_TEST_CASE(memory_limit_is_detected_from_the_cgroup) {
   Run run("exec python3 -c 'a = bytearray(400 * 1024 * 1024); print(len(a))'");
-  run.spec.limits.memory_bytes = 64ull << 20;
+  run.spec.limits.cgroup.memory_bytes = 64ull << 20;
   auto r = launcher->Run(run.spec);
   BOOST_TEST_REQUIRE(r.ok());
   BOOST_TEST(sandbox::OutcomeName(r->outcome) == std::string("memory_limit"));
@@ -283,7 +283,7 @@ BOOST_AUTO_TEST_CASE(run_starts_in_its_own_cgroup_and_the_thread_returns) {
 
 BOOST_AUTO_TEST_CASE(process_limit_stops_a_fork_loop) {
   Run run("for i in $(seq 1 100); do sleep 5 & done 2>&1 | head -1; echo done");
-  run.spec.limits.processes = 16;
+  run.spec.limits.cgroup.processes = 16;
   auto r = launcher->Run(run.spec);
   BOOST_TEST_REQUIRE(r.ok());
   BOOST_TEST(r->stdout_text.find("Resource temporarily unavailable") != std::string::npos);
