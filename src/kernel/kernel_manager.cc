@@ -151,7 +151,7 @@ Result<std::unique_ptr<Kernel>> KernelManager::BootKernel(const KernelSpec& spec
                                                           const Populate& populate) {
   auto made = Kernel::Create(options_.runs_dir + "/" + name, name, spec);
   if (!made.ok()) return made.error();
-  // One cgroup for the restore and the kernel (issue 10 item 4): the session's tmpfs pages
+  // One cgroup for the restore and the kernel: the session's tmpfs pages
   // stay charged to the kernel's memory limit.
   // Freezable: the kernel is frozen between cells (Kernel::Boot, Kernel::Execute).
   sandbox::CgroupLimits cgroup_limits = spec.limits.cgroup;

@@ -1,4 +1,4 @@
-// The network of one run that asked for it (issue 9 part 1): user-mode TCP/IP (libslirp, in
+// The network of one run that asked for it: user-mode TCP/IP (libslirp, in
 // sandrun-slirp), and the refusal rules of network_rules.h installed in the run's network
 // namespace.
 //
