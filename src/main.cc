@@ -227,11 +227,15 @@ int64_t MaxSandboxes(const config::Config& config) {
   return config.max_concurrent_runs + pooled + config.max_kernels;
 }
 
-// Starts the zygote (config `zygote`) for `launcher`: the support files and sandrun_zygote.py
-// in <runs_dir>/.zygote, the Python of the language "python", a run's environment with that
-// directory on PYTHONPATH, _sandrun_zygote.so beside this executable. A failure is said and
-// runs start as without it.
-void StartZygote(const config::Config& config, sandbox::Launcher& launcher) {
+// Starts the zygote of `kind` for `launcher`: the support files and sandrun_zygote.py in
+// <runs_dir>/.zygote, the Python of the language "python", a run's environment with that
+// directory on PYTHONPATH, _sandrun_zygote.so beside this executable. The run zygote (config
+// `zygote`) imports zygote_preload and has a program run's display settings; the kernel
+// zygote (config `kernel_zygote`) imports ipykernel and has a kernel's environment. A failure
+// is said and those sandboxes start as without it.
+void StartZygote(const config::Config& config, sandbox::Launcher& launcher,
+                 sandbox::ZygoteKind kind) {
+  const bool kernel = kind == sandbox::ZygoteKind::kKernel;
   sandbox::ZygoteOptions options;
   for (const auto& language : config.languages) {
     if (language.name == "python" && !language.argv.empty()) options.python = language.argv[0];
@@ -240,7 +244,8 @@ void StartZygote(const config::Config& config, sandbox::Launcher& launcher) {
   std::error_code error;
   const std::string exe = std::filesystem::read_symlink("/proc/self/exe", error).string();
   options.module_dir = exe.substr(0, exe.rfind('/'));
-  options.preload = config.zygote_preload;
+  options.kernel = kernel;
+  if (!kernel) options.preload = config.zygote_preload;
   Status s = options.python.empty() ? MakeError(ErrorKind::kSystem, "no language \"python\"")
                                     : sys::MakeDirs(options.script_dir, 0755);
   for (const auto& file : python::SupportFiles()) {
@@ -249,24 +254,29 @@ void StartZygote(const config::Config& config, sandbox::Launcher& launcher) {
     }
   }
   // The zygote is host root on the host's files: its Python searches only root's directories
-  // (not the run's /home/user, nor a user site below HOME); sandrun_zygote.py gives each run
-  // its own PYTHONPATH and HOME back.
+  // (not the run's /home/user, nor a user site or cache below HOME); sandrun_zygote.py gives
+  // each run its own PYTHONPATH, HOME and XDG_CACHE_HOME back.
   for (std::string& line : run::SandboxEnv(config)) {
     if (line.rfind("PYTHONPATH=", 0) == 0) line = "PYTHONPATH=" + options.script_dir;
     if (line.rfind("HOME=", 0) == 0) line = "HOME=" + options.script_dir;
+    if (line.rfind("XDG_CACHE_HOME=", 0) == 0) line = "XDG_CACHE_HOME=" + options.script_dir;
     options.env.push_back(std::move(line));
   }
-  // What a run's notebook display reads (sitecustomize installs its hooks only with them).
-  for (std::string& line : run::NotebookEnv(config)) options.env.push_back(std::move(line));
+  // What a run's notebook display reads (sitecustomize installs its hooks only with them); a
+  // kernel has none of them.
+  if (!kernel) {
+    for (std::string& line : run::NotebookEnv(config)) options.env.push_back(std::move(line));
+  }
+  const char* what = kernel ? "kernel zygote" : "zygote";
   auto zygote = s.ok() ? sandbox::Zygote::Start(options)
                        : Result<std::unique_ptr<sandbox::Zygote>>(s.error());
   if (!zygote.ok()) {
-    std::fprintf(stderr, "sandrund: zygote: %s; Python runs start without it\n",
-                 zygote.error().message.c_str());
+    std::fprintf(stderr, "sandrund: %s: %s; %s start without it\n", what,
+                 zygote.error().message.c_str(), kernel ? "kernels" : "Python runs");
     return;
   }
-  std::fprintf(stderr, "sandrund: zygote started (pid %d)\n", static_cast<int>((*zygote)->pid()));
-  launcher.set_zygote(std::move(*zygote));
+  std::fprintf(stderr, "sandrund: %s started (pid %d)\n", what, static_cast<int>((*zygote)->pid()));
+  launcher.set_zygote(kind, std::move(*zygote));
 }
 
 // The daemon: the host, the service, the janitor, the signal thread and the FastCGI server,
@@ -292,7 +302,11 @@ int RunDaemon(const Flags& flags, const config::Config& started, const config::C
   if (host.cgroups_unavailable && config.require_cgroups) return 1;
   if (host.launcher)
     host.launcher->set_user_sysctls(sandbox::ApplyUserLimitShares(MaxSandboxes(config)));
-  if (host.launcher && config.zygote) StartZygote(config, *host.launcher);
+  if (host.launcher && config.zygote)
+    StartZygote(config, *host.launcher, sandbox::ZygoteKind::kRun);
+  if (host.launcher && config.kernel_zygote) {
+    StartZygote(config, *host.launcher, sandbox::ZygoteKind::kKernel);
+  }
   api::Service service(config, host.launcher.get(), host.problems);
   service.SetWeakerLimits(host.weaker_limits);
   if (host.launcher) SelfTest(service);

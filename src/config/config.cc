@@ -136,6 +136,8 @@ std::vector<Key> SandboxKeys() {
       {"zygote_preload", &Config::zygote_preload, "list", 0, "", kRestart,
        "modules the zygote imports before it serves, e.g. [\"numpy\", \"pandas\", "
        "\"matplotlib.pyplot\"]; shared import-time state (DESIGN.md \"the zygote\")"},
+      {"kernel_zygote", &Config::kernel_zygote, "bool", 0, "true", kRestart,
+       "start kernels from a Python with ipykernel imported, forked into each sandbox"},
       {"cgroup_name", &Config::cgroup_name, "string", 0, "sandrun", kRestart,
        "directory created under the daemon's cgroup; one daemon per name on a host"},
       {"timezone", &Config::timezone, "string", 0, "", kRestart,

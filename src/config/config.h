@@ -138,6 +138,10 @@ struct Config {
   // run's import of them costs nothing; their import-time state is shared by every run it
   // serves (DESIGN.md "the zygote"). Restart to change.
   std::vector<std::string> zygote_preload;
+  // Start kernels (stateful runs, notebook answers, the Jupyter API, the kernel pool) from a
+  // second zygote, one with ipykernel imported: a kernel then starts in a fraction of its
+  // import's CPU (DESIGN.md "the kernel zygote"). Restart to change.
+  bool kernel_zygote;
   std::string cgroup_name;
   std::string timezone;         // "" = host's
   int64_t session_wait_s;       // a run waits this long for its session's previous run

@@ -228,6 +228,7 @@ Status Kernel::Boot(const sandbox::SandboxRunner& runner, void* zmq_context,
   spec.run_id = id_;
   spec.limits = spec_.limits;
   spec.network = spec_.network;
+  if (spec_.zygote) spec.zygote = sandbox::ZygoteKind::kKernel;
   // RLIMIT_CPU counts the kernel's whole life; each run's CPU time is bounded from the
   // cgroup instead (Execute).
   spec.limits.cpu_time_s = int64_t{1} << 30;

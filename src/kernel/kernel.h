@@ -56,6 +56,8 @@ struct KernelSpec {
   // starts. One named setup.py is run by the kernel before the first cell, in a namespace of
   // its own; the others are for it to read (the run's stdin, helpers).
   std::vector<std::pair<std::string, std::string>> setup_files;
+  // Started from the launcher's kernel zygote (config `kernel_zygote`) when it has one.
+  bool zygote = false;
 };
 
 // Bounds of one execute_request.

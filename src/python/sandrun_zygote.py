@@ -1,7 +1,7 @@
 """The zygote (config `zygote`; DESIGN.md "zygote"): a Python started once, as a run's Python
 starts, forked into each new sandbox.
 
-    python3 <dir>/sandrun_zygote.py 3 <module dir> <daemon pid> [MODULE...]
+    python3 <dir>/sandrun_zygote.py 3 <module dir> <daemon pid> [--kernel] [MODULE...]
 
 sandrund starts it with a run's environment (its PYTHONPATH names <dir>, which holds the support
 files: site imports sitecustomize from there, as in a sandbox). Nothing here has random state
@@ -11,6 +11,9 @@ sandbox it built, the program's process calls become(argv, environ), which runs 
 sandrun_main.py PROGRAM` does: what differs from a fresh interpreter is listed in DESIGN.md.
 The MODULEs (config zygote_preload) are imported before it serves; one that fails, starts a
 thread or leaves an fd open stops the zygote (runs then start cold).
+
+With --kernel it is the kernel zygote (config kernel_zygote): it imports ipykernel (not its
+debugger, debugpy) and goes on in each sandbox as `python3 -m ipykernel_launcher ARGS` does.
 """
 
 import _signal
@@ -20,9 +23,34 @@ import sys
 import sandrun_loader
 
 
+# What the kernel zygote imports: ipykernel's application, kernel and shell (IPython with
+# them). Its debugger, debugpy, is not imported (its import runs `uname -p` and keeps the
+# host's uname): a kernel from the zygote has no debugger (kernel_info's "debugger": false).
+KERNEL_MODULES = ("ipykernel.kernelapp", "ipykernel.ipkernel", "ipykernel.zmqshell")
+
+
+def _is_kernel(argv):
+    return len(argv) > 2 and argv[1] == "-m"
+
+
+def _support_dir_inside(argv, environ, here):
+    """Where the support files are in the sandbox: beside a run's sandrun_main.py, or for a
+    kernel the PYTHONPATH entry that holds sitecustomize.py."""
+    if not _is_kernel(argv):
+        return os.path.dirname(argv[1]) if len(argv) > 1 else here
+    for entry in environ:
+        if entry.startswith("PYTHONPATH="):
+            for p in entry[len("PYTHONPATH=") :].split(":"):
+                if p and os.path.exists(os.path.join(p, "sitecustomize.py")):
+                    return p
+    return here
+
+
 def _become_the_run(argv, environ, here):
-    """In the sandbox: the run's argv, environ, paths, then the loader (never returns)."""
-    inside = os.path.dirname(argv[1]) if len(argv) > 1 else here
+    """In the sandbox: the run's argv, environ, paths, then the loader, or for a kernel
+    (`python3 -m MODULE ARGS`) that module as __main__ (never returns)."""
+    kernel = _is_kernel(argv)
+    inside = _support_dir_inside(argv, environ, here)
     for name in ("sitecustomize", "sandrun_loader", "sandrun_zygote", "__main__"):
         module = sys.modules.get(name)
         origin = getattr(module, "__file__", None) or ""
@@ -35,11 +63,15 @@ def _become_the_run(argv, environ, here):
     # the support directory off in a sandbox; then the run's PYTHONPATH but that directory
     # (/home/user), where a fresh start puts it: before the standard library. The zygote never
     # had it (host root does not search a directory of the run's name on the host).
+    # A kernel keeps the support directory (sitecustomize installs nothing without
+    # SANDRUN_OUTPUTS, so does not take it off), and `-m` puts the working directory first.
     sys.path[:] = [p for p in sys.path if os.path.abspath(p or ".") != here]
     for entry in environ:
         if entry.startswith("PYTHONPATH="):
             run_path = [p for p in entry[len("PYTHONPATH=") :].split(":") if p]
-            sys.path[0:0] = [p for p in run_path if os.path.abspath(p) != inside]
+            sys.path[0:0] = [p for p in run_path if kernel or os.path.abspath(p) != inside]
+    if kernel:
+        sys.path.insert(0, os.getcwd())
     sys.modules.pop("_sandrun_zygote", None)
     sys.modules.pop("sandrun_zygote", None)
     sys.path_importer_cache.clear()
@@ -61,23 +93,33 @@ def _become_the_run(argv, environ, here):
         site._MAX_PIXELS = site._int_env("SANDRUN_FIGURE_MAX_PIXELS", 4_000_000)
     _after_preload()
     sys.orig_argv[:] = argv
-    sys.argv[:] = argv[1:]
+    sys.argv[:] = argv[2:] if kernel else argv[1:]
     _signal.signal(_signal.SIGCHLD, _signal.SIG_DFL)
     import importlib
 
     importlib.invalidate_caches()
     try:
-        sandrun_loader.run(argv[2:])
+        if kernel:
+            import runpy
+
+            runpy.run_module(argv[2], run_name="__main__", alter_sys=True)
+        else:
+            sandrun_loader.run(argv[2:])
     except SystemExit as end:
         _exit(end.code)
+    _exit(0)
 
 
-def _preload(modules, here):
-    """Imports config zygote_preload's modules, with matplotlib's config and cache directory a
-    private one of the zygote (the run's, /tmp/matplotlib, is a shared directory on the host).
-    Refuses (exits) on a failed import, a thread (a fork copies only the forking thread) or a
-    new open fd (it would reach into every sandbox)."""
+def _preload(modules, here, kernel=False):
+    """Imports config zygote_preload's modules (the kernel zygote: KERNEL_MODULES), with
+    matplotlib's config and cache directory a private one of the zygote (the run's,
+    /tmp/matplotlib, is a shared directory on the host). Refuses (exits) on a failed import, a
+    thread (a fork copies only the forking thread) or a new open fd (it would reach into every
+    sandbox)."""
     import importlib
+
+    if kernel:
+        sys.modules["debugpy"] = None  # ipykernel then has no debugger (KERNEL_MODULES)
 
     def fds():
         return sorted(os.listdir("/proc/self/fd"))
@@ -93,23 +135,53 @@ def _preload(modules, here):
             importlib.import_module(name)
         except BaseException as e:  # noqa: BLE001 - any failure stops the zygote, said
             why = f"its import failed: {type(e).__name__}: {e}"
+        _close_import_files()
         if why is None and len(os.listdir("/proc/self/task")) > 1:
             why = "it started a thread at its import (a fork copies only the forking thread)"
         if why is None and fds() != before:
             why = f"it left fds open at its import ({sorted(set(fds()) - set(before))})"
         if why is not None:
-            print(f"sandrun zygote: zygote_preload {name!r}: {why}", file=sys.stderr, flush=True)
+            what = "kernel zygote: import" if kernel else "zygote: zygote_preload"
+            print(f"sandrun {what} {name!r}: {why}", file=sys.stderr, flush=True)
             os._exit(1)
+    if kernel and sys.modules.get("debugpy", 0) is None:
+        del sys.modules["debugpy"]  # a cell may import it
     if run_mpl is None:
         os.environ.pop("MPLCONFIGDIR", None)
     else:
         os.environ["MPLCONFIGDIR"] = run_mpl
 
 
+def _close_import_files():
+    """Files a module opens at its import and keeps: IPython.utils.io's devnull (the fd would
+    be a host file's in every sandbox, and its number is one the sandbox's set-up reuses).
+    Opened again in the run (_after_preload)."""
+    io_utils = sys.modules.get("IPython.utils.io")
+    devnull = getattr(io_utils, "devnull", None)
+    if devnull is not None and not devnull.closed:
+        devnull.close()
+
+
 def _after_preload():
     """In the run, the preloaded modules' import-time state that must be the run's own: numpy's
-    global RandomState (seeded from the OS at its import) gets a fresh seed, and matplotlib
-    finds its config and cache directory again from the run's MPLCONFIGDIR."""
+    global generator (seeded from the OS at its import; random reseeds itself at a fork) gets a
+    fresh seed, platform's cached uname (the host's name) is dropped, what the zygote closed
+    (_close_import_files) is opened again, jedi's and parso's cache directories follow the
+    run's environment, and matplotlib finds its config and cache directory again from the run's
+    MPLCONFIGDIR."""
+    platform = sys.modules.get("platform")
+    if platform is not None:
+        platform._uname_cache = None
+    io_utils = sys.modules.get("IPython.utils.io")
+    if getattr(io_utils, "devnull", None) is not None:
+        io_utils.devnull = open(os.devnull, "w", encoding="utf-8")
+    jedi_settings = sys.modules.get("jedi.settings")
+    if jedi_settings is not None:
+        cache = os.environ.get("XDG_CACHE_HOME") or "~/.cache"
+        jedi_settings.cache_directory = os.path.expanduser(os.path.join(cache, "jedi"))
+    parso_cache = sys.modules.get("parso.cache")
+    if parso_cache is not None:
+        parso_cache._default_cache_path = parso_cache._get_default_cache_path()
     numpy_random = sys.modules.get("numpy.random")
     if numpy_random is not None:
         numpy_random.seed()
@@ -179,7 +251,9 @@ def _main():
     _sandrun_zygote.watch_parent(daemon)
     here = os.path.dirname(os.path.abspath(__file__))
     sandrun_loader.warm_up()
-    if len(sys.argv) > 4:
+    if sys.argv[4:5] == ["--kernel"]:
+        _preload(KERNEL_MODULES, here, kernel=True)
+    elif len(sys.argv) > 4:
         _preload(sys.argv[4:], here)
     # Its children (each sandbox's init) are reaped by the kernel; the daemon watches them
     # through pidfds.

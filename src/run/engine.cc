@@ -462,10 +462,11 @@ Result<StepRun> Engine::RunStep(const RunRequest& run, size_t i, const sandbox::
   sandbox::SandboxSpec from_zygote;
   if (zygote && !warm_start && !IsInstallStep(run.steps[i])) {
     from_zygote = spec;
-    from_zygote.zygote = true;
+    from_zygote.zygote = sandbox::ZygoteKind::kRun;
   }
+  const bool zygote_start = from_zygote.zygote != sandbox::ZygoteKind::kNone;
   auto result = warm_start ? runner_->RunWaiting(*warm, WarmStartLine(spec), spec)
-                           : runner_->Run(from_zygote.zygote ? from_zygote : spec, cgroup);
+                           : runner_->Run(zygote_start ? from_zygote : spec, cgroup);
   // A pooled sandbox that ended while waiting is not the run's failure: start cold, in the
   // same directory and cgroup.
   if (warm_start && !result.ok() && !warm->used()) result = runner_->Run(spec, cgroup);

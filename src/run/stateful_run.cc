@@ -143,6 +143,7 @@ kernel::KernelSpec KernelSpecFor(const config::Config& config, const RunRequest&
   spec.host_uid = base.host_uid;
   spec.host_gid = base.host_gid;
   spec.network = base.network;
+  spec.zygote = config.kernel_zygote;
   // The kernel's set-up (python/sandrun_kernel.py): tables as a program run shows them
   // (sitecustomize's), and input() from the run's stdin.
   for (const auto& file : python::SupportFiles()) {

@@ -473,10 +473,10 @@ Result<Started> Start(const SandboxSpec& spec, const MountPlan& mounts, const Se
 
   ChildPlan plan = MakeChildPlan(st, mounts, init_exe);
   NetNamespacePool* made_nets = spec.network.enabled ? nullptr : nets;
-  auto placed = spec.zygote && zygote != nullptr
+  auto placed = zygote != nullptr
                     ? ZygoteIntoRun(st, mounts, init_exe, spec.host_uid, made_nets, *zygote)
                     : CloneIntoRun(st, plan, spec.host_uid, made_nets);
-  if (!placed.ok() && st.pid < 0 && spec.zygote && zygote != nullptr) {
+  if (!placed.ok() && st.pid < 0 && zygote != nullptr) {
     std::fprintf(stderr, "sandrund: zygote: %s; the run starts cold\n",
                  placed.error().message.c_str());
     placed = CloneIntoRun(st, plan, spec.host_uid, made_nets);
@@ -738,7 +738,7 @@ Result<SandboxResult> Launcher::Run(const SandboxSpec& spec, RunCgroup* cgroup) 
   util::StampPhase("launch");
   MountPlan mounts = BuildMountPlan(spec, root_template_);
   auto started = sandbox::Start(spec, mounts, filter_, cgroup, init_exe_.get(), &net_namespaces_,
-                                user_sysctls_, zygote_.get());
+                                user_sysctls_, ZygoteFor(spec));
   if (!started.ok()) return started.error();
   Supervised seen = Supervise(*started, spec);
   return Conclude(*started, seen, mounts);
@@ -827,7 +827,7 @@ Result<std::unique_ptr<WaitingSandbox>> Launcher::StartWaiting(const SandboxSpec
   auto state = std::make_unique<WaitingSandbox::State>();
   state->mounts = BuildMountPlan(spec, root_template_);
   auto started = sandbox::Start(spec, state->mounts, filter_, cgroup, init_exe_.get(),
-                                &net_namespaces_, user_sysctls_);
+                                &net_namespaces_, user_sysctls_, ZygoteFor(spec));
   if (!started.ok()) return started.error();
   state->st = std::move(*started);
   auto waiting = std::make_unique<WaitingSandbox>(std::move(state));
@@ -1011,7 +1011,7 @@ Result<std::unique_ptr<LiveSandbox>> Launcher::Start(const SandboxSpec& spec,
   state->mounts = BuildMountPlan(spec, root_template_);
   state->output_cap = spec.limits.output_bytes;
   auto started = sandbox::Start(spec, state->mounts, filter_, state->cgroup.get(), init_exe_.get(),
-                                &net_namespaces_, user_sysctls_);
+                                &net_namespaces_, user_sysctls_, ZygoteFor(spec));
   if (!started.ok()) return started.error();
   state->st = std::move(*started);
   Pipes& p = state->st.pipes;

@@ -111,18 +111,25 @@ class Launcher : public SandboxRunner {
   // first sandbox starts (not thread-safe).
   void set_user_sysctls(UserSysctls sysctls) { user_sysctls_ = std::move(sysctls); }
   NetNamespaceStats net_namespace_stats() const override { return net_namespaces_.stats(); }
-  // The zygote that starts runs whose spec asks for it (SandboxSpec::zygote); none by
-  // default. Call before the first sandbox starts (not thread-safe).
-  void set_zygote(std::unique_ptr<Zygote> zygote) { zygote_ = std::move(zygote); }
-  const Zygote* zygote() const { return zygote_.get(); }
+  // The zygote of `kind` that starts the sandboxes whose spec asks for it
+  // (SandboxSpec::zygote); none by default. Call before the first sandbox starts (not
+  // thread-safe).
+  void set_zygote(ZygoteKind kind, std::unique_ptr<Zygote> zygote) {
+    zygotes_[static_cast<int>(kind)] = std::move(zygote);
+  }
+  const Zygote* zygote(ZygoteKind kind) const { return zygotes_[static_cast<int>(kind)].get(); }
 
  private:
+  // The zygote that starts `spec`'s sandbox; null: it execs its argv.
+  Zygote* ZygoteFor(const SandboxSpec& spec) const {
+    return zygotes_[static_cast<int>(spec.zygote)].get();
+  }
   SeccompFilter filter_;
   std::unique_ptr<CgroupManager> cgroups_;
   RootTemplatePaths root_template_;
   sys::UniqueFd init_exe_;
   UserSysctls user_sysctls_ = DefaultUserSysctls();
-  std::unique_ptr<Zygote> zygote_;
+  std::unique_ptr<Zygote> zygotes_[kZygoteKinds];  // by ZygoteKind; kNone's stays empty
   // Network namespaces of runs without network, made ahead (net_namespace_pool.h).
   mutable NetNamespacePool net_namespaces_{kNetNamespacesReady};
 };

@@ -80,6 +80,12 @@ class OutputObserver {
   virtual bool Tick() = 0;
 };
 
+// Which of the launcher's zygotes starts a sandbox (zygote.h): none (the sandbox execs its
+// argv), the one of stateless Python runs (config `zygote`), or the one with ipykernel
+// imported, for kernels (config `kernel_zygote`).
+enum class ZygoteKind { kNone, kRun, kKernel };
+inline constexpr int kZygoteKinds = 3;
+
 struct SandboxSpec {
   // Program to execve inside; argv[0] must be an absolute path inside the sandbox.
   std::vector<std::string> argv;
@@ -110,10 +116,11 @@ struct SandboxSpec {
   NetworkSpec network;
   // Sees the output as it is read (a streamed run); null: none. Not owned; outlives the run.
   OutputObserver* observer = nullptr;
-  // Start from the zygote (zygote.h) when the launcher has one: argv is then the run's
-  // Python's (python3 sandrun_main.py PROGRAM), which the zygote goes on as instead of
-  // exec'ing it. Without a zygote the run starts as any other.
-  bool zygote = false;
+  // Start from that zygote (zygote.h) when the launcher has one: argv is then the run's
+  // Python's (python3 sandrun_main.py PROGRAM, or python3 -m ipykernel_launcher ... for a
+  // kernel), which the zygote goes on as instead of exec'ing it. Without one the sandbox
+  // starts as any other.
+  ZygoteKind zygote = ZygoteKind::kNone;
 };
 
 }  // namespace sandrun::sandbox

@@ -25,6 +25,7 @@ Result<std::unique_ptr<Zygote>> Zygote::Start(const ZygoteOptions& options) {
   sys::UniqueFd ours(pair[0]), theirs(pair[1]);
   std::vector<std::string> argv = {options.python, options.script_dir + "/sandrun_zygote.py", "3",
                                    options.module_dir, std::to_string(::getpid())};
+  if (options.kernel) argv.push_back("--kernel");
   argv.insert(argv.end(), options.preload.begin(), options.preload.end());
   std::vector<char*> args, envp;
   for (auto& a : argv) args.push_back(a.data());
@@ -54,19 +55,35 @@ Result<std::unique_ptr<Zygote>> Zygote::Start(const ZygoteOptions& options) {
     return MakeError(ErrorKind::kSystem, "posix_spawn " + argv[0] + ": " + std::strerror(rc), rc);
   }
   auto zygote = std::unique_ptr<Zygote>(new Zygote(std::move(ours), pid));
+  zygote->ready_timeout_ms_ =
+      options.preload.empty() && !options.kernel ? kReadyTimeoutMs : kPreloadReadyTimeoutMs;
+  zygote->what_ = argv[0] + " " + argv[1];
   // Ready once its Python has started and imported its C side: else the daemon says so now
-  // (and runs start without it) rather than at every run.
-  pollfd ready{zygote->sock_.get(), POLLIN, 0};
-  char word[8] = {};
-  const int timeout = options.preload.empty() ? kReadyTimeoutMs : kPreloadReadyTimeoutMs;
-  if (::poll(&ready, 1, timeout) != 1 || ::recv(zygote->sock_.get(), word, sizeof word, 0) != 5 ||
-      std::string(word, 5) != "ready") {
-    return MakeError(ErrorKind::kSystem, "it did not start (" + argv[0] + " " + argv[1] +
-                                             "; is _sandrun_zygote.so in " + options.module_dir +
-                                             "? a module of zygote_preload that failed says so "
-                                             "above)");
+  // (and runs start without it) rather than at every run. The kernel zygote's imports take
+  // seconds: its first Spawn waits for them instead of the daemon's start.
+  if (!options.kernel) {
+    std::lock_guard<std::mutex> lock(zygote->mu_);
+    if (Status s = zygote->AwaitReady(); !s.ok()) return s.error();
   }
   return zygote;
+}
+
+Status Zygote::AwaitReady() {
+  if (ready_) return OkStatus();
+  if (!failed_) {
+    pollfd ready{sock_.get(), POLLIN, 0};
+    char word[8] = {};
+    failed_ = ::poll(&ready, 1, ready_timeout_ms_) != 1 ||
+              ::recv(sock_.get(), word, sizeof word, 0) != 5 || std::string(word, 5) != "ready";
+    ready_ = !failed_;
+  }
+  if (failed_) {
+    return MakeError(ErrorKind::kSystem, "it did not start (" + what_ +
+                                             "; is _sandrun_zygote.so in the directory of "
+                                             "sandrund? a module it imports that failed says so "
+                                             "above)");
+  }
+  return OkStatus();
 }
 
 Zygote::~Zygote() {
@@ -78,6 +95,7 @@ Zygote::~Zygote() {
 Result<ZygoteChild> Zygote::Spawn(const ZygoteRequest& request, const std::vector<int>& fds) {
   const std::string bytes = EncodeZygoteRequest(request);
   std::lock_guard<std::mutex> lock(mu_);
+  if (Status s = AwaitReady(); !s.ok()) return s.error();
   iovec iov{const_cast<char*>(bytes.data()), bytes.size()};
   std::vector<char> control(CMSG_SPACE(sizeof(int) * fds.size()));
   msghdr msg{};

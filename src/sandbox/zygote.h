@@ -24,6 +24,7 @@ struct ZygoteOptions {
   std::string module_dir;        // host directory holding _sandrun_zygote.so
   std::vector<std::string> env;  // a run's environment (its PYTHONPATH names script_dir)
   std::vector<std::string> preload;  // modules it imports before it serves (config)
+  bool kernel = false;  // the kernel zygote: imports ipykernel (sandrun_zygote.py --kernel)
 };
 
 struct ZygoteChild {
@@ -34,7 +35,8 @@ struct ZygoteChild {
 class Zygote {
  public:
   // Starts the zygote (posix_spawn, so from the thread that lives as long as the daemon: its
-  // parent-death signal follows that thread). Errors: kSystem.
+  // parent-death signal follows that thread) and waits for it to be ready, but for the kernel
+  // zygote, whose first Spawn waits. Errors: kSystem.
   static Result<std::unique_ptr<Zygote>> Start(const ZygoteOptions& options);
   // Closes the socket (the zygote exits at its EOF) and kills and reaps it.
   ~Zygote();
@@ -49,7 +51,12 @@ class Zygote {
 
  private:
   Zygote(sys::UniqueFd sock, pid_t pid) : sock_(std::move(sock)), pid_(pid) {}
+  // Waits (once) for the zygote's ready word; under mu_. Errors: kSystem, for good.
+  Status AwaitReady();
   std::mutex mu_;
+  bool ready_ = false, failed_ = false;
+  int ready_timeout_ms_ = 0;
+  std::string what_;  // its command line's start, for the error
   sys::UniqueFd sock_;
   pid_t pid_;
 };
