@@ -15,6 +15,10 @@
    chat) and back to back. A second table splits each call into create, WebSocket handshake,
    execute and delete.
 
+With --cold it also starts a second sandrun stack of its own with {"kernel_zygote": false}
+(scripts/serve, as zygote_bench.py does) and measures there, in the same rounds, the new
+kernel's notebook run and the back-to-back calls: kernels started without the kernel zygote.
+
 Needs python3-aiohttp and python3-jupyter-server. Fails only on wrong output, never because
 something is slow.
 """
@@ -116,17 +120,20 @@ def bench_notebook(args):
     pool = sandrun.kernel_pool()
     if not pool:
         raise SystemExit("kernel-bench: /healthz has no kernel_pool (a sandrun without it?)")
-    times = {"pooled": [], "fresh": []}
+    cases = ("pooled", "fresh") + (("cold",) if args.cold_url else ())
+    times = {case: [] for case in cases}
+    cold = Sandrun(args.cold_url, args.token) if args.cold_url else None
     waited_out = 0
     hits_before = None
     for round_no in range(args.warmup + args.runs):
-        for case in ("pooled", "fresh"):
+        for case in cases:
             # Before each run the pool is full, as before each bare run nothing else runs.
-            if not sandrun.wait_pool_full():
+            if not sandrun.wait_pool_full() or (cold and not cold.wait_pool_full()):
                 waited_out += 1
             if case == "pooled" and round_no == args.warmup and hits_before is None:
                 hits_before = sandrun.kernel_pool().get("hits", 0)
-            elapsed = sandrun.notebook(disk_mb=99 if case == "fresh" else None)
+            server = cold if case == "cold" else sandrun
+            elapsed = server.notebook(disk_mb=None if case == "pooled" else 99)
             if round_no >= args.warmup:
                 times[case].append(elapsed)
     hits = sandrun.kernel_pool().get("hits", 0) - (hits_before or 0)
@@ -135,8 +142,10 @@ def bench_notebook(args):
           f"{pool.get('size')}:\n")
     print("| kernel | median ms | p90 ms | min ms | runs |")
     print("|---|--:|--:|--:|--:|")
-    labels = {"pooled": "from the kernel pool", "fresh": "new (limits.disk_mb 99: not pooled)"}
-    for case in ("pooled", "fresh"):
+    labels = {"pooled": "from the kernel pool",
+              "fresh": "new (limits.disk_mb 99: not pooled), from the kernel zygote",
+              "cold": "new (limits.disk_mb 99: not pooled), kernel_zygote off (second stack)"}
+    for case in cases:
         t = times[case]
         print(f"| {labels[case]} | {ms(statistics.median(t))} | {ms(percentile(t, 90))} | "
               f"{ms(min(t))} | {len(t)} |")
@@ -334,7 +343,14 @@ def bench_jupyter(args):
         calls, phases = asyncio.run(measure_calls(args.url, args.token, args.warmup,
                                                   args.jupyter_runs))
         sandrun_rows.append(("sandrun /api/ (sandboxed), calls back to back (the pool cannot "
-                             "keep up: most kernels boot on the call)", calls, phases, None))
+                             "keep up: most kernels start on the call, from the kernel zygote)",
+                             calls, phases, None))
+    if args.cold_url and sandrun_has_jupyter_api(args.cold_url, args.token):
+        log(f"sandrun /api/ on {args.cold_url} (kernel_zygote off): calls back to back")
+        calls, phases = asyncio.run(measure_calls(args.cold_url, args.token, args.warmup,
+                                                  args.jupyter_runs))
+        sandrun_rows.append(("sandrun /api/ (sandboxed), calls back to back, kernel_zygote off "
+                             "(second stack)", calls, phases, None))
     base_call = statistics.median(rows[0][1])
     base_exec = statistics.median(rows[0][3])
     print(f"Open WebUI's Code Interpreter sequence (POST /api/kernels, WebSocket execute_request "
@@ -378,10 +394,26 @@ def main():
     parser.add_argument("--kept-runs", type=int, default=50,
                         help="executes on a kept kernel (default 50)")
     parser.add_argument("--skip-jupyter", action="store_true")
+    parser.add_argument("--cold", action="store_true",
+                        help="also measure a stack of its own with kernel_zygote off")
     args = parser.parse_args()
-    bench_notebook(args)
-    if not args.skip_jupyter:
-        bench_jupyter(args)
+    args.cold_url = None
+    cold = None
+    try:
+        if args.cold:
+            sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+            import zygote_bench
+
+            log("starting a second stack with kernel_zygote off")
+            cold = zygote_bench.Stack("kcold", {"kernel_zygote": False})
+            cold.wait()
+            args.cold_url = cold.url
+        bench_notebook(args)
+        if not args.skip_jupyter:
+            bench_jupyter(args)
+    finally:
+        if cold is not None:
+            cold.stop()
 
 
 if __name__ == "__main__":

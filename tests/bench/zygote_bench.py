@@ -83,7 +83,9 @@ class Stack:
                 except OSError:
                     continue
                 if len(argv) > 1 and argv[1] == f"{self.state}/runs/.zygote/sandrun_zygote.py".encode():
-                    out["zygote"] = bench.daemon_rss_kb(int(entry))
+                    # The kernel zygote (config kernel_zygote) runs the same script.
+                    key = "kernel_zygote" if b"--kernel" in argv else "zygote"
+                    out[key] = bench.daemon_rss_kb(int(entry))
         return out
 
     def stop(self):
