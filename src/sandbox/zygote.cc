@@ -54,6 +54,9 @@ Result<std::unique_ptr<Zygote>> Zygote::Start(const ZygoteOptions& options) {
   if (rc != 0) {
     return MakeError(ErrorKind::kSystem, "posix_spawn " + argv[0] + ": " + std::strerror(rc), rc);
   }
+  // Only the zygote holds its end: a zygote that exits (a refused zygote_preload module) is
+  // then an EOF to AwaitReady at once, not a wait for its timeout.
+  theirs.Reset();
   auto zygote = std::unique_ptr<Zygote>(new Zygote(std::move(ours), pid));
   zygote->ready_timeout_ms_ =
       options.preload.empty() && !options.kernel ? kReadyTimeoutMs : kPreloadReadyTimeoutMs;

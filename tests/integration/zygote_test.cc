@@ -5,9 +5,11 @@
 // runs both ways and compares what the user sees. The loader's own file names tell which way a
 // run went (the zygote imported it from the host's copy: a documented difference).
 #include <signal.h>
+#include <unistd.h>
 
 #include <boost/test/unit_test.hpp>
 #include <chrono>
+#include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
@@ -222,6 +224,34 @@ BOOST_AUTO_TEST_CASE(preloaded_modules_are_there_at_the_start_and_the_run_is_cor
   BOOST_REQUIRE(a["displays"].IsArray());
   BOOST_TEST(a["displays"].Size() == 2u);
   BOOST_TEST(a["files"].Size() == 2u);
+}
+
+BOOST_AUTO_TEST_SUITE_END()
+
+// ZygotePreloadRefused: the stack's zygote_preload names a module that does not import, so
+// the zygote refuses to serve (sandrun_zygote.py _preload) and exits.
+BOOST_AUTO_TEST_SUITE(ZygotePreloadRefused)
+
+// The daemon sees the refusal at once (the zygote's end of the socket is the zygote's alone:
+// its exit is an EOF), says why, and serves: Python runs start cold. Before, the daemon held
+// the other end too and waited the whole ready timeout (120 s) before it served.
+BOOST_AUTO_TEST_CASE(a_refused_module_leaves_the_daemon_serving_cold_runs) {
+  const std::string stat = ReadFile("/proc/" + std::to_string(Stack::Get().DaemonPid()) + "/stat");
+  std::istringstream fields(stat.substr(stat.rfind(')') + 2));
+  std::string field;
+  for (int i = 3; i < 22; ++i) fields >> field;  // field 22: starttime, in clock ticks
+  double started_s = 0, uptime_s = 0;
+  fields >> started_s;
+  std::istringstream(ReadFile("/proc/uptime")) >> uptime_s;
+  const double daemon_age_s = uptime_s - started_s / static_cast<double>(::sysconf(_SC_CLK_TCK));
+  BOOST_TEST(daemon_age_s < 60.0, "the daemon served only after " << daemon_age_s << " s");
+  rapidjson::Document r = PostRun(Body(std::string(kWhichWay) + "print(1)\n", ""));
+  BOOST_TEST(Str(r, "stdout") == "cold\n1\n", Str(r, "stderr"));
+  const std::string log = ReadFile(Stack::Get().state_dir() + "/logs/sandrund.log");
+  BOOST_TEST(
+      log.find("zygote_preload 'sandrun_no_such_module': its import failed") != std::string::npos,
+      log);
+  BOOST_TEST(log.find("Python runs start without it") != std::string::npos, log);
 }
 
 BOOST_AUTO_TEST_SUITE_END()
