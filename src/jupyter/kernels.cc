@@ -397,11 +397,15 @@ void JupyterKernels::ShowFiles(Entry& e, kernel::Kernel& k, const ClientMessage&
   // The kernel is frozen again: nothing of it changes the workspace while it is read.
   api::Service::JupyterFiles files = service_->ExportJupyterWorkspace(
       origin, e.user, k.workspace(), e.restore_note.empty(), &e.stamps);
-  if (!files.files.empty() || !files.skipped.empty()) {
-    std::vector<FileLink> links;
-    for (const auto& f : files.files) links.push_back({f.path, f.url, f.size});
-    std::vector<SkippedLink> skipped;
-    for (const auto& f : files.skipped) skipped.push_back({f.path, f.reason});
+  std::vector<FileLink> links;
+  for (const auto& f : files.files) links.push_back({f.path, f.url, f.size});
+  // A skip the user can act on (too large, too many, a symlink); not the directories export
+  // ignores by design (caches such as fontconfig's .cache, __pycache__), which /run lists.
+  std::vector<SkippedLink> skipped;
+  for (const auto& f : files.skipped) {
+    if (f.reason != "ignored") skipped.push_back({f.path, f.reason});
+  }
+  if (!links.empty() || !skipped.empty()) {
     send(MessageToClient("iopub", "display_data", request.header(),
                          FilesDisplayContent(links, skipped), session));
   }

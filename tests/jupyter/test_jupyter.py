@@ -377,7 +377,11 @@ class JupyterApi(unittest.TestCase):
         """A file a cell writes: its link in the reply (what Open WebUI shows), downloadable
         through nginx; in the session "jupyter" for a /run and for the next kernel."""
         data = "city,n\nOslo,3\nLima,5\n"
+        # A cache a library writes (fontconfig's, below XDG_CACHE_HOME=~/.cache, when matplotlib
+        # draws to a file) is an ignored directory: not a line under the output.
         out = self.run_owui(f"with open('report.csv', 'w') as f:\n    f.write({data!r})\n"
+                            "import os\nos.makedirs('.cache/fontconfig', exist_ok=True)\n"
+                            "open('.cache/fontconfig/x.cache-8', 'w').write('x')\n"
                             "print('written')")
         self.assertEqual(out.stdout, "written")
         links = dict(line.split(": ", 1) for line in out.result.splitlines())
