@@ -18,6 +18,7 @@
 #include "config/config_path.h"
 #include "config/runs_dir.h"
 #include "jupyter/server.h"
+#include "kernel/kernel.h"
 #include "python/support_files.h"
 #include "run/run_displays.h"
 #include "run/run_steps.h"
@@ -53,6 +54,8 @@ void Usage() {
 
 // The root template's directory in the runs directory (hidden: the runs' sweep passes it by).
 constexpr char kRootTemplateDir[] = ".root-template";
+// The zygotes' directory in the runs dir: their support files, their HOME (StartZygote).
+constexpr char kZygoteDir[] = ".zygote";
 
 // What PrepareHost needs of the config, with the root template in `template_dir`.
 sandbox::HostOptions HostOptionsOf(const config::Config& config, const std::string& template_dir,
@@ -213,6 +216,8 @@ void SelfTest(api::Service& service) {
 void CleanRunsDir(const std::string& runs_dir, bool fallback) {
   storage::SweepRunsDir(runs_dir);
   (void)sandbox::RootTemplate::Remove(runs_dir + "/" + kRootTemplateDir);
+  // The zygotes' support files (StartZygote): imported long ago, written again at a start.
+  (void)sys::RemoveTree(runs_dir + "/" + kZygoteDir);
   if (!fallback) return;
   if (Status s = storage::RemoveFallbackRunsDir(runs_dir); !s.ok()) {
     std::fprintf(stderr, "sandrund: %s\n", s.error().message.c_str());
@@ -240,7 +245,8 @@ void StartZygote(const config::Config& config, sandbox::Launcher& launcher,
   for (const auto& language : config.languages) {
     if (language.name == "python" && !language.argv.empty()) options.python = language.argv[0];
   }
-  options.script_dir = config.runs_dir + "/.zygote";
+  if (kernel) options.python = kernel::KernelSpec().python;  // the Python every kernel runs
+  options.script_dir = config.runs_dir + "/" + kZygoteDir;
   std::error_code error;
   const std::string exe = std::filesystem::read_symlink("/proc/self/exe", error).string();
   options.module_dir = exe.substr(0, exe.rfind('/'));
