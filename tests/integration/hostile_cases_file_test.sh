@@ -26,6 +26,9 @@ done
 # Run: one failing test whose message names the file and the problem.
 out="$(SANDRUN_HOSTILE_CASES="$tmp/missing.jsonl" "$binary" --run_test=HostileCases 2>&1)" &&
   fail "a missing case file passed: $out"
+# The failing run keeps its stack's state directory for inspection (stack.h); not wanted here.
+kept="$(sed -n 's/^integration stack: kept \(\/tmp\/sandrun-it\.[A-Za-z0-9]*\) for inspection$/\1/p' <<<"$out")"
+[[ -n $kept && -d $kept ]] && rm -rf -- "$kept"
 grep -q "cannot open $tmp/missing.jsonl" <<<"$out" || fail "no clear message: $out"
 grep -qi 'setup error' <<<"$out" && fail "a setup error: $out"
 printf 'ok missing.jsonl: one failing test: %s\n' "$(grep -m1 'cannot open' <<<"$out")"
