@@ -25,7 +25,8 @@ import sandrun_loader
 
 # What the kernel zygote imports: ipykernel's application, kernel and shell (IPython with
 # them). Its debugger, debugpy, is not imported (its import runs `uname -p` and keeps the
-# host's uname): a kernel from the zygote has no debugger (kernel_info's "debugger": false).
+# host's uname): ipykernel in a kernel from the zygote has no debugger (sandrun's Jupyter API
+# never passed debug_request to a kernel anyway).
 KERNEL_MODULES = ("ipykernel.kernelapp", "ipykernel.ipkernel", "ipykernel.zmqshell")
 
 
@@ -33,17 +34,21 @@ def _is_kernel(argv):
     return len(argv) > 2 and argv[1] == "-m"
 
 
+def _run_path(environ):
+    """The entries of the run's PYTHONPATH (the zygote's own is its directory)."""
+    for entry in environ:
+        if entry.startswith("PYTHONPATH="):
+            return [p for p in entry[len("PYTHONPATH=") :].split(":") if p]
+    return []
+
+
 def _support_dir_inside(argv, environ, here):
     """Where the support files are in the sandbox: beside a run's sandrun_main.py, or for a
     kernel the PYTHONPATH entry that holds sitecustomize.py."""
     if not _is_kernel(argv):
         return os.path.dirname(argv[1]) if len(argv) > 1 else here
-    for entry in environ:
-        if entry.startswith("PYTHONPATH="):
-            for p in entry[len("PYTHONPATH=") :].split(":"):
-                if p and os.path.exists(os.path.join(p, "sitecustomize.py")):
-                    return p
-    return here
+    found = [p for p in _run_path(environ) if os.path.exists(os.path.join(p, "sitecustomize.py"))]
+    return found[0] if found else here
 
 
 def _become_the_run(argv, environ, here):
@@ -66,10 +71,8 @@ def _become_the_run(argv, environ, here):
     # A kernel keeps the support directory (sitecustomize installs nothing without
     # SANDRUN_OUTPUTS, so does not take it off), and `-m` puts the working directory first.
     sys.path[:] = [p for p in sys.path if os.path.abspath(p or ".") != here]
-    for entry in environ:
-        if entry.startswith("PYTHONPATH="):
-            run_path = [p for p in entry[len("PYTHONPATH=") :].split(":") if p]
-            sys.path[0:0] = [p for p in run_path if kernel or os.path.abspath(p) != inside]
+    run_path = _run_path(environ)
+    sys.path[0:0] = [p for p in run_path if kernel or os.path.abspath(p) != inside]
     if kernel:
         sys.path.insert(0, os.getcwd())
     sys.modules.pop("_sandrun_zygote", None)

@@ -74,7 +74,8 @@ class Stack:
 
     def rss_kb(self):
         daemon = bench.find_daemon(self.state)
-        out = {"daemon": bench.daemon_rss_kb(daemon) if daemon else None, "zygote": None}
+        out = {"daemon": bench.daemon_rss_kb(daemon) if daemon else None, "zygote": None,
+               "kernel_zygote": None}
         for entry in os.listdir("/proc"):
             if entry.isdigit():
                 try:
@@ -192,12 +193,14 @@ def main():
                     jobs[name] = (lambda stack=stack, code=code, expected=expected:
                                   sandrun(stack, code, expected).run_once)
             rate_table(title, jobs, clients, requests)
-        print("| RSS (KiB) | daemon | zygote | together |")
-        print("|---|---|---|---|")
+        print("| RSS (KiB) | daemon | zygote | kernel zygote (kernel_zygote) | together |")
+        print("|---|---|---|---|---|")
         for s in stacks:
             rss = s.rss_kb()
-            both = (rss["daemon"] or 0) + (rss["zygote"] or 0)
-            print(f"| {s.name} | {rss['daemon']} | {rss['zygote'] or '-'} | {both} |")
+            parts = ("daemon", "zygote", "kernel_zygote")
+            together = sum(rss.get(k) or 0 for k in parts)
+            cells = " | ".join(str(rss.get(k) or "-") for k in parts)
+            print(f"| {s.name} | {cells} | {together} |")
         print(f"\nLoad average at the end: {bench.load_average()}")
     finally:
         for s in stacks:

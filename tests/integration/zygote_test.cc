@@ -7,6 +7,7 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <boost/test/unit_test.hpp>
 #include <chrono>
 #include <sstream>
@@ -61,19 +62,30 @@ std::string Line(const std::string& s, int n) {
   return at == std::string::npos ? "" : s.substr(at, s.find('\n', at) - at);
 }
 
-// The sandbox uid's processes (the program) and the zygote of this stack.
-int StackSandboxProcesses() {
-  int n = 0;
+// This stack's processes from the zygotes on: the run zygote, the kernel zygote (config
+// kernel_zygote, on by default: the same script with --kernel), both host root, and the
+// sandbox uid's (a run's program, its init).
+struct ZygoteStackProcesses {
+  int run_zygotes = 0, kernel_zygotes = 0, sandbox = 0;
+  int total() const { return run_zygotes + kernel_zygotes + sandbox; }
+};
+
+ZygoteStackProcesses CountStackProcesses() {
+  ZygoteStackProcesses n;
   const std::string zygote = Stack::Get().state_dir() + "/runs/.zygote/sandrun_zygote.py";
   const std::string uid = std::to_string(Stack::Get().sandbox_uid());
   const std::string root = std::to_string(Stack::Get().sandbox_uid() + 1);
   for (const auto& [pid, argv] : ProcessArgvs()) {
-    if (argv.size() > 1 && argv[1] == zygote) ++n;
     const std::string status = ReadFile("/proc/" + std::to_string(pid) + "/status");
     const size_t at = status.find("\nUid:\t");
     if (at == std::string::npos) continue;
     const std::string real = status.substr(at + 6, status.find('\t', at + 6) - at - 6);
-    if (real == uid || real == root) ++n;
+    if (real == uid || real == root) {
+      ++n.sandbox;  // a program the zygote forked keeps its command line: counted here
+    } else if (argv.size() > 1 && argv[1] == zygote) {
+      const bool kernel = std::find(argv.begin(), argv.end(), "--kernel") != argv.end();
+      ++(kernel ? n.kernel_zygotes : n.run_zygotes);
+    }
   }
   return n;
 }
@@ -172,21 +184,27 @@ BOOST_AUTO_TEST_CASE(a_killed_daemon_leaves_no_zygote_and_no_sandbox) {
     }
   });
   const auto t0 = std::chrono::steady_clock::now();
-  while (StackSandboxProcesses() < 2 &&
-         std::chrono::steady_clock::now() - t0 < std::chrono::seconds(20)) {
+  auto all_there = [] {
+    const ZygoteStackProcesses n = CountStackProcesses();
+    return n.run_zygotes == 1 && n.kernel_zygotes == 1 && n.sandbox >= 1;
+  };
+  while (!all_there() && std::chrono::steady_clock::now() - t0 < std::chrono::seconds(20)) {
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
-  BOOST_TEST_REQUIRE(StackSandboxProcesses() >= 2, "the zygote and a run's program are there");
+  BOOST_TEST_REQUIRE(all_there(), "both zygotes and a run's program are there");
   const pid_t daemon = Stack::Get().DaemonPid();
   BOOST_TEST_REQUIRE(daemon > 0);
   kill(daemon, SIGKILL);
   const auto t1 = std::chrono::steady_clock::now();
-  while ((ProcessAlive(daemon) || StackSandboxProcesses() > 0) &&
+  while ((ProcessAlive(daemon) || CountStackProcesses().total() > 0) &&
          std::chrono::steady_clock::now() - t1 < std::chrono::seconds(10)) {
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
   BOOST_TEST(!ProcessAlive(daemon));
-  BOOST_TEST(StackSandboxProcesses() == 0, "a zygote or a sandbox outlived the daemon");
+  const ZygoteStackProcesses left = CountStackProcesses();
+  BOOST_TEST(left.run_zygotes == 0, "the run zygote outlived the daemon");
+  BOOST_TEST(left.kernel_zygotes == 0, "the kernel zygote outlived the daemon");
+  BOOST_TEST(left.sandbox == 0, "a sandbox outlived the daemon");
   run.join();
   Stack::Get().Restart();
 }

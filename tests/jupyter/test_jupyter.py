@@ -504,5 +504,34 @@ class JupyterApi(unittest.TestCase):
         self.assertEqual(status, 204)
 
 
+    def test_10_hostile_cases_on_kernels_from_the_kernel_zygote(self):
+        """The hostile cases' Python programs that must NOT print something (a leaked
+        secret, a syscall that worked, a network reached, memory past the limit, a sleep past
+        the wall limit) run as Open WebUI cells, each on a new kernel from the kernel zygote:
+        the call ends, the string is not in what the cell printed, and nothing of the
+        kernel outlives its DELETE. The cases' own limits do not apply (a kernel has the
+        stack's: 6 s, 256 MB); cases of a longer wall time (the socket floods) are left to
+        integration.HostileCases."""
+        path = os.path.join(os.environ["SANDRUN_SOURCE_DIR"], "tests/data/hostile_cases/runs.jsonl")
+        with open(path) as f:
+            cases = [json.loads(line) for line in f if line.strip()]
+        chosen = [c for c in cases
+                  if c["request"].get("language") == "python" and "code" in c["request"]
+                  and "output_not_contains" in c["expect"]
+                  and not c["request"].get("network") and not c["request"].get("stateful")
+                  and c["request"].get("limits", {}).get("wall_time_s", 10) <= 10]
+        self.assertGreaterEqual(len(chosen), 8, [c["name"] for c in chosen])
+        for case in chosen:
+            with self.subTest(case=case["name"]):
+                out = self.run_owui(case["request"]["code"], timeout=WALL_S + 20)
+                self.assertFalse(out.timed_out, case["name"])
+                # What the program printed and its value: not stderr, where IPython's
+                # traceback quotes the cell's source (the unreached print included).
+                shown = out.stdout + out.result
+                for text in case["expect"]["output_not_contains"]:
+                    self.assertNotIn(text, shown, f"{case['name']}: {shown[:500]}")
+                self.assert_clean(f"{case['name']}: the host is not clean after it")
+
+
 if __name__ == "__main__":
     unittest.main()
