@@ -10,6 +10,7 @@
 #include <optional>
 #include <sstream>
 #include <string>
+#include <thread>
 
 #include "api/housekeeping.h"
 #include "api/service.h"
@@ -252,6 +253,10 @@ void StartZygote(const config::Config& config, sandbox::Launcher& launcher,
   options.module_dir = exe.substr(0, exe.rfind('/'));
   options.kernel = kernel;
   if (!kernel) options.preload = config.zygote_preload;
+  // Runs come many at a time, kernels seldom: the run zygote serves as many at once as there
+  // are CPUs (2 to 4), each request's wait for the daemon's half of the set-up overlapped.
+  if (!kernel)
+    options.servers = std::clamp(static_cast<int>(std::thread::hardware_concurrency()), 2, 4);
   Status s = options.python.empty() ? MakeError(ErrorKind::kSystem, "no language \"python\"")
                                     : sys::MakeDirs(options.script_dir, 0755);
   for (const auto& file : python::SupportFiles()) {

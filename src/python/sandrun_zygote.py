@@ -1,12 +1,13 @@
 """The zygote (config `zygote`; DESIGN.md "zygote"): a Python started once, as a run's Python
 starts, forked into each new sandbox.
 
-    python3 <dir>/sandrun_zygote.py 3 <module dir> <daemon pid> [--kernel] [MODULE...]
+    python3 <dir>/sandrun_zygote.py FD[,FD...] <module dir> <daemon pid> [--kernel] [MODULE...]
 
 sandrund starts it with a run's environment (its PYTHONPATH names <dir>, which holds the support
 files: site imports sitecustomize from there, as in a sandbox). Nothing here has random state
-at import. It serves the daemon's requests on fd 3 (_sandrun_zygote.serve: builds a run's
-sandbox with the launcher's code), one at a time, and exits at the daemon's EOF. In the
+at import. It serves the daemon's requests on the first FD (_sandrun_zygote.serve: builds a
+run's sandbox with the launcher's code), one at a time, and exits at the daemon's EOF; for each
+further FD, a fork of it made once it has started serves that one, side by side. In the
 sandbox it built, the program's process calls become(argv, environ), which runs as `python3
 sandrun_main.py PROGRAM` does: what differs from a fresh interpreter is listed in DESIGN.md.
 The MODULEs (config zygote_preload) are imported before it serves; one that fails, starts a
@@ -211,9 +212,12 @@ def _exit(code):
     Python gives it for SystemExit(code)."""
     import atexit
     import gc
-    import threading
 
-    threading._shutdown()
+    # As the interpreter's finalization: only when the run imported threading. The zygote has
+    # not, and importing it here cost every print(1) run ~3 ms of CPU (scripts/bench --zygote).
+    threading = sys.modules.get("threading")
+    if threading is not None:
+        threading._shutdown()
     atexit._run_exitfuncs()
     gc.collect()
     # What a finalization's teardown would flush: every open file of the run (the zygote's
@@ -245,8 +249,25 @@ def _exit(code):
     os._exit(status)
 
 
+def _fork_servers(socks, zygote):
+    """The socket this process serves: the first, or in a fork made for each further one (it
+    shares the started Python's memory, and dies with this process)."""
+    parent = os.getpid()
+    for sock in socks[1:]:
+        if os.fork() == 0:
+            for other in socks:
+                if other != sock:
+                    os.close(other)
+            zygote.watch_parent(parent)
+            return sock
+    for sock in socks[1:]:
+        os.close(sock)
+    return socks[0]
+
+
 def _main():
-    sock, module_dir, daemon = int(sys.argv[1]), sys.argv[2], int(sys.argv[3])
+    socks = [int(fd) for fd in sys.argv[1].split(",")]
+    module_dir, daemon = sys.argv[2], int(sys.argv[3])
     sys.path.insert(0, module_dir)
     import _sandrun_zygote
 
@@ -267,6 +288,7 @@ def _main():
     import gc
 
     gc.freeze()
+    sock = _fork_servers(socks, _sandrun_zygote)
     os.write(sock, b"ready")  # the daemon waits for it (zygote.cc Zygote::Start)
     def become(argv, environ):
         _become_the_run(argv, environ, here)

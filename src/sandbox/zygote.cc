@@ -7,6 +7,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstring>
 
 #include "sys/syscalls.h"
@@ -18,13 +19,21 @@ constexpr int kPreloadReadyTimeoutMs = 120000;  // numpy, pandas, matplotlib: se
 }  // namespace
 
 Result<std::unique_ptr<Zygote>> Zygote::Start(const ZygoteOptions& options) {
-  int pair[2];
-  if (::socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, pair) != 0) {
-    return sys::ErrnoError("socketpair for the zygote");
+  const int count = std::max(1, options.servers);
+  std::vector<Server> servers(static_cast<size_t>(count));
+  std::vector<sys::UniqueFd> theirs;
+  std::string fd_list;  // the zygote's ends, fds 3, 4, ...: its first argument
+  for (int i = 0; i < count; ++i) {
+    int pair[2];
+    if (::socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, pair) != 0) {
+      return sys::ErrnoError("socketpair for the zygote");
+    }
+    servers[static_cast<size_t>(i)].sock = sys::UniqueFd(pair[0]);
+    theirs.emplace_back(pair[1]);
+    fd_list += (i == 0 ? "" : ",") + std::to_string(3 + i);
   }
-  sys::UniqueFd ours(pair[0]), theirs(pair[1]);
-  std::vector<std::string> argv = {options.python, options.script_dir + "/sandrun_zygote.py", "3",
-                                   options.module_dir, std::to_string(::getpid())};
+  std::vector<std::string> argv = {options.python, options.script_dir + "/sandrun_zygote.py",
+                                   fd_list, options.module_dir, std::to_string(::getpid())};
   if (options.kernel) argv.push_back("--kernel");
   argv.insert(argv.end(), options.preload.begin(), options.preload.end());
   std::vector<char*> args, envp;
@@ -37,8 +46,15 @@ Result<std::unique_ptr<Zygote>> Zygote::Start(const ZygoteOptions& options) {
   posix_spawn_file_actions_init(&actions);
   posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0);
   posix_spawn_file_actions_addopen(&actions, 1, "/dev/null", O_WRONLY, 0);
-  posix_spawn_file_actions_adddup2(&actions, theirs.get(), 3);
-  posix_spawn_file_actions_addclosefrom_np(&actions, 4);
+  // Each end to its place in two steps, through fds above all of them: a later end's place
+  // may be an earlier end's fd (the ends are distinct and above 2, so `above` > 2 + count).
+  int above = 0;
+  for (const auto& fd : theirs) above = std::max(above, fd.get() + 1);
+  for (int i = 0; i < count; ++i) {
+    posix_spawn_file_actions_adddup2(&actions, theirs[static_cast<size_t>(i)].get(), above + i);
+  }
+  for (int i = 0; i < count; ++i) posix_spawn_file_actions_adddup2(&actions, above + i, 3 + i);
+  posix_spawn_file_actions_addclosefrom_np(&actions, 3 + count);
   posix_spawnattr_t attr;
   posix_spawnattr_init(&attr);
   sigset_t none, all;
@@ -54,10 +70,10 @@ Result<std::unique_ptr<Zygote>> Zygote::Start(const ZygoteOptions& options) {
   if (rc != 0) {
     return MakeError(ErrorKind::kSystem, "posix_spawn " + argv[0] + ": " + std::strerror(rc), rc);
   }
-  // Only the zygote holds its end: a zygote that exits (a refused zygote_preload module) is
+  // Only the zygote holds its ends: a zygote that exits (a refused zygote_preload module) is
   // then an EOF to AwaitReady at once, not a wait for its timeout.
-  theirs.Reset();
-  auto zygote = std::unique_ptr<Zygote>(new Zygote(std::move(ours), pid));
+  theirs.clear();
+  auto zygote = std::unique_ptr<Zygote>(new Zygote(std::move(servers), pid));
   zygote->ready_timeout_ms_ =
       options.preload.empty() && !options.kernel ? kReadyTimeoutMs : kPreloadReadyTimeoutMs;
   zygote->what_ = argv[0] + " " + argv[1];
@@ -65,22 +81,24 @@ Result<std::unique_ptr<Zygote>> Zygote::Start(const ZygoteOptions& options) {
   // (and runs start without it) rather than at every run. The kernel zygote's imports take
   // seconds: its first Spawn waits for them instead of the daemon's start.
   if (!options.kernel) {
-    std::lock_guard<std::mutex> lock(zygote->mu_);
-    if (Status s = zygote->AwaitReady(); !s.ok()) return s.error();
+    for (Server& server : zygote->servers_) {
+      if (Status s = zygote->AwaitReady(server); !s.ok()) return s.error();
+    }
   }
   return zygote;
 }
 
-Status Zygote::AwaitReady() {
-  if (ready_) return OkStatus();
-  if (!failed_) {
-    pollfd ready{sock_.get(), POLLIN, 0};
+Status Zygote::AwaitReady(Server& server) {
+  if (server.ready) return OkStatus();
+  if (!server.failed) {
+    pollfd ready{server.sock.get(), POLLIN, 0};
     char word[8] = {};
-    failed_ = ::poll(&ready, 1, ready_timeout_ms_) != 1 ||
-              ::recv(sock_.get(), word, sizeof word, 0) != 5 || std::string(word, 5) != "ready";
-    ready_ = !failed_;
+    server.failed = ::poll(&ready, 1, ready_timeout_ms_) != 1 ||
+                    ::recv(server.sock.get(), word, sizeof word, 0) != 5 ||
+                    std::string(word, 5) != "ready";
+    server.ready = !server.failed;
   }
-  if (failed_) {
+  if (server.failed) {
     return MakeError(ErrorKind::kSystem, "it did not start (" + what_ +
                                              "; is _sandrun_zygote.so in the directory of "
                                              "sandrund? a module it imports that failed says so "
@@ -89,16 +107,45 @@ Status Zygote::AwaitReady() {
   return OkStatus();
 }
 
+Zygote::Server& Zygote::Acquire() {
+  std::unique_lock<std::mutex> lock(mu_);
+  Server* free = nullptr;
+  freed_.wait(lock, [&] {
+    for (Server& server : servers_) {
+      if (!server.busy) free = &server;
+    }
+    return free != nullptr;
+  });
+  free->busy = true;
+  return *free;
+}
+
+void Zygote::Release(Server& server) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    server.busy = false;
+  }
+  freed_.notify_one();
+}
+
 Zygote::~Zygote() {
-  sock_.Reset();
+  servers_.clear();  // the sockets: its forks exit at their EOF, or die with it
   (void)sys::KillPid(pid_);
   (void)sys::Reap(pid_);
 }
 
 Result<ZygoteChild> Zygote::Spawn(const ZygoteRequest& request, const std::vector<int>& fds) {
   const std::string bytes = EncodeZygoteRequest(request);
-  std::lock_guard<std::mutex> lock(mu_);
-  if (Status s = AwaitReady(); !s.ok()) return s.error();
+  Server& server = Acquire();
+  const Status ready = AwaitReady(server);
+  Result<ZygoteChild> child =
+      ready.ok() ? Exchange(server, bytes, fds) : Result<ZygoteChild>(ready.error());
+  Release(server);
+  return child;
+}
+
+Result<ZygoteChild> Zygote::Exchange(Server& server, const std::string& bytes,
+                                     const std::vector<int>& fds) {
   iovec iov{const_cast<char*>(bytes.data()), bytes.size()};
   std::vector<char> control(CMSG_SPACE(sizeof(int) * fds.size()));
   msghdr msg{};
@@ -113,7 +160,7 @@ Result<ZygoteChild> Zygote::Spawn(const ZygoteRequest& request, const std::vecto
   std::memcpy(CMSG_DATA(c), fds.data(), sizeof(int) * fds.size());
   ssize_t sent;
   do {
-    sent = ::sendmsg(sock_.get(), &msg, MSG_NOSIGNAL);
+    sent = ::sendmsg(server.sock.get(), &msg, MSG_NOSIGNAL);
   } while (sent < 0 && sys::LastErrno() == EINTR);
   if (sent < 0) return sys::ErrnoError("send to the zygote");
   int32_t body[2] = {-1, 0};
@@ -126,7 +173,7 @@ Result<ZygoteChild> Zygote::Spawn(const ZygoteRequest& request, const std::vecto
   reply.msg_controllen = sizeof rcontrol;
   ssize_t got;
   do {
-    got = ::recvmsg(sock_.get(), &reply, MSG_CMSG_CLOEXEC);
+    got = ::recvmsg(server.sock.get(), &reply, MSG_CMSG_CLOEXEC);
   } while (got < 0 && sys::LastErrno() == EINTR);
   if (got != static_cast<ssize_t>(sizeof body)) {
     return MakeError(ErrorKind::kSystem, "the zygote is gone");

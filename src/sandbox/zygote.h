@@ -7,6 +7,7 @@
 
 #include <sys/types.h>
 
+#include <condition_variable>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -25,6 +26,10 @@ struct ZygoteOptions {
   std::vector<std::string> env;  // a run's environment (its PYTHONPATH names script_dir)
   std::vector<std::string> preload;  // modules it imports before it serves (config)
   bool kernel = false;  // the kernel zygote: imports ipykernel (sandrun_zygote.py --kernel)
+  // Processes that serve requests side by side: the zygote and forks of it made once it has
+  // started (they share its memory). One serves one request at a time, and while it does it
+  // waits for the daemon's half of the sandbox set-up: with one, runs queue for it under load.
+  int servers = 1;
 };
 
 struct ZygoteChild {
@@ -43,21 +48,33 @@ class Zygote {
   Zygote(const Zygote&) = delete;
   Zygote& operator=(const Zygote&) = delete;
 
-  // One sandbox: `fds` in zygote_module.cc's order. Thread-safe: one request at a time (the
-  // zygote is single-threaded; it answers once the clone is made). Errors: kSystem when the
-  // zygote is gone or refused.
+  // One sandbox: `fds` in zygote_module.cc's order. Thread-safe: each of its servers takes
+  // one request at a time (single-threaded; it answers once the clone is made), a request
+  // waits for a free one. Errors: kSystem when the zygote (that server) is gone or refused.
   Result<ZygoteChild> Spawn(const ZygoteRequest& request, const std::vector<int>& fds);
   pid_t pid() const { return pid_; }
 
  private:
-  Zygote(sys::UniqueFd sock, pid_t pid) : sock_(std::move(sock)), pid_(pid) {}
-  // Waits (once) for the zygote's ready word; under mu_. Errors: kSystem, for good.
-  Status AwaitReady();
+  // One process serving requests on its end of `sock`.
+  struct Server {
+    sys::UniqueFd sock;
+    bool ready = false, failed = false;
+    bool busy = false;  // under mu_: a request holds it
+  };
+  Zygote(std::vector<Server> servers, pid_t pid) : servers_(std::move(servers)), pid_(pid) {}
+  // Waits (once) for `server`'s ready word; by the request that holds it (or at Start).
+  // Errors: kSystem, for good.
+  Status AwaitReady(Server& server);
+  Server& Acquire();  // a server no request holds (waits for one)
+  void Release(Server& server);
+  // The request and its answer on `server`, which the caller holds.
+  Result<ZygoteChild> Exchange(Server& server, const std::string& bytes,
+                               const std::vector<int>& fds);
   std::mutex mu_;
-  bool ready_ = false, failed_ = false;
+  std::condition_variable freed_;
   int ready_timeout_ms_ = 0;
   std::string what_;  // its command line's start, for the error
-  sys::UniqueFd sock_;
+  std::vector<Server> servers_;
   pid_t pid_;
 };
 
