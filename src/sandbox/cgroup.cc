@@ -2,8 +2,11 @@
 #include "sandbox/cgroup.h"
 
 #include <dirent.h>
+#include <fcntl.h>        // AT_FDCWD
+#include <linux/mount.h>  // FSCONFIG_*, FSPICK_*
 #include <sys/stat.h>
 #include <sys/statfs.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include <cerrno>  // the errno values of sys:: errors (EBUSY, EEXIST, EWOULDBLOCK)
@@ -649,6 +652,65 @@ Result<std::unique_ptr<CgroupManager>> DetectCgroups(const std::string& name) {
   auto v1 = DetectV1(name);
   if (v1.ok()) return v1;
   return MakeError(ErrorKind::kSystem, "no usable cgroups: " + v1.error().message);
+}
+
+namespace {
+
+// The super options of the cgroup2 mount at `mount` (mountinfo's last field: "rw,nsdelegate,
+// ..."), or an error when none is mounted there.
+Result<std::string> Cgroup2SuperOptions(const std::string& mount) {
+  std::ifstream in("/proc/self/mountinfo");
+  std::string line;
+  while (std::getline(in, line)) {
+    // "ID PARENT MAJ:MIN ROOT MOUNT_POINT OPTIONS [OPTIONAL...] - TYPE SOURCE SUPER_OPTIONS"
+    std::istringstream fields(line);
+    std::string id, parent, dev, root, point;
+    fields >> id >> parent >> dev >> root >> point;
+    const size_t dash = line.find(" - ");
+    if (point != mount || dash == std::string::npos) continue;
+    std::istringstream tail(line.substr(dash + 3));
+    std::string type, source, options;
+    tail >> type >> source >> options;
+    if (type == "cgroup2") return options;
+  }
+  return MakeError(ErrorKind::kSystem, "no cgroup2 hierarchy mounted at " + mount);
+}
+
+}  // namespace
+
+Result<bool> FavorDynamicModifications() {
+  struct statfs fs;
+  const std::string mount = ::statfs(kCgroupRoot, &fs) == 0 && fs.f_type == kCgroup2SuperMagic
+                                ? std::string(kCgroupRoot)
+                                : std::string(kCgroupRoot) + "/unified";
+  auto options = Cgroup2SuperOptions(mount);
+  if (!options.ok()) return options.error();
+  if (("," + *options + ",").find(",favordynmods,") != std::string::npos) return false;
+  // A reconfiguration sets every root option anew: the ones it has are passed along.
+  sys::UniqueFd context(static_cast<int>(
+      ::syscall(SYS_fspick, AT_FDCWD, mount.c_str(), FSPICK_CLOEXEC | FSPICK_NO_AUTOMOUNT)));
+  if (!context.valid()) return sys::ErrnoError("fspick " + mount);
+  std::istringstream list(*options + ",favordynmods");
+  std::string option;
+  while (std::getline(list, option, ',')) {
+    if (option.empty() || option == "rw" || option == "ro") continue;
+    if (::syscall(SYS_fsconfig, context.get(), FSCONFIG_SET_FLAG, option.c_str(), nullptr, 0) !=
+        0) {
+      return sys::ErrnoError("cgroup2 option " + option +
+                             " (a kernel before 6.0 has no "
+                             "favordynmods)");
+    }
+  }
+  if (::syscall(SYS_fsconfig, context.get(), FSCONFIG_CMD_RECONFIGURE, nullptr, nullptr, 0) != 0) {
+    return sys::ErrnoError("reconfigure " + mount);
+  }
+  // Only the host's cgroup namespace changes the root's options (else silently nothing).
+  auto after = Cgroup2SuperOptions(mount);
+  if (!after.ok() || ("," + *after + ",").find(",favordynmods,") == std::string::npos) {
+    return MakeError(ErrorKind::kSystem,
+                     "favordynmods of " + mount + " did not take (a cgroup namespace?)");
+  }
+  return true;
 }
 
 }  // namespace sandrun::sandbox

@@ -31,6 +31,15 @@ import bench  # noqa: E402
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
+def pss_kb(pid):
+    """Pss of `pid` in KiB (its private pages and its share of those it shares)."""
+    with open(f"/proc/{pid}/smaps_rollup") as f:
+        for line in f:
+            if line.startswith("Pss:"):
+                return int(line.split()[1])
+    raise OSError(f"no Pss for {pid}")
+
+
 def free_port():
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -73,22 +82,28 @@ class Stack:
             time.sleep(0.2)
 
     def rss_kb(self):
+        """The daemon's RSS; each zygote's memory as the sum of its processes' PSS (the run
+        zygote serves from several processes that share its pages: RSS would count them
+        once each), and how many processes that is."""
         daemon = bench.find_daemon(self.state)
         out = {"daemon": bench.daemon_rss_kb(daemon) if daemon else None, "zygote": None,
-               "kernel_zygote": None}
+               "kernel_zygote": None, "zygote_processes": 0}
+        script = f"{self.state}/runs/.zygote/sandrun_zygote.py".encode()
         for entry in os.listdir("/proc"):
             if entry.isdigit():
                 try:
                     with open(f"/proc/{entry}/cmdline", "rb") as f:
                         argv = f.read().split(b"\0")
+                    if len(argv) < 2 or argv[1] != script or os.stat(f"/proc/{entry}").st_uid:
+                        continue  # a run's program keeps the zygote's command line
+                    pss = pss_kb(int(entry))
                 except OSError:
                     continue
-                if len(argv) > 1 and argv[1] == f"{self.state}/runs/.zygote/sandrun_zygote.py".encode():
-                    # The kernel zygote (config kernel_zygote) runs the same script.
-                    key = "kernel_zygote" if b"--kernel" in argv else "zygote"
-                    out[key] = bench.daemon_rss_kb(int(entry))
+                # The kernel zygote (config kernel_zygote) runs the same script.
+                key = "kernel_zygote" if b"--kernel" in argv else "zygote"
+                out[key] = (out[key] or 0) + pss
+                out["zygote_processes"] += key == "zygote"
         return out
-
     def stop(self):
         self.proc.terminate()
         try:
@@ -102,14 +117,33 @@ PANDAS_CODE = "import pandas as pd\nprint(len(pd.DataFrame({'a': [1, 2]})))\n"
 PRELOAD = ["numpy", "pandas", "matplotlib.pyplot"]
 
 
-def latency_table(title, cases, rounds, warmup=2):
+QUIET_MAX_S = 1.0
+
+
+def wait_quiet(settle):
+    """Waits until the warm pool of `settle` is full again and then (at most QUIET_MAX_S) until
+    nothing but this process is runnable on the machine (/proc/loadavg's runnable count) three
+    polls in a row: a measured request then does not share the CPUs with what the one before
+    it left behind (a pool's refill, a cold run's teardown after its response, a network
+    namespace's cleanup), which would be charged to whichever case comes next."""
+    bench.wait_pool_full(settle)
+    deadline = time.monotonic() + QUIET_MAX_S
+    quiet = 0
+    while quiet < 3 and time.monotonic() < deadline:
+        with open("/proc/loadavg") as f:
+            runnable = int(f.read().split()[3].split("/")[0])
+        quiet = quiet + 1 if runnable <= 1 else 0
+        time.sleep(0.002)
+
+
+def latency_table(title, cases, rounds, settle, warmup=2):
     """Interleaved rounds of `cases` (name -> Case), one after another; a Markdown table of
-    median and p90 ms and the ratio to the first case (bare)."""
+    median and p90 ms and the ratio to the first case (bare). Each case starts on a quiet
+    machine (wait_quiet; `settle`: a client of the stack with a warm pool)."""
     samples = {k: [] for k in cases}
     for _ in range(rounds + warmup):
         for name, case in cases.items():
-            if "warm" in name:
-                bench.wait_pool_full(case.client)
+            wait_quiet(settle)
             samples[name].append(case.run_once())
     print(f"| {title}, sequential | median ms | p90 ms | × bare |")
     print("|---|---|---|---|")
@@ -122,12 +156,14 @@ def latency_table(title, cases, rounds, warmup=2):
     print()
 
 
-def rate_table(title, jobs, clients, requests):
+def rate_table(title, jobs, clients, requests, settle):
     """Runs per second of each of `jobs` (name -> a factory of one-run callables) at each
-    number of clients, systems interleaved per client count; the ratio to the first (bare)."""
+    number of clients, systems interleaved per client count; the ratio to the first (bare).
+    Each cell starts on a quiet machine (wait_quiet)."""
     rates = {name: {} for name in jobs}
     for c in clients:
         for name, make in jobs.items():
+            wait_quiet(settle)
             elapsed, _, error = bench.run_parallel(make, c, requests)
             if error:
                 raise error
@@ -156,6 +192,7 @@ def main():
             s.wait()
         plain, zygote, preload = stacks
         tmp = tempfile.mkdtemp()
+        settle = bench.SandrunClient(plain.url)  # the one stack with a warm pool
         print(f"Load average at the start: {bench.load_average()} (shared machine)\n")
 
         def sandrun(stack, code, expected, cold=False, files=()):
@@ -170,7 +207,7 @@ def main():
             "sandrun warm (pool hit)": sandrun(plain, "print(1)", b"1\n"),
             "sandrun cold (no pool, no zygote)": sandrun(plain, "print(1)", b"1\n", cold=True),
             "sandrun zygote (pool off)": sandrun(zygote, "print(1)", b"1\n"),
-        }, args.runs)
+        }, args.runs, settle)
         plot = bench.PLOT_CODE
         latency_table("matplotlib plot to PNG", {
             "bare `python3 -c PLOT`": bare(plot, b"saved\n"),
@@ -178,7 +215,7 @@ def main():
             "sandrun zygote": sandrun(zygote, plot, b"saved\n", files=("plot.png",)),
             "sandrun zygote, preloaded numpy pandas matplotlib.pyplot": sandrun(
                 preload, plot, b"saved\n", files=("plot.png",)),
-        }, max(5, args.runs // 3), warmup=1)
+        }, max(5, args.runs // 3), settle, warmup=1)
         systems = (("bare spawns", None), ("sandrun warm pool (zygote off)", plain),
                    ("sandrun zygote (pool off)", zygote),
                    ("sandrun zygote + preload (pool off)", preload))
@@ -192,15 +229,17 @@ def main():
                 else:
                     jobs[name] = (lambda stack=stack, code=code, expected=expected:
                                   sandrun(stack, code, expected).run_once)
-            rate_table(title, jobs, clients, requests)
-        print("| RSS (KiB) | daemon | zygote | kernel zygote (kernel_zygote) | together |")
+            rate_table(title, jobs, clients, requests, settle)
+        print("| memory (KiB) | daemon RSS | zygote PSS (processes) "
+              "| kernel zygote PSS (kernel_zygote) | together |")
         print("|---|---|---|---|---|")
         for s in stacks:
             rss = s.rss_kb()
             parts = ("daemon", "zygote", "kernel_zygote")
             together = sum(rss.get(k) or 0 for k in parts)
-            cells = " | ".join(str(rss.get(k) or "-") for k in parts)
-            print(f"| {s.name} | {cells} | {together} |")
+            zygote = (f"{rss['zygote']} ({rss['zygote_processes']})" if rss["zygote"] else "-")
+            print(f"| {s.name} | {rss['daemon'] or '-'} | {zygote} "
+                  f"| {rss['kernel_zygote'] or '-'} | {together} |")
         print(f"\nLoad average at the end: {bench.load_average()}")
     finally:
         for s in stacks:

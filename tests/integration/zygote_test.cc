@@ -4,7 +4,10 @@
 // with a fresh session starts cold (a held session does not fit the zygote), so each case
 // runs both ways and compares what the user sees. The loader's own file names tell which way a
 // run went (the zygote imported it from the host's copy: a documented difference).
+#include <fcntl.h>
 #include <signal.h>
+#include <sys/statfs.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -88,6 +91,43 @@ ZygoteStackProcesses CountStackProcesses() {
     }
   }
   return n;
+}
+
+// The cgroup2 mount the daemon reconfigures (sandbox/cgroup.h FavorDynamicModifications).
+std::string Cgroup2Mount() {
+  struct statfs fs;
+  return ::statfs("/sys/fs/cgroup", &fs) == 0 && fs.f_type == 0x63677270 ? "/sys/fs/cgroup"
+                                                                         : "/sys/fs/cgroup/unified";
+}
+
+// Its super options ("rw,nsdelegate,..."), "" without one.
+std::string Cgroup2Options(const std::string& mount) {
+  std::istringstream info(ReadFile("/proc/self/mountinfo"));
+  std::string line;
+  while (std::getline(info, line)) {
+    std::istringstream fields(line);
+    std::string id, parent, dev, root, point;
+    fields >> id >> parent >> dev >> root >> point;
+    const size_t dash = line.find(" - cgroup2 ");
+    if (point == mount && dash != std::string::npos) return line.substr(line.rfind(' ') + 1);
+  }
+  return "";
+}
+
+// Sets the mount's options to `options` but favordynmods (fspick, fsconfig).
+bool Cgroup2WithoutFavor(const std::string& mount, const std::string& options) {
+  const int fd = static_cast<int>(::syscall(SYS_fspick, AT_FDCWD, mount.c_str(), 1));
+  if (fd < 0) return false;
+  std::istringstream list(options);
+  std::string option;
+  bool ok = true;
+  while (std::getline(list, option, ',')) {
+    if (option == "rw" || option == "ro" || option == "favordynmods" || option.empty()) continue;
+    ok = ok && ::syscall(SYS_fsconfig, fd, 0 /*SET_FLAG*/, option.c_str(), nullptr, 0) == 0;
+  }
+  ok = ok && ::syscall(SYS_fsconfig, fd, 7 /*CMD_RECONFIGURE*/, nullptr, nullptr, 0) == 0;
+  ::close(fd);
+  return ok;
 }
 
 }  // namespace
@@ -233,6 +273,22 @@ BOOST_AUTO_TEST_CASE(the_run_zygote_serves_runs_side_by_side) {
   }
   BOOST_TEST(RunZygoteProcesses().size() == servers - 1);
   Stack::Get().Restart();
+}
+
+// The daemon turns on the cgroup2 hierarchy's favordynmods, keeping its other options: a
+// run's cgroup placement then does not wait for an RCU grace period (sandbox/cgroup.h).
+BOOST_AUTO_TEST_CASE(the_daemon_turns_on_favordynmods) {
+  const std::string mount = Cgroup2Mount();
+  const std::string before = Cgroup2Options(mount);
+  BOOST_TEST_REQUIRE(!before.empty(), "a cgroup2 mount at " + mount);
+  BOOST_TEST_REQUIRE(Cgroup2WithoutFavor(mount, before));
+  const std::string off = Cgroup2Options(mount);
+  BOOST_TEST_REQUIRE(("," + off + ",").find(",favordynmods,") == std::string::npos, off);
+  Stack::Get().Restart();
+  const std::string on = Cgroup2Options(mount);
+  BOOST_TEST(on == off + ",favordynmods", on);
+  rapidjson::Document d = PostRun(Body("print(6 * 7)\n", ""));
+  BOOST_TEST(Str(d, "stdout") == "42\n");
 }
 
 // A kill -9 of the daemon leaves no zygote and no sandbox: the zygote dies with it
