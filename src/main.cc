@@ -290,6 +290,18 @@ void StartZygote(const config::Config& config, sandbox::Launcher& launcher,
   launcher.set_zygote(kind, std::move(*zygote));
 }
 
+// A run's cgroup placement without an RCU grace period's wait (sandbox/cgroup.h).
+void FavorCgroupPlacement() {
+  auto favored = sandbox::FavorDynamicModifications();
+  if (!favored.ok()) {
+    std::fprintf(stderr,
+                 "sandrund: cgroup favordynmods: %s; a run's cgroup placement may wait ~10 ms\n",
+                 favored.error().message.c_str());
+  } else if (*favored) {
+    std::fprintf(stderr, "sandrund: cgroup2 favordynmods turned on\n");
+  }
+}
+
 // The daemon: the host, the service, the janitor, the signal thread and the FastCGI server,
 // until a stop signal. `started`: the config as loaded (what a SIGHUP reload compares with).
 int RunDaemon(const Flags& flags, const config::Config& started, const config::Config& config,
@@ -311,18 +323,7 @@ int RunDaemon(const Flags& flags, const config::Config& started, const config::C
     std::fprintf(stderr, "sandrund: this host cannot run sandboxes:\n%s", host.problems.c_str());
   }
   if (host.cgroups_unavailable && config.require_cgroups) return 1;
-  if (host.launcher && host.weaker_limits.empty()) {
-    // A run's cgroup placement without an RCU grace period's wait (sandbox/cgroup.h).
-    auto favored = sandbox::FavorDynamicModifications();
-    if (!favored.ok()) {
-      std::fprintf(stderr,
-                   "sandrund: cgroup favordynmods: %s; a run's cgroup placement may "
-                   "wait ~10 ms\n",
-                   favored.error().message.c_str());
-    } else if (*favored) {
-      std::fprintf(stderr, "sandrund: cgroup2 favordynmods turned on\n");
-    }
-  }
+  if (host.launcher && host.weaker_limits.empty()) FavorCgroupPlacement();
   if (host.launcher)
     host.launcher->set_user_sysctls(sandbox::ApplyUserLimitShares(MaxSandboxes(config)));
   if (host.launcher && config.zygote)
