@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <boost/test/unit_test.hpp>
 #include <chrono>
+#include <filesystem>
 #include <fstream>
 #include <functional>
 #include <thread>
@@ -58,28 +59,17 @@ bool InPoolCgroup(const std::string& pid, const std::string& prefix = kPoolPrefi
   return false;
 }
 
-// Entries of `dir` but . and .., at most 2 counted; -1 when it cannot be read.
-int EntriesUpTo2(const std::string& dir, std::string* first) {
-  DIR* d = ::opendir(dir.c_str());
-  if (d == nullptr) return -1;
-  int n = 0;
-  while (struct dirent* e = ::readdir(d)) {
-    const std::string name = e->d_name;
-    if (name == "." || name == "..") continue;
-    if (n++ == 0) *first = name;
-    if (n > 1) break;
-  }
-  ::closedir(d);
-  return n;
-}
-
 // An emptied run directory the daemon keeps for a next run (src/run/run_dir.cc SpareDirs):
 // named spare-*, its only entry an empty "fs". Not a leftover; one holding more is.
 bool IsEmptySpare(const std::string& dir, const std::string& name) {
   if (name.rfind("spare-", 0) != 0) return false;
-  std::string first, none;
-  return EntriesUpTo2(dir + "/" + name, &first) == 1 && first == "fs" &&
-         EntriesUpTo2(dir + "/" + name + "/fs", &none) == 0;
+  std::error_code error;
+  std::vector<std::string> inside;
+  for (std::filesystem::recursive_directory_iterator it(dir + "/" + name, error), end;
+       !error && it != end; it.increment(error)) {
+    inside.push_back(it->path().filename().string());
+  }
+  return !error && inside == std::vector<std::string>{"fs"};
 }
 
 int CountEntries(const std::string& dir) {
