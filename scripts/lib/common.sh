@@ -55,6 +55,28 @@ sr_require_root() {
   [[ $EUID -eq 0 ]] || sr_die "run as root (it installs Debian packages and builds sandboxes)"
 }
 
+# Dies if ADDR:PORT cannot be bound as nginx binds it (SO_REUSEADDR: a listener there, not a
+# closed connection's TIME_WAIT, refuses it), naming the holder where `ss` can. Without it,
+# another server on the port answered the start-up checks and serve said it was up, then
+# failed when nginx could not bind. Needs python3 (a build package).
+# Usage: sr_require_port_free ADDR PORT HINT
+sr_require_port_free() {
+  local addr="$1" port="$2" hint="$3" holder=""
+  if /usr/bin/python3 -c '
+import socket, sys
+s = socket.socket()
+s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+s.bind((sys.argv[1], int(sys.argv[2])))
+' "$addr" "$port" 2>/dev/null; then
+    return 0
+  fi
+  if command -v ss >/dev/null 2>&1; then
+    holder="$(ss -Hltnp "sport = :$port" 2>/dev/null | grep -o 'users:(("[^"]*",pid=[0-9]*' |
+      head -n1 | sed 's/users:(("\([^"]*\)",pid=\([0-9]*\)/ by \1 (pid \2)/' || true)"
+  fi
+  sr_die "$addr:$port is in use$holder: stop that server or $hint"
+}
+
 # Prints the package names in the given list files (comments and blank lines dropped).
 sr_read_package_lists() {
   local f

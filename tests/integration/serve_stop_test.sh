@@ -5,6 +5,7 @@
 # rest and exit 0 (it said "nginx exited (status 0)" and exited 1), leaving no process. And a
 # client that polls /readyz from the first moment leaves no [crit] connect() line in nginx's
 # error.log (nginx starts only once the daemon's socket exists).
+# And on a port another server holds it refuses to start.
 # Usage: serve_stop_test.sh SOURCE_DIR BUILD_DIR
 set -uo pipefail
 src="$1"
@@ -86,5 +87,37 @@ stop_one() {
   printf 'ok: scripts/serve in the background stopped on SIGINT to its group (%s), exit 0, nothing left\n' "$when"
 }
 
+# A port another server holds: serve refuses before it starts anything (it said "is up", the
+# other server having answered its checks, then failed when nginx could not bind).
+taken_port() {
+  local run="$top/taken" port holder rc=0
+  mkdir -p "$run"
+  /usr/bin/python3 -c '
+import socket, sys, time
+s = socket.socket()
+s.bind(("127.0.0.1", 0))
+s.listen()
+open(sys.argv[1], "w").write(str(s.getsockname()[1]))
+time.sleep(120)
+' "$run/port" &
+  holder=$!
+  for _ in $(seq 1 100); do
+    [[ -s $run/port ]] && break
+    sleep 0.05
+  done
+  port="$(<"$run/port")"
+  PORT="$port" SANDRUN_SCRIPT_STATE_DIR="$run/state" SANDRUN_SCRIPT_SKIP_INSTALL=1 \
+    SANDRUN_SCRIPT_SKIP_BUILD=1 SANDRUN_SCRIPT_BUILD_DIR="$build" timeout 60 \
+    "$src/scripts/serve" >"$run/serve.log" 2>&1 </dev/null || rc=$?
+  kill "$holder" 2>/dev/null
+  wait "$holder" 2>/dev/null
+  [[ $rc == 1 ]] || fail "scripts/serve on a taken port exited $rc, not 1"
+  grep -q "127.0.0.1:$port is in use by python3" "$run/serve.log" || fail "no 'in use' line: $(cat "$run/serve.log")"
+  grep -q 'is up' "$run/serve.log" && fail "scripts/serve said it is up on a taken port"
+  [[ -e $run/state ]] && fail "scripts/serve made its state on a taken port"
+  printf 'ok: scripts/serve refused a taken port\n'
+}
+
+taken_port
 stop_one start-up
 stop_one serving
