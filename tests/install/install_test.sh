@@ -279,6 +279,11 @@ grep -q '"link_ttl_s": 600,' /etc/sandrun/sandrun.jsonc || fail "the edited conf
 grep -q '^kept: /etc/sandrun/sandrun.jsonc (edited' "$tmp/run3.log" || fail "--uninstall did not say it kept the edited config"
 grep -q '^kept: /var/lib/sandrun ' "$tmp/run3.log" || fail "--uninstall did not say it kept /var/lib/sandrun"
 nginx -t -q || fail "nginx -t fails after --uninstall"
+if [[ ! -d /run/systemd/system ]] && pgrep -x nginx >/dev/null; then
+  # Without systemd the script may have started nginx: it says it left it serving.
+  grep -q "still serves its other sites; 'nginx -s quit' stops it" "$tmp/run3.log" ||
+    fail "--uninstall did not say nginx still runs"
+fi
 # `nginx -s reload` returns at once: the old workers may answer for a moment (seen as 502 on
 # a loaded machine, the daemon being gone), so give them a few seconds to go.
 for _ in 1 2 3 4 5 6 7 8 9 10; do
