@@ -55,26 +55,16 @@ sr_require_root() {
   [[ $EUID -eq 0 ]] || sr_die "run as root (it installs Debian packages and builds sandboxes)"
 }
 
-# Dies if ADDR:PORT cannot be bound as nginx binds it (SO_REUSEADDR: a listener there, not a
-# closed connection's TIME_WAIT, refuses it), naming the holder where `ss` can. Without it,
-# another server on the port answered the start-up checks and serve said it was up, then
-# failed when nginx could not bind. Needs python3 (a build package).
-# Usage: sr_require_port_free ADDR PORT HINT
-sr_require_port_free() {
-  local addr="$1" port="$2" hint="$3" holder=""
-  if /usr/bin/python3 -c '
-import socket, sys
-s = socket.socket()
-s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-s.bind((sys.argv[1], int(sys.argv[2])))
-' "$addr" "$port" 2>/dev/null; then
-    return 0
-  fi
-  if command -v ss >/dev/null 2>&1; then
-    holder="$(ss -Hltnp "sport = :$port" 2>/dev/null | grep -o 'users:(("[^"]*",pid=[0-9]*' |
-      head -n1 | sed 's/users:(("\([^"]*\)",pid=\([0-9]*\)/ by \1 (pid \2)/' || true)"
-  fi
-  sr_die "$addr:$port is in use$holder: stop that server or $hint"
+# Prints the pids of the processes listening on TCP PORT (any address), one per line; nothing
+# without `ss` (iproute2). Usage: sr_port_listener_pids PORT
+sr_port_listener_pids() {
+  command -v ss >/dev/null 2>&1 || return 0
+  ss -Hltnp "sport = :$1" 2>/dev/null | grep -o 'pid=[0-9]*' | cut -d= -f2 | sort -u
+}
+
+# "CMDLINE (pid PID)" of a process, on one line. Usage: sr_describe_pid PID
+sr_describe_pid() {
+  printf '%s(pid %s)' "$(tr '\0\n' '  ' 2>/dev/null <"/proc/$1/cmdline")" "$1"
 }
 
 # Prints the package names in the given list files (comments and blank lines dropped).

@@ -281,7 +281,7 @@ grep -q '^kept: /var/lib/sandrun ' "$tmp/run3.log" || fail "--uninstall did not 
 nginx -t -q || fail "nginx -t fails after --uninstall"
 if [[ ! -d /run/systemd/system ]] && pgrep -x nginx >/dev/null; then
   # Without systemd the script may have started nginx: it says it left it serving.
-  grep -q "still serves its other sites; 'nginx -s quit' stops it" "$tmp/run3.log" ||
+  grep -q "^kept: nginx running (pid [0-9]*), for its other sites; 'nginx -s quit' stops it" "$tmp/run3.log" ||
     fail "--uninstall did not say nginx still runs"
 fi
 # `nginx -s reload` returns at once: the old workers may answer for a moment (seen as 502 on

@@ -112,7 +112,7 @@ time.sleep(120)
   kill "$holder" 2>/dev/null
   wait "$holder" 2>/dev/null
   [[ $rc == 1 ]] || fail "scripts/serve on a taken port exited $rc, not 1"
-  grep -q "127.0.0.1:$port is in use by python3" "$run/serve.log" || fail "no 'in use' line: $(cat "$run/serve.log")"
+  grep -q "127.0.0.1:$port is in use by /usr/bin/python3 -c .*(pid $holder)" "$run/serve.log" || fail "no 'in use' line: $(cat "$run/serve.log")"
   grep -q 'is up' "$run/serve.log" && fail "scripts/serve said it is up on a taken port"
   [[ -e $run/state ]] && fail "scripts/serve made its state on a taken port"
   printf 'ok: scripts/serve refused a taken port\n'
