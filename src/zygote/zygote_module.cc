@@ -41,11 +41,25 @@ struct Received {
   std::vector<int> fds;
 };
 
+// Requests above this size give their pages of the receive buffer back once read.
+constexpr size_t kKeptBufferBytes = 64 << 10;
+
+// The receive buffer: mapped once and left untouched but for the pages a request writes.
+// Every page the zygote has is copied into each run's page tables at the program's fork and
+// unmapped at its exit: a buffer written through at its construction (a std::vector of
+// 8 MiB, until 2026-12-07) was 8 of the zygote's 13 MiB of anonymous memory.
+char* ReceiveBuffer() {
+  static void* const buffer = ::mmap(nullptr, kMaxRequestBytes, PROT_READ | PROT_WRITE,
+                                     MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  return buffer == MAP_FAILED ? nullptr : static_cast<char*>(buffer);
+}
+
 // One message; false at EOF (the daemon is gone) or on an error.
 bool Receive(int sock, Received& got) {
-  static std::vector<char> buffer(kMaxRequestBytes);
+  char* const buffer = ReceiveBuffer();
+  if (buffer == nullptr) return false;  // the daemon then starts its runs cold
   alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int) * kMaxFds)];
-  iovec iov{buffer.data(), buffer.size()};
+  iovec iov{buffer, kMaxRequestBytes};
   msghdr msg{};
   msg.msg_iov = &iov;
   msg.msg_iovlen = 1;
@@ -62,7 +76,10 @@ bool Receive(int sock, Received& got) {
     const int* fds = reinterpret_cast<const int*>(CMSG_DATA(c));
     got.fds.assign(fds, fds + count);
   }
-  got.bytes.assign(buffer.data(), static_cast<size_t>(n));
+  got.bytes.assign(buffer, static_cast<size_t>(n));
+  if (static_cast<size_t>(n) > kKeptBufferBytes) {
+    ::madvise(buffer + kKeptBufferBytes, static_cast<size_t>(n) - kKeptBufferBytes, MADV_DONTNEED);
+  }
   return (msg.msg_flags & (MSG_TRUNC | MSG_CTRUNC)) == 0;
 }
 
