@@ -288,6 +288,9 @@ def _main():
     import gc
 
     gc.freeze()
+    # The heap's free pages given back: every run's fork copies the page-table entries of
+    # each page this process has, and its exit unmaps them (DESIGN.md, "Resident memory").
+    _sandrun_zygote.trim()
     sock = _fork_servers(socks, _sandrun_zygote)
     os.write(sock, b"ready")  # the daemon waits for it (zygote.cc Zygote::Start)
     def become(argv, environ):
