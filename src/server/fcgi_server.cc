@@ -96,11 +96,11 @@ api::HttpRequest ReadRequest(FCGX_Request& req, int64_t max_body, bool* too_larg
 }
 
 // Reads the request's stream to its end: the empty FCGI_STDIN record nginx sends after the
-// body, and a body left unread (one too large). A unix socket closed with input unread is
-// reset, not closed (unix(7): the peer reads ECONNRESET after the data), and nginx, reading
+// body, and a body left unread (one over max_body_bytes). A unix socket closed with input
+// unread is reset, not closed (the peer reads ECONNRESET after the data), and nginx, reading
 // on for the end of a short answer, fails the request ("readv() failed (104: Connection
-// reset by peer) while reading upstream": a 502 or a cut answer; integration.Containment
-// met it, a 3.6 MB body, and 3 clients posting 3.5 MB bodies met it 5 times in 135).
+// reset by peer) while reading upstream"; the client got a 200 with an empty body). Tests:
+// Regressions/large_bodies_are_answered_whole_and_no_connection_is_reset, BodyLimit.
 // Bounded by nginx's client_max_body_size, and by a receive timeout should a peer stop.
 void DrainInput(FCGX_Request& req) {
   const timeval limit{2, 0};

@@ -42,13 +42,11 @@ struct Received {
   std::vector<int> fds;
 };
 
-// Requests above this size give their pages of the receive buffer back once read.
-constexpr size_t kKeptBufferBytes = 64 << 10;
-
-// The receive buffer: mapped once and left untouched but for the pages a request writes.
-// Every page the zygote has is copied into each run's page tables at the program's fork and
-// unmapped at its exit: a buffer written through at its construction (a std::vector of
-// 8 MiB, until 2026-12-07) was 8 of the zygote's 13 MiB of anonymous memory.
+// The receive buffer: mapped once and left untouched but for the pages a request writes (a
+// request is ~1.2 KB: its mount steps and paths). Every page the zygote has is copied into
+// each run's page tables at the program's fork and unmapped at its exit: a buffer written
+// through at its construction (a std::vector of 8 MiB, until 2026-12-07) was 8 of the
+// zygote's 13 MiB of anonymous memory.
 char* ReceiveBuffer() {
   static void* const buffer = ::mmap(nullptr, kMaxRequestBytes, PROT_READ | PROT_WRITE,
                                      MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
@@ -78,9 +76,6 @@ bool Receive(int sock, Received& got) {
     got.fds.assign(fds, fds + count);
   }
   got.bytes.assign(buffer, static_cast<size_t>(n));
-  if (static_cast<size_t>(n) > kKeptBufferBytes) {
-    ::madvise(buffer + kKeptBufferBytes, static_cast<size_t>(n) - kKeptBufferBytes, MADV_DONTNEED);
-  }
   return (msg.msg_flags & (MSG_TRUNC | MSG_CTRUNC)) == 0;
 }
 

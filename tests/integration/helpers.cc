@@ -8,6 +8,7 @@
 #include <boost/test/unit_test.hpp>
 #include <chrono>
 #include <fstream>
+#include <mutex>
 #include <sstream>
 #include <thread>
 
@@ -29,6 +30,19 @@ httplib::Client MakeClient() {
   return client;
 }
 
+// The answer of a request; a transport error as status 0 with its name as the body.
+HttpResponse Answer(const httplib::Result& result) {
+  HttpResponse response;
+  if (!result) {
+    response.body = httplib::to_string(result.error());
+    return response;
+  }
+  response.status = result->status;
+  response.body = result->body;
+  response.headers = result->headers;
+  return response;
+}
+
 std::string Digest(const EVP_MD* md, const std::string& data) {
   unsigned char out[EVP_MAX_MD_SIZE];
   unsigned int len = 0;
@@ -40,11 +54,7 @@ std::string Digest(const EVP_MD* md, const std::string& data) {
 
 HttpResponse FromResult(const httplib::Result& result, const std::string& what) {
   BOOST_REQUIRE_MESSAGE(result, what << ": no HTTP answer: " << httplib::to_string(result.error()));
-  HttpResponse response;
-  response.status = result->status;
-  response.body = result->body;
-  response.headers = result->headers;
-  return response;
+  return Answer(result);
 }
 
 std::string HttpResponse::Header(const std::string& name) const {
@@ -80,6 +90,25 @@ HttpResponse Post(const std::string& path, const std::string& body,
                   const std::string& content_type) {
   auto client = MakeClient();
   return FromResult(client.Post(path.c_str(), body, content_type.c_str()), "POST " + path);
+}
+
+std::vector<HttpResponse> PostRunConcurrently(const std::string& body, int clients,
+                                              int per_client) {
+  std::mutex mu;
+  std::vector<HttpResponse> answers;
+  std::vector<std::thread> threads;
+  for (int c = 0; c < clients; ++c) {
+    threads.emplace_back([&] {
+      auto client = MakeClient();
+      for (int i = 0; i < per_client; ++i) {
+        HttpResponse answer = Answer(client.Post("/run", body, "application/json"));
+        std::lock_guard<std::mutex> lock(mu);
+        answers.push_back(std::move(answer));
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  return answers;
 }
 
 HttpResponse GetUrl(const std::string& url) {

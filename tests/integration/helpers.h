@@ -45,6 +45,11 @@ void WaitForHealthz(const char* field, int64_t at_least, int timeout_s = 30);
 // Parses `body` as JSON; a parse error fails the test with the body in the message.
 rapidjson::Document ParseJson(const std::string& body);
 
+// POST /run of `body`, `per_client` times from each of `clients` threads at once, one
+// connection each (no Boost.Test check runs in the threads): every answer, a transport error
+// as status 0 with its name as the body.
+std::vector<HttpResponse> PostRunConcurrently(const std::string& body, int clients, int per_client);
+
 // POST /run with `body`; requires HTTP 200 and returns the parsed answer.
 rapidjson::Document PostRun(const std::string& body);
 // POST /run of a bash run with the probe (tests/probe) uploaded as ./probe, running `command`;
