@@ -5,7 +5,9 @@
 #include <signal.h>
 
 #include <algorithm>
+#include <initializer_list>
 #include <sstream>
+#include <utility>
 
 #include "api/access.h"
 #include "api/errors.h"
@@ -128,6 +130,15 @@ std::string SocketCapState(const sandbox::CgroupManager* cgroups) {
   return error.empty() ? "on" : "off: " + error;
 }
 
+// Members `name: value` of the object being written, in order.
+void WriteInts(rapidjson::Writer<rapidjson::StringBuffer>& w,
+               std::initializer_list<std::pair<const char*, int64_t>> members) {
+  for (const auto& [name, value] : members) {
+    w.Key(name);
+    w.Int64(value);
+  }
+}
+
 // /healthz "pool", "kernel_pool" and "net_namespaces": what the pools hold and how they did.
 void WritePools(rapidjson::Writer<rapidjson::StringBuffer>& w, const run::Engine& engine,
                 const sandbox::SandboxRunner* runner) {
@@ -138,10 +149,7 @@ void WritePools(rapidjson::Writer<rapidjson::StringBuffer>& w, const run::Engine
   for (const auto& [language, stats] : engine.pool().Stats()) {
     w.Key(language.c_str());
     w.StartObject();
-    w.Key("size");
-    w.Int64(stats.size);
-    w.Key("ready");
-    w.Int64(stats.ready);
+    WriteInts(w, {{"size", stats.size}, {"ready", stats.ready}});
     w.Key("refilling");
     w.Bool(stats.refilling);
     w.Key("deferred");
@@ -155,10 +163,7 @@ void WritePools(rapidjson::Writer<rapidjson::StringBuffer>& w, const run::Engine
   const kernel::KernelPoolStats kp = engine.kernels().pool_stats();
   w.Key("kernel_pool");
   w.StartObject();
-  w.Key("size");
-  w.Int64(kp.size);
-  w.Key("ready");
-  w.Int64(kp.ready);
+  WriteInts(w, {{"size", kp.size}, {"ready", kp.ready}});
   w.Key("active");
   w.Bool(kp.active);
   w.Key("refilling");
@@ -173,6 +178,9 @@ void WritePools(rapidjson::Writer<rapidjson::StringBuffer>& w, const run::Engine
   w.Key("net_namespaces");
   w.StartObject();
   WritePoolCounts(w, nets.hits, nets.misses, nets.failures, nets.last_error);
+  // Given back after runs: kept for their user, handed out again, let go.
+  WriteInts(w,
+            {{"recycled", nets.recycled}, {"reused", nets.reused}, {"discarded", nets.discarded}});
   w.EndObject();
 }
 
@@ -298,7 +306,14 @@ HttpResponse Service::HandleMetrics() const {
       << "# HELP sandrun_netns_ready_failures_total Network namespaces that could not be made "
          "ahead (/healthz: net_namespaces.last_error).\n# TYPE sandrun_netns_ready_failures_total "
          "counter\n"
-      << "sandrun_netns_ready_failures_total " << nets.failures << "\n";
+      << "sandrun_netns_ready_failures_total " << nets.failures << "\n"
+      << "# HELP sandrun_netns_reused_total Runs without network that started in the namespace "
+         "an earlier run of the same user left as new.\n# TYPE sandrun_netns_reused_total "
+         "counter\n"
+      << "sandrun_netns_reused_total " << nets.reused << "\n"
+      << "# HELP sandrun_netns_discarded_total Namespaces given back after a run and let go: the "
+         "run left sockets or traffic in them.\n# TYPE sandrun_netns_discarded_total counter\n"
+      << "sandrun_netns_discarded_total " << nets.discarded << "\n";
   HttpResponse r;
   r.content_type = "text/plain; version=0.0.4";
   r.body = out.str();

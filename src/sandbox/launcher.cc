@@ -1,5 +1,6 @@
 #include "sandbox/launcher.h"
 
+#include <fcntl.h>
 #include <poll.h>
 #include <sched.h>
 #include <signal.h>
@@ -133,6 +134,9 @@ struct Started {
   sys::StackMapping child_stack;
   // Made by the zygote: init is the zygote's child (it reaps it), the pidfd tells its end.
   bool from_zygote = false;
+  // The network namespace the pool made ahead (NetNamespacePool), which the child started in;
+  // invalid when the child made its own. Given back after the run (GiveBackNetNamespace).
+  sys::UniqueFd netns;
 };
 
 // What the poll loop saw.
@@ -294,11 +298,9 @@ ChildPlan MakeChildPlan(const Started& st, const MountPlan& mounts, int init_exe
 // Clones the child and records its pid, pidfd and start time, and the cgroup's counters
 // just before. Returns whether the child started inside the run's cgroup (else the parent
 // moves it there before the sync byte).
-Result<bool> CloneIntoRun(Started& st, ChildPlan& plan, uid_t owner, NetNamespacePool* nets) {
+// `home`: the thread's own network namespace, to go back to after the clone in st.netns.
+Result<bool> CloneIntoRun(Started& st, ChildPlan& plan, uid_t owner, int home) {
   int pidfd_raw = -1;
-  // Before the thread enters the run's cgroup: the pool's thread starts from this one.
-  sys::UniqueFd netns = nets != nullptr ? nets->Take() : sys::UniqueFd();
-  const int home = nets != nullptr ? nets->home() : -1;
   if (Status s = st.child_stack.Map(kChildStackBytes); !s.ok()) return s.error();
   // The child is cloned from inside the run's cgroup (cgroup.h EnterCallingThread): it
   // starts there and no process migration waits on the request path (on v1 ~10 ms of RCU
@@ -312,7 +314,7 @@ Result<bool> CloneIntoRun(Started& st, ChildPlan& plan, uid_t owner, NetNamespac
   bool placed = st.cgroup && st.cgroup->EnterCallingThread().ok();
   if (placed) util::StampPhase("thread_in_cgroup");
   st.start = Clock::now();
-  auto pid = CloneChild(plan, owner, st.child_stack.top(), &pidfd_raw, netns.get(), home);
+  auto pid = CloneChild(plan, owner, st.child_stack.top(), &pidfd_raw, st.netns.get(), home);
   // This worker thread must not stay in a run's cgroup (it would count against the run and
   // keep the cgroup busy); its own cgroup exists while the daemon runs, so this cannot fail
   // short of a broken host, on which the daemon must not go on.
@@ -320,7 +322,7 @@ Result<bool> CloneIntoRun(Started& st, ChildPlan& plan, uid_t owner, NetNamespac
   if (!pid.ok() && placed) {
     placed = false;
     st.base = st.cgroup->Stats();  // the refused fork is not the run's
-    pid = CloneChild(plan, owner, st.child_stack.top(), &pidfd_raw, netns.get(), home);
+    pid = CloneChild(plan, owner, st.child_stack.top(), &pidfd_raw, st.netns.get(), home);
   }
   if (!pid.ok()) return pid.error();
   util::StampPhase("cloned");
@@ -357,8 +359,8 @@ ZygoteRequest MakeZygoteRequest(const MountPlan& mounts, uid_t owner, bool new_n
 // namespace made ahead when there is one) and passes back its pid and pidfd. The child
 // starts outside the run's cgroup: the parent moves it there (returns false).
 Result<bool> ZygoteIntoRun(Started& st, const MountPlan& mounts, int init_exe, uid_t owner,
-                           NetNamespacePool* nets, Zygote& zygote) {
-  sys::UniqueFd netns = nets != nullptr ? nets->Take() : sys::UniqueFd();
+                           Zygote& zygote) {
+  const sys::UniqueFd& netns = st.netns;
   const Pipes& p = st.pipes;
   std::vector<int> fds = {p.in.read.get(),       p.out.write.get(), p.err.write.get(),
                           p.report.write.get(),  p.sync.read.get(), st.plan_fd.get(),
@@ -472,14 +474,17 @@ Result<Started> Start(const SandboxSpec& spec, const MountPlan& mounts, const Se
   st.cgroup = cgroup;
 
   ChildPlan plan = MakeChildPlan(st, mounts, init_exe);
-  NetNamespacePool* made_nets = spec.network.enabled ? nullptr : nets;
-  auto placed = zygote != nullptr
-                    ? ZygoteIntoRun(st, mounts, init_exe, spec.host_uid, made_nets, *zygote)
-                    : CloneIntoRun(st, plan, spec.host_uid, made_nets);
+  // Before the thread enters the run's cgroup (CloneIntoRun): the pool's thread starts from
+  // this one.
+  const bool made_ahead = nets != nullptr && !spec.network.enabled;
+  if (made_ahead) st.netns = nets->Take(spec.net_owner);
+  const int home = made_ahead ? nets->home() : -1;
+  auto placed = zygote != nullptr ? ZygoteIntoRun(st, mounts, init_exe, spec.host_uid, *zygote)
+                                  : CloneIntoRun(st, plan, spec.host_uid, home);
   if (!placed.ok() && st.pid < 0 && zygote != nullptr) {
     std::fprintf(stderr, "sandrund: zygote: %s; the run starts cold\n",
                  placed.error().message.c_str());
-    placed = CloneIntoRun(st, plan, spec.host_uid, made_nets);
+    placed = CloneIntoRun(st, plan, spec.host_uid, home);
   }
   if (!placed.ok()) return placed.error();
   CloseChildEnds(st);
@@ -729,6 +734,15 @@ Result<SandboxResult> Conclude(Started& st, Supervised& seen, const MountPlan& m
   return result;
 }
 
+// After a run: the network namespace the pool made ahead for it goes back to the pool with
+// the run's owner and a pidfd of its init, to be checked and kept for that owner's next run
+// (net_namespace_pool.h). Without an owner it goes.
+void GiveBackNetNamespace(Started& st, const SandboxSpec& spec, NetNamespacePool& nets) {
+  if (!st.netns.valid() || spec.net_owner.empty() || !st.pidfd.valid()) return;
+  sys::UniqueFd run_end(::fcntl(st.pidfd.get(), F_DUPFD_CLOEXEC, 0));
+  nets.Return(std::move(st.netns), spec.net_owner, std::move(run_end));
+}
+
 }  // namespace
 
 Result<SandboxResult> Launcher::Run(const SandboxSpec& spec, RunCgroup* cgroup) const {
@@ -741,7 +755,9 @@ Result<SandboxResult> Launcher::Run(const SandboxSpec& spec, RunCgroup* cgroup) 
                                 user_sysctls_, ZygoteFor(spec));
   if (!started.ok()) return started.error();
   Supervised seen = Supervise(*started, spec);
-  return Conclude(*started, seen, mounts);
+  auto result = Conclude(*started, seen, mounts);
+  GiveBackNetNamespace(*started, spec, net_namespaces_);
+  return result;
 }
 
 namespace {
@@ -863,7 +879,9 @@ Result<SandboxResult> Launcher::RunWaiting(WaitingSandbox& sandbox, const std::s
   SandboxSpec run = spec;
   run.stdin_data = start_line + spec.stdin_data;
   Supervised seen = Supervise(st, run);
-  return Conclude(st, seen, s.mounts);
+  auto result = Conclude(st, seen, s.mounts);
+  GiveBackNetNamespace(st, spec, net_namespaces_);
+  return result;
 }
 
 Result<HelperResult> Launcher::RunHelper(const std::vector<std::string>& argv,

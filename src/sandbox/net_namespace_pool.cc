@@ -1,6 +1,9 @@
 #include "sandbox/net_namespace_pool.h"
 
+#include <poll.h>
+
 #include <chrono>
+#include <sstream>
 
 #include "sys/netns.h"
 #include "sys/signal_free_thread.h"
@@ -11,6 +14,37 @@ namespace {
 // After a failure (no CAP_SYS_ADMIN, a namespace limit reached: user.max_net_namespaces), the
 // thread waits this long before it tries again; runs meanwhile make their own.
 constexpr auto kRetryAfterFailure = std::chrono::seconds(5);
+
+// How long the check waits for a given-back run's last process (init's exit takes its pid
+// namespace's processes with it); past it, the namespace goes.
+constexpr int kRunEndWaitMs = 1000;
+
+// The files of /proc/net compared with a fresh namespace's: every counter of IP, ICMP, TCP,
+// UDP (v4 and v6, and TCP's extended ones), the loopback device's traffic, flow labels (which
+// outlive their sockets by a linger time), multicast memberships and filters.
+const std::vector<std::string> kCompared = {
+    "snmp", "snmp6", "netstat", "dev", "ip6_flowlabel", "igmp", "igmp6", "mcfilter", "mcfilter6"};
+// The files that count the namespace's sockets (sockstat: every socket of the namespace,
+// TIME_WAIT ones, fragments waiting for reassembly).
+const std::vector<std::string> kCounted = {"sockstat", "sockstat6"};
+
+// Whether `sockstat` (sockstat or sockstat6, lines "TCP: inuse 0 orphan 0 tw 0 alloc 1 mem 11")
+// counts nothing in its namespace: every count 0 but orphan, alloc and mem (proc(5): the
+// whole host's totals, whatever the namespace).
+bool CountsNothing(const std::string& sockstat) {
+  std::istringstream lines(sockstat);
+  std::string line;
+  while (std::getline(lines, line)) {
+    std::istringstream fields(line);
+    std::string label, key, value;
+    fields >> label;
+    while (fields >> key >> value) {
+      if (key == "orphan" || key == "alloc" || key == "mem") continue;
+      if (value != "0") return false;
+    }
+  }
+  return true;
+}
 
 }  // namespace
 
@@ -33,7 +67,7 @@ NetNamespacePool::~NetNamespacePool() {
   if (thread_.joinable()) thread_.join();
 }
 
-sys::UniqueFd NetNamespacePool::Take() {
+sys::UniqueFd NetNamespacePool::Take(const std::string& owner) {
   if (size_ == 0 || !home_.valid()) return {};
   std::lock_guard<std::mutex> lock(mu_);
   if (!started_) {
@@ -43,6 +77,15 @@ sys::UniqueFd NetNamespacePool::Take() {
     thread_ = sys::StartSignalFreeThread([this] { Refill(); });
   }
   wake_.notify_one();
+  if (!owner.empty()) {
+    for (auto it = kept_.rbegin(); it != kept_.rend(); ++it) {
+      if (it->owner != owner) continue;
+      sys::UniqueFd fd = std::move(it->netns);
+      kept_.erase(std::next(it).base());
+      ++stats_.reused;
+      return fd;
+    }
+  }
   if (ready_.empty()) {
     ++stats_.misses;
     return {};
@@ -53,6 +96,28 @@ sys::UniqueFd NetNamespacePool::Take() {
   return fd;
 }
 
+void NetNamespacePool::Return(sys::UniqueFd netns, const std::string& owner,
+                              sys::UniqueFd run_end) {
+  if (!netns.valid() || !run_end.valid() || owner.empty()) return;
+  std::lock_guard<std::mutex> lock(mu_);
+  if (!started_ || stopping_ || returned_.size() >= 2 * size_) return;
+  returned_.push_back({owner, std::move(netns), std::move(run_end)});
+  wake_.notify_one();
+}
+
+bool NetNamespacePool::Clean(const Returned& r) {
+  pollfd p{r.run_end.get(), POLLIN, 0};
+  if (::poll(&p, 1, kRunEndWaitMs) != 1) return false;
+  if (fresh_.empty()) return false;
+  auto counted = sys::ReadNetFilesIn(r.netns.get(), home_.get(), kCounted);
+  if (!counted.ok()) return false;
+  for (const std::string& text : *counted) {
+    if (!CountsNothing(text)) return false;
+  }
+  auto compared = sys::ReadNetFilesIn(r.netns.get(), home_.get(), kCompared);
+  return compared.ok() && *compared == fresh_;
+}
+
 NetNamespaceStats NetNamespacePool::stats() const {
   std::lock_guard<std::mutex> lock(mu_);
   return stats_;
@@ -61,12 +126,31 @@ NetNamespaceStats NetNamespacePool::stats() const {
 void NetNamespacePool::Refill() {
   std::unique_lock<std::mutex> lock(mu_);
   while (!stopping_) {
+    if (!returned_.empty()) {
+      Returned r = std::move(returned_.front());
+      returned_.pop_front();
+      lock.unlock();
+      const bool clean = Clean(r);
+      lock.lock();
+      if (!clean) {
+        ++stats_.discarded;
+        continue;  // r's namespace goes as r does (its last reference)
+      }
+      ++stats_.recycled;
+      kept_.push_back({std::move(r.owner), std::move(r.netns)});
+      if (kept_.size() > size_) kept_.pop_front();
+      continue;
+    }
     if (ready_.size() >= size_) {
       wake_.wait(lock);
       continue;
     }
     lock.unlock();
     auto made = sys::MakeLoopbackNetNamespace(home_.get());
+    if (made.ok() && fresh_.empty()) {
+      auto fresh = sys::ReadNetFilesIn(made->get(), home_.get(), kCompared);
+      if (fresh.ok()) fresh_ = std::move(*fresh);
+    }
     lock.lock();
     if (made.ok()) {
       ready_.push_back(std::move(*made));

@@ -195,6 +195,19 @@ Result<UniqueFd> MakeLoopbackNetNamespace(int home) {
   return made;
 }
 
+Result<std::vector<std::string>> ReadNetFilesIn(int netns, int home,
+                                                const std::vector<std::string>& names) {
+  if (Status s = EnterNetNamespace(netns); !s.ok()) return s.error();
+  std::vector<std::string> texts;
+  texts.reserve(names.size());
+  for (const std::string& name : names) {
+    auto text = ReadFile("/proc/thread-self/net/" + name, 1 << 16);
+    texts.push_back(text.ok() ? std::move(*text) : "unreadable: " + text.error().message);
+  }
+  if (!EnterNetNamespace(home).ok()) std::abort();
+  return texts;
+}
+
 Result<UniqueFd> TapInNamespace(int netns, const TapConfig& config) {
   auto home = OpenThreadNetNamespace();
   if (!home.ok()) return home.error();

@@ -32,6 +32,14 @@ Status EnterNetNamespace(int fd);
 // Not safe after fork.
 Result<UniqueFd> MakeLoopbackNetNamespace(int home);
 
+// The text of each of `names` (files of /proc/net: "sockstat", "snmp") as the network
+// namespace `netns` shows them: the calling thread reads /proc/thread-self/net/<name> there and
+// goes back to `home`, aborting if it cannot (as MakeLoopbackNetNamespace). A file that cannot
+// be read gives "unreadable: <reason>" in its place (one a kernel does not have, say), the same
+// text on every read. Errors: kSystem (the setns into `netns`). Not safe after fork.
+Result<std::vector<std::string>> ReadNetFilesIn(int netns, int home,
+                                                const std::vector<std::string>& names);
+
 // A tap device made in the network namespace `netns` by the calling thread (which goes there
 // and back, aborting if it cannot get back, as MakeLoopbackNetNamespace), configured: MTU,
 // IPv4 address and netmask, up, default route via `gateway`; lo up. Returns its fd (IFF_TAP |

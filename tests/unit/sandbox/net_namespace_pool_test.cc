@@ -1,15 +1,21 @@
 #define BOOST_TEST_MODULE net_namespace_pool
 #include "sandbox/net_namespace_pool.h"
 
+#include <arpa/inet.h>
 #include <net/if.h>
+#include <netinet/in.h>
+#include <signal.h>
 #include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <boost/test/unit_test.hpp>
 #include <chrono>
 #include <cstring>
+#include <functional>
 #include <set>
 #include <string>
 #include <thread>
@@ -23,9 +29,9 @@ using namespace sandrun::sandbox;
 namespace {
 
 // Takes from `pool` until it hands one out (its thread makes them in the background).
-sys::UniqueFd TakeReady(NetNamespacePool& pool) {
+sys::UniqueFd TakeReady(NetNamespacePool& pool, const std::string& owner = "") {
   for (int i = 0; i < 500; ++i) {
-    sys::UniqueFd fd = pool.Take();
+    sys::UniqueFd fd = pool.Take(owner);
     if (fd.valid()) return fd;
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }
@@ -58,6 +64,107 @@ ino_t Inode(int fd) {
   struct stat st {};
   BOOST_REQUIRE(::fstat(fd, &st) == 0);
   return st.st_ino;
+}
+
+// A run's end as the launcher gives it back: a pidfd of a process, ended and reaped
+// (`live` false) or still running until Stop (`live` true).
+struct RunEnd {
+  explicit RunEnd(bool live) {
+    pid = ::fork();
+    BOOST_REQUIRE(pid >= 0);
+    if (pid == 0) {
+      if (live) ::pause();
+      ::_exit(0);
+    }
+    pidfd = sys::UniqueFd(static_cast<int>(::syscall(SYS_pidfd_open, pid, 0)));
+    BOOST_REQUIRE(pidfd.valid());
+    if (!live) Stop();
+  }
+  ~RunEnd() { Stop(); }
+  void Stop() {
+    if (pid < 0) return;
+    ::kill(pid, SIGKILL);
+    ::waitpid(pid, nullptr, 0);
+    pid = -1;
+  }
+  sys::UniqueFd Dup() const { return sys::UniqueFd(::dup(pidfd.get())); }
+  pid_t pid = -1;
+  sys::UniqueFd pidfd;
+};
+
+// Waits until the pool has checked `n` namespaces given back (kept or let go).
+void AwaitChecked(NetNamespacePool& pool, long n) {
+  for (int i = 0; i < 1000; ++i) {
+    const auto s = pool.stats();
+    if (s.recycled + s.discarded >= n) return;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  BOOST_FAIL("the pool did not check the namespaces given back");
+}
+
+// In the namespace `fd` (this thread goes there and back): a loopback TCP connection whose
+// accepting end closes first, so it stays in TIME_WAIT after both ends are closed.
+void LeaveTimeWait(int fd, int home) {
+  BOOST_REQUIRE(sys::EnterNetNamespace(fd).ok());
+  sys::UniqueFd listener(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof addr;
+  auto* sa = reinterpret_cast<sockaddr*>(&addr);
+  BOOST_REQUIRE(::bind(listener.get(), sa, sizeof addr) == 0);
+  BOOST_REQUIRE(::listen(listener.get(), 1) == 0);
+  BOOST_REQUIRE(::getsockname(listener.get(), sa, &len) == 0);
+  sys::UniqueFd client(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
+  BOOST_REQUIRE(::connect(client.get(), sa, sizeof addr) == 0);
+  sys::UniqueFd accepted(::accept4(listener.get(), nullptr, nullptr, SOCK_CLOEXEC));
+  BOOST_REQUIRE(accepted.valid());
+  accepted.Reset();
+  char byte;
+  BOOST_REQUIRE(::read(client.get(), &byte, 1) == 0);  // the FIN: then close, the last ACK
+  BOOST_REQUIRE(sys::EnterNetNamespace(home).ok());
+}
+
+// In the namespace `fd`: a TCP socket listening on a loopback port, which has sent nothing
+// (no counter moves), returned open.
+sys::UniqueFd Listen(int fd, int home) {
+  BOOST_REQUIRE(sys::EnterNetNamespace(fd).ok());
+  sys::UniqueFd sock(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  BOOST_REQUIRE(::bind(sock.get(), reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0);
+  BOOST_REQUIRE(::listen(sock.get(), 1) == 0);
+  BOOST_REQUIRE(sys::EnterNetNamespace(home).ok());
+  return sock;
+}
+
+// In the namespace `fd`: one UDP datagram to a loopback port nobody listens on (counters
+// move: Udp OutDatagrams, NoPorts, an ICMP port unreachable), the socket closed.
+void SendToNobody(int fd, int home) {
+  BOOST_REQUIRE(sys::EnterNetNamespace(fd).ok());
+  sys::UniqueFd sock(::socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0));
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(9);
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  BOOST_REQUIRE(::sendto(sock.get(), "x", 1, 0, reinterpret_cast<sockaddr*>(&addr), sizeof addr) ==
+                1);
+  BOOST_REQUIRE(sys::EnterNetNamespace(home).ok());
+}
+
+// Takes a namespace for "alice", lets `use` do something in it (the namespace's fd and this
+// thread's own), gives it back after a run that ended (`live` false) or goes on, and waits for
+// the pool's check. Returns the pool's counts then.
+NetNamespaceStats GiveBackAfter(NetNamespacePool& pool, bool live,
+                                const std::function<void(int, int)>& use) {
+  sys::UniqueFd fd = TakeReady(pool, "alice");
+  BOOST_REQUIRE(fd.valid());
+  use(fd.get(), pool.home());
+  RunEnd end(live);
+  pool.Return(std::move(fd), "alice", end.Dup());
+  AwaitChecked(pool, 1);
+  return pool.stats();
 }
 
 }  // namespace
@@ -97,4 +204,61 @@ BOOST_AUTO_TEST_CASE(size_zero_hands_out_none) {
   NetNamespacePool pool(0);
   BOOST_TEST(!pool.Take().valid());
   BOOST_TEST(!pool.Take().valid());
+}
+
+BOOST_AUTO_TEST_CASE(an_untouched_namespace_comes_back_to_its_owner_and_no_one_else) {
+  NetNamespacePool pool(2);
+  sys::UniqueFd fd = TakeReady(pool, "alice");
+  BOOST_REQUIRE(fd.valid());
+  const ino_t used = Inode(fd.get());
+  RunEnd end(false);
+  pool.Return(std::move(fd), "alice", end.Dup());
+  AwaitChecked(pool, 1);
+  BOOST_TEST(pool.stats().recycled == 1);
+  sys::UniqueFd bobs = TakeReady(pool, "bob");
+  BOOST_REQUIRE(bobs.valid());
+  BOOST_TEST(Inode(bobs.get()) != used, "another owner never gets alice's");
+  sys::UniqueFd again = pool.Take("alice");
+  BOOST_REQUIRE(again.valid());
+  BOOST_TEST(Inode(again.get()) == used);
+  BOOST_TEST(pool.stats().reused == 1);
+}
+
+BOOST_AUTO_TEST_CASE(a_namespace_with_a_connection_in_time_wait_is_let_go) {
+  NetNamespacePool pool(2);
+  ino_t used = 0;
+  const auto stats = GiveBackAfter(pool, false, [&](int fd, int home) {
+    used = Inode(fd);
+    LeaveTimeWait(fd, home);
+  });
+  BOOST_TEST(stats.discarded == 1);
+  BOOST_TEST(stats.recycled == 0);
+  sys::UniqueFd next = TakeReady(pool, "alice");
+  BOOST_REQUIRE(next.valid());
+  BOOST_TEST(Inode(next.get()) != used);
+}
+
+BOOST_AUTO_TEST_CASE(a_namespace_whose_counters_moved_is_let_go) {
+  NetNamespacePool pool(2);
+  const auto stats = GiveBackAfter(pool, false, SendToNobody);
+  BOOST_TEST(stats.discarded == 1);
+  BOOST_TEST(stats.recycled == 0);
+}
+
+BOOST_AUTO_TEST_CASE(a_namespace_with_a_socket_still_open_is_let_go) {
+  NetNamespacePool pool(2);
+  // Its counters are a fresh namespace's; only the socket count tells (a socket passed out of
+  // the run, or one the kernel still holds).
+  sys::UniqueFd listening;
+  const auto stats =
+      GiveBackAfter(pool, false, [&](int fd, int home) { listening = Listen(fd, home); });
+  BOOST_TEST(stats.discarded == 1);
+  BOOST_TEST(stats.recycled == 0);
+}
+
+BOOST_AUTO_TEST_CASE(a_namespace_whose_run_goes_on_is_let_go) {
+  NetNamespacePool pool(2);
+  // A process of the run still there (after the check's wait too).
+  const auto stats = GiveBackAfter(pool, true, [](int, int) {});
+  BOOST_TEST(stats.discarded == 1);
 }
