@@ -127,6 +127,7 @@ void NetNamespacePool::Refill() {
   std::unique_lock<std::mutex> lock(mu_);
   while (!stopping_) {
     if (!returned_.empty()) {
+      // One check at a time (it may wait up to kRunEndWaitMs): a stop waits for one at most.
       Returned r = std::move(returned_.front());
       returned_.pop_front();
       lock.unlock();
