@@ -139,7 +139,9 @@ Caller Authenticate(const std::string& authorization, const config::Config& conf
 }
 
 std::optional<ApiError> ApplyTokenBinding(const Caller& caller, RunRequest* run) {
-  if (caller.token == nullptr || caller.token->kind == config::Token::Kind::kFrontEnd) {
+  if (caller.token == nullptr) return std::nullopt;
+  if (caller.token->kind == config::Token::Kind::kFrontEnd) {
+    run->user_vouched = run->user_named;
     return std::nullopt;
   }
   const std::string& own = caller.token->user;
@@ -155,6 +157,7 @@ std::optional<ApiError> ApplyTokenBinding(const Caller& caller, RunRequest* run)
                         "user");
   }
   run->user = own;
+  run->user_vouched = true;
   return std::nullopt;
 }
 

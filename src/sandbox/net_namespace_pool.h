@@ -12,13 +12,14 @@
 // cgroup, not the run's. Thread-safe.
 //
 // Kept for the same owner: after a run, the launcher gives its namespace back (Return) with
-// the run's owner (the user it ran for) and a pidfd of the run's init. The thread keeps it for
-// that owner's next run only when the run's every process is gone and the namespace is as a
-// fresh one (Clean): no socket of any kind left (TIME_WAIT, orphaned, in flight), and every
-// counter, multicast membership and flow label as in a namespace never used. Anything else,
-// and it goes. So a run finds either a namespace nobody used or the one its own owner's
-// earlier run left untouched; never another owner's (docs/DESIGN.md, "Network namespaces
-// kept for their user").
+// the run's owner (a user a token vouches for) and a pidfd of the run's init. The thread
+// restarts its loopback (cached routes and pending multicast reports go) and keeps it for that
+// owner's next run only when the run's every process is gone and the namespace is as a fresh
+// one (Clean): no socket of any kind left (TIME_WAIT, orphaned, in flight), and every counter,
+// multicast membership, flow label and IPv6 route statistic as in a namespace never used.
+// Anything else, and it goes. So a run finds either a namespace nobody used or the one its own
+// owner's earlier run left as new, but for times (when its loopback restarted); never another
+// owner's (docs/DESIGN.md, "Network namespaces kept for their user").
 #pragma once
 
 #include <condition_variable>
@@ -83,6 +84,7 @@ class NetNamespacePool {
   void Refill();
   // The thread's check of one given back: its run ended and it is as a fresh one.
   bool Clean(const Returned& r);
+  bool NoSocketsIn(int netns) const;
 
   const size_t size_;
   sys::UniqueFd home_;

@@ -126,8 +126,9 @@ Status EnterNetNamespace(int fd) {
 
 namespace {
 
-// Sets IFF_UP on `name` in the calling thread's network namespace (netdevice(7)).
-Status BringUp(const char* name) {
+// Sets (or clears) IFF_UP on `name` in the calling thread's network namespace
+// (netdevice(7)).
+Status SetUp(const char* name, bool up) {
   UniqueFd sock(::socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0));
   if (!sock.valid()) return ErrnoError("socket(AF_INET)");
   ifreq request{};
@@ -135,12 +136,15 @@ Status BringUp(const char* name) {
   if (::ioctl(sock.get(), SIOCGIFFLAGS, &request) != 0) {
     return ErrnoError(std::string("SIOCGIFFLAGS ") + name);
   }
-  request.ifr_flags = static_cast<short>(request.ifr_flags | IFF_UP);
+  request.ifr_flags =
+      static_cast<short>(up ? request.ifr_flags | IFF_UP : request.ifr_flags & ~IFF_UP);
   if (::ioctl(sock.get(), SIOCSIFFLAGS, &request) != 0) {
-    return ErrnoError(std::string("SIOCSIFFLAGS ") + name + " up");
+    return ErrnoError(std::string("SIOCSIFFLAGS ") + name + (up ? " up" : " down"));
   }
   return OkStatus();
 }
+
+Status BringUp(const char* name) { return SetUp(name, true); }
 
 sockaddr IPv4(const char* text) {
   sockaddr_in in{};
@@ -193,6 +197,14 @@ Result<UniqueFd> MakeLoopbackNetNamespace(int home) {
   if (!EnterNetNamespace(home).ok()) std::abort();
   if (!up.ok()) return up.error();
   return made;
+}
+
+Status RestartLoopbackIn(int netns, int home) {
+  if (Status s = EnterNetNamespace(netns); !s.ok()) return s;
+  Status down = SetUp("lo", false);
+  Status up = down.ok() ? SetUp("lo", true) : down;
+  if (!EnterNetNamespace(home).ok()) std::abort();
+  return up;
 }
 
 Result<std::vector<std::string>> ReadNetFilesIn(int netns, int home,

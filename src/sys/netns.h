@@ -32,6 +32,12 @@ Status EnterNetNamespace(int fd);
 // Not safe after fork.
 Result<UniqueFd> MakeLoopbackNetNamespace(int home);
 
+// Takes the loopback interface of the network namespace `netns` down and up again (the
+// calling thread goes there and back, as ReadNetFilesIn): its routes are made anew (no cached
+// route of the last user's left, nor its age), its multicast groups but the all-hosts ones
+// are gone, with any report still waiting on a timer. Errors: kSystem naming the step.
+Status RestartLoopbackIn(int netns, int home);
+
 // The text of each of `names` (files of /proc/net: "sockstat", "snmp") as the network
 // namespace `netns` shows them: the calling thread reads /proc/thread-self/net/<name> there and
 // goes back to `home`, aborting if it cannot (as MakeLoopbackNetNamespace). A file that cannot

@@ -305,4 +305,13 @@ std::string Q(const std::string& text) {
   return buf.GetString();
 }
 
+std::string Line(const std::string& s, int n) {
+  size_t at = 0;
+  for (int i = 0; i < n && at != std::string::npos; ++i) {
+    at = s.find('\n', at);
+    if (at != std::string::npos) ++at;
+  }
+  return at == std::string::npos ? "" : s.substr(at, s.find('\n', at) - at);
+}
+
 }  // namespace sandrun::integration

@@ -99,4 +99,7 @@ std::string ReadFile(const std::string& path);
 // A JSON string literal of `text` (quotes and escapes by RapidJSON), for building bodies.
 std::string Q(const std::string& text);
 
+// Line `n` (from 0) of `s`, without its newline; "" past the end.
+std::string Line(const std::string& s, int n);
+
 }  // namespace sandrun::integration

@@ -8,7 +8,6 @@
 #include <boost/test/unit_test.hpp>
 #include <cstdlib>
 #include <fstream>
-#include <sstream>
 #include <string>
 #include <vector>
 
@@ -75,16 +74,6 @@ std::string RunOnNewKernel(const std::string& code) {
 }
 
 std::string Rest(const std::string& s) { return s.substr(s.find('\n') + 1); }
-
-// Line `n` (from 0) of `s`; "" past its end.
-std::string Line(const std::string& s, int n) {
-  std::istringstream lines(s);
-  std::string line;
-  for (int i = 0; i <= n; ++i) {
-    if (!std::getline(lines, line)) return "";
-  }
-  return line;
-}
 
 }  // namespace
 

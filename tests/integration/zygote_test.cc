@@ -57,16 +57,6 @@ std::pair<rapidjson::Document, rapidjson::Document> ZygoteAndCold(const std::str
 
 std::string After(const std::string& s) { return s.substr(s.find('\n') + 1); }
 
-// Line `n` (from 0) of `s`.
-std::string Line(const std::string& s, int n) {
-  size_t at = 0;
-  for (int i = 0; i < n && at != std::string::npos; ++i) {
-    at = s.find('\n', at);
-    if (at != std::string::npos) ++at;
-  }
-  return at == std::string::npos ? "" : s.substr(at, s.find('\n', at) - at);
-}
-
 // This stack's processes from the zygotes on: the run zygote, the kernel zygote (config
 // kernel_zygote, on by default: the same script with --kernel), both host root, and the
 // sandbox uid's (a run's program, its init).
@@ -220,68 +210,6 @@ BOOST_AUTO_TEST_CASE(two_zygote_runs_share_no_random_state_or_fd) {
   BOOST_TEST(!Line(sa, 3).empty(), sa);
   BOOST_TEST(Line(sa, 3) == Line(sb, 3), "the zygote's runs share its str hash seed");
   BOOST_TEST(Line(sa, 3) != Line(sc, 3), "a cold run has a seed of its own");
-}
-
-// A count of /healthz's "net_namespaces" (hits, recycled, reused, discarded).
-int64_t NetNamespaceCount(const char* field) {
-  rapidjson::Document doc = ParseJson(Get("/healthz").body);
-  BOOST_REQUIRE(doc.HasMember("net_namespaces") && doc["net_namespaces"].IsObject());
-  return Int(doc["net_namespaces"], field);
-}
-
-// Waits until the daemon has checked `n` network namespaces given back after runs (kept for
-// their user or let go): the check runs on the pool's thread after the answer.
-void AwaitNetNamespacesChecked(int64_t n) {
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
-  while (NetNamespaceCount("recycled") + NetNamespaceCount("discarded") < n) {
-    BOOST_REQUIRE_MESSAGE(std::chrono::steady_clock::now() < deadline,
-                          "no namespace checked after a run within 30 s");
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));  // a poll, bounded above
-  }
-}
-
-// A run of `user` (body "user") printing its network namespace's inode, then `more`'s output.
-std::string NetRun(const std::string& user, const std::string& more = "") {
-  const std::string code = "import os\nprint(os.stat('/proc/self/ns/net').st_ino)\n" + more;
-  rapidjson::Document doc = PostRun(Body(code, "", ", \"user\": " + Q(user)));
-  BOOST_TEST(Str(doc, "status") == "ok", Str(doc, "stderr"));
-  return Str(doc, "stdout");
-}
-
-// A network namespace made ahead serves one run, then goes back to the pool: it is kept for
-// the next run of the same user only if the run left nothing in it (no socket, no counter
-// moved: net_namespace_pool.h), and never serves another user. Here: a run that leaves a
-// loopback connection in TIME_WAIT has its namespace let go, and the same user's next run sees
-// none of it; a clean one serves that user again, and not another.
-BOOST_AUTO_TEST_CASE(a_network_namespace_serves_its_user_again_only_as_new) {
-  const std::string kLeaveTimeWait =
-      "import socket\n"
-      "l = socket.create_server(('127.0.0.1', 0))\n"
-      "c = socket.create_connection(l.getsockname())\n"
-      "a, _ = l.accept(); a.close(); c.recv(1); c.close(); l.close()\n"
-      "t = open('/proc/net/sockstat').read().split(); print(t[t.index('tw') + 1])\n";
-  const std::string kLook =
-      "t = open('/proc/net/sockstat').read().split(); print(t[t.index('tw') + 1])\n"
-      "snmp = [l.split() for l in open('/proc/net/snmp') if l.startswith('Tcp:')]\n"
-      "print(dict(zip(snmp[0], snmp[1]))['ActiveOpens'])\n";
-  const int64_t checked = NetNamespaceCount("recycled") + NetNamespaceCount("discarded");
-  const int64_t reused = NetNamespaceCount("reused");
-  const std::string first = Line(NetRun("netns-a"), 0);
-  AwaitNetNamespacesChecked(checked + 1);
-  const std::string dirty = NetRun("netns-a", kLeaveTimeWait);
-  BOOST_TEST(Line(dirty, 0) == first, "the same user's clean namespace again");
-  BOOST_TEST(Line(dirty, 1) == "1", "the connection is in TIME_WAIT: " << dirty);
-  BOOST_TEST(NetNamespaceCount("reused") > reused);
-  AwaitNetNamespacesChecked(checked + 2);
-  const int64_t discarded = NetNamespaceCount("discarded");
-  const std::string after = NetRun("netns-a", kLook);
-  BOOST_TEST(Line(after, 1) == "0", "no TIME_WAIT left from the run before: " << after);
-  BOOST_TEST(Line(after, 2) == "0", "no connection counted from the run before: " << after);
-  BOOST_TEST(discarded >= 1);
-  AwaitNetNamespacesChecked(checked + 3);  // `after` read files only: kept for netns-a
-  const std::string other = NetRun("netns-b", kLook);
-  BOOST_TEST(Line(other, 0) != Line(after, 0), "another user's run never gets netns-a's");
-  BOOST_TEST(Line(NetRun("netns-a"), 0) == Line(after, 0));
 }
 
 // The run zygote's processes, host root: pid -> parent pid.
