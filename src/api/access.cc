@@ -139,9 +139,7 @@ Caller Authenticate(const std::string& authorization, const config::Config& conf
 }
 
 std::optional<ApiError> ApplyTokenBinding(const Caller& caller, RunRequest* run) {
-  if (caller.token == nullptr) return std::nullopt;
-  if (caller.token->kind == config::Token::Kind::kFrontEnd) {
-    run->user_vouched = run->user_named;
+  if (caller.token == nullptr || caller.token->kind == config::Token::Kind::kFrontEnd) {
     return std::nullopt;
   }
   const std::string& own = caller.token->user;
@@ -157,7 +155,6 @@ std::optional<ApiError> ApplyTokenBinding(const Caller& caller, RunRequest* run)
                         "user");
   }
   run->user = own;
-  run->user_vouched = true;
   return std::nullopt;
 }
 

@@ -27,9 +27,7 @@ Caller Authenticate(const std::string& authorization, const config::Config& conf
 // Applies the token's binding to `run->user` (decoded from the body or X-Sandrun-User, with
 // `run->user_named` saying whether either named one): a front end or an anonymous caller
 // keeps the named user (default "anonymous"); a bound or plain token acts as its own user and
-// may name no other. Sets `run->user_vouched` when a token stands for the user (a bound or
-// plain token, or a front end that named one). Errors: 403 user_forbidden naming the field
-// `user`.
+// may name no other. Errors: 403 user_forbidden naming the field `user`.
 std::optional<ApiError> ApplyTokenBinding(const Caller& caller, RunRequest* run);
 
 // Whether a client may read /healthz, /readyz and /metrics (run counts and durations, free

@@ -43,11 +43,8 @@ struct RunRequest {
   std::vector<InputFile> files;
   std::string user = "anonymous";
   bool user_named = false;  // `user` or X-Sandrun-User was given (access.h: token binding)
-  // A token vouches for `user`: its own, or the one a front end's token named (access.h);
-  // false for an anonymous caller (who may name anyone) and a front end naming no one.
-  bool user_vouched = false;
-  std::string session;    // "" = fresh workspace
-  bool stateful = false;  // run the Python in the session's live kernel
+  std::string session;      // "" = fresh workspace
+  bool stateful = false;    // run the Python in the session's live kernel
   // `notebook`: the run's Python blocks share one interpreter (a kernel of the run's own,
   // notebook_run.cc). Unset: on for `markdown`, off for `snippets` (DESIGN.md).
   std::optional<bool> notebook;

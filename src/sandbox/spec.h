@@ -113,9 +113,10 @@ struct SandboxSpec {
   uid_t host_uid = 64000;
   gid_t host_gid = 64000;
   std::string run_id;  // names the cgroup
-  // Whom the run is for (a user a token vouches for): a network namespace made ahead for a
-  // run without network goes back to the pool after it and may serve this owner's next run,
-  // never another's (net_namespace_pool.h). "": it goes after the run.
+  // Whom the run is for (its user: the identity its sessions, files and quota belong to): a
+  // network namespace made ahead for a run without network goes back to the pool after it
+  // and may serve this owner's next run, never another's (net_namespace_pool.h). "": it goes
+  // after the run.
   std::string net_owner;
   NetworkSpec network;
   // Sees the output as it is read (a streamed run); null: none. Not owned; outlives the run.

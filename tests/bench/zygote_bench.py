@@ -1,8 +1,7 @@
 #!/usr/bin/env python3
 """The zygote beside bare spawns and today's sandrun (scripts/bench --zygote), in one invocation.
 
-Starts three sandrun stacks with scripts/serve (temporary state directories, free ports; each
-knows one token bound to the user "bench", which every request carries):
+Starts three sandrun stacks with scripts/serve (temporary state directories, free ports):
   plain:   the default config (warm pool on, zygote off): "warm" runs are pool hits, "cold"
            runs have disk_mb 99, a shape the pool does not fit (bench.py COLD_DISK_MB);
   zygote:  {"zygote": true, "pool": {}}: every stateless Python run starts from the zygote;
@@ -17,7 +16,6 @@ tables; fails only on a wrong output.
 import argparse
 import json
 import os
-import secrets
 import shutil
 import socket
 import statistics
@@ -48,12 +46,6 @@ def free_port():
         return s.getsockname()[1]
 
 
-# The bench's requests carry a token bound to one user, as a deployment's do (a run of a user
-# a token vouches for may start in the network namespace that user's run before left as new:
-# docs/DESIGN.md, "Network namespaces kept for their user"). SandrunClient sends it.
-BENCH_TOKEN = os.environ.setdefault("SANDRUN_TOKEN", secrets.token_hex(16))
-
-
 class Stack:
     def __init__(self, name, extra):
         self.name = name
@@ -61,7 +53,7 @@ class Stack:
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         with open(os.path.join(self.state, "extra.json"), "w") as f:
-            json.dump(dict(extra, bearer_tokens=f"{BENCH_TOKEN} user=bench"), f)
+            json.dump(extra, f)
         env = dict(os.environ, PORT=str(self.port), SANDRUN_SCRIPT_STATE_DIR=self.state,
                    SANDRUN_SCRIPT_SKIP_INSTALL="1", SANDRUN_SCRIPT_SKIP_BUILD="1",
                    SANDRUN_SCRIPT_CONFIG_EXTRA=os.path.join(self.state, "extra.json"))
