@@ -178,9 +178,12 @@ void WritePools(rapidjson::Writer<rapidjson::StringBuffer>& w, const run::Engine
   w.Key("net_namespaces");
   w.StartObject();
   WritePoolCounts(w, nets.hits, nets.misses, nets.failures, nets.last_error);
-  // Given back after runs: kept for their user, handed out again, let go.
-  WriteInts(w,
-            {{"recycled", nets.recycled}, {"reused", nets.reused}, {"discarded", nets.discarded}});
+  // Given back after runs: kept for their user, handed out again, let go; kept now, in checks.
+  WriteInts(w, {{"recycled", nets.recycled},
+                {"reused", nets.reused},
+                {"discarded", nets.discarded},
+                {"kept", nets.kept},
+                {"checking", nets.checking}});
   w.EndObject();
 }
 

@@ -42,20 +42,32 @@ std::vector<std::string> Comparable(std::vector<std::string> texts) {
   return texts;
 }
 
-// The files that count the namespace's sockets (sockstat: every socket of the namespace,
-// TIME_WAIT ones, fragments waiting for reassembly).
-const std::vector<std::string> kCounted = {"sockstat", "sockstat6"};
+// The files that count the namespace's sockets: sockstat and sockstat6 (every socket, TIME_WAIT
+// ones, fragments waiting for reassembly) and protocols (each protocol's sockets: UNIX and
+// NETLINK ones too, whatever sockstat's total says of a socket the unix garbage collector has
+// yet to free).
+const std::vector<std::string> kCounted = {"sockstat", "sockstat6", "protocols"};
 
-// Whether `sockstat` (sockstat or sockstat6, lines "TCP: inuse 0 orphan 0 tw 0 alloc 1 mem 11")
-// counts nothing in its namespace: every count 0 but orphan, alloc and mem (proc(5): the
-// whole host's totals, whatever the namespace).
-bool CountsNothing(const std::string& sockstat) {
-  std::istringstream lines(sockstat);
+// Whether `text` (one of kCounted) counts nothing in its namespace. sockstat's lines are
+// "TCP: inuse 0 orphan 0 tw 0 alloc 1 mem 11": every count 0 but orphan, alloc and mem
+// (proc(5): the whole host's totals, whatever the namespace). protocols' are a header, then
+// "UNIX 1088 0 -1 ...": the third column (sockets in this namespace) 0, or -1 (not counted).
+bool CountsNothing(const std::string& text) {
+  std::istringstream lines(text);
   std::string line;
   while (std::getline(lines, line)) {
     std::istringstream fields(line);
     std::string label, key, value;
     fields >> label;
+    if (label == "protocol") {  // protocols' header
+      while (std::getline(lines, line)) {
+        std::istringstream row(line);
+        std::string name, size, sockets;
+        row >> name >> size >> sockets;
+        if (sockets != "0" && sockets != "-1") return false;
+      }
+      return true;
+    }
     while (fields >> key >> value) {
       if (key == "orphan" || key == "alloc" || key == "mem") continue;
       if (value != "0") return false;
@@ -120,6 +132,7 @@ void NetNamespacePool::Return(sys::UniqueFd netns, const std::string& owner,
   std::lock_guard<std::mutex> lock(mu_);
   if (!started_ || stopping_ || returned_.size() >= 2 * size_) return;
   returned_.push_back({owner, std::move(netns), std::move(run_end)});
+  ++checking_;
   wake_.notify_one();
 }
 
@@ -152,7 +165,10 @@ bool NetNamespacePool::Clean(const Returned& r) {
 
 NetNamespaceStats NetNamespacePool::stats() const {
   std::lock_guard<std::mutex> lock(mu_);
-  return stats_;
+  NetNamespaceStats s = stats_;
+  s.kept = static_cast<long>(kept_.size());
+  s.checking = checking_;
+  return s;
 }
 
 void NetNamespacePool::Refill() {
@@ -165,6 +181,7 @@ void NetNamespacePool::Refill() {
       lock.unlock();
       const bool clean = Clean(r);
       lock.lock();
+      --checking_;
       if (!clean) {
         ++stats_.discarded;
         continue;  // r's namespace goes as r does (its last reference)

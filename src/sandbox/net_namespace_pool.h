@@ -16,7 +16,8 @@
 // restarts its loopback (cached routes and pending multicast reports go) and keeps it for that
 // owner's next run only when the run's every process is gone and the namespace is as a fresh
 // one (Clean): no socket of any kind left (TIME_WAIT, orphaned, in flight), and every counter,
-// multicast membership, flow label and IPv6 route statistic as in a namespace never used.
+// multicast membership, flow label and IPv6 route statistic as in a namespace never used (its
+// loopback speaks IGMPv2 and MLDv1, which keep no record of a left group for a later report).
 // Anything else, and it goes. So a run finds either a namespace nobody used or the one its own
 // owner's earlier run left as new, but for times (when its loopback restarted); never another
 // owner's (docs/DESIGN.md, "Network namespaces kept for their user").
@@ -36,10 +37,12 @@ namespace sandrun::sandbox {
 // What the pool says of itself since start (/healthz, /metrics): runs that found a namespace
 // ready, runs that made their own, namespaces that could not be made and the last reason.
 // Of those given back: kept for their owner (recycled), handed out again (reused), and let go
-// because the run left something in them or did not end in time (discarded).
+// because the run left something in them or did not end in time (discarded); and now: how
+// many are kept (each an fd of the daemon's) and how many wait for or are in their check.
 struct NetNamespaceStats {
   long hits = 0, misses = 0, failures = 0;
   long recycled = 0, reused = 0, discarded = 0;
+  long kept = 0, checking = 0;
   std::string last_error;
 };
 
@@ -92,6 +95,7 @@ class NetNamespacePool {
   std::condition_variable wake_;
   std::deque<sys::UniqueFd> ready_;
   std::deque<Returned> returned_;  // at most 2 x size_; more are let go
+  long checking_ = 0;              // returned_ and the one in its check
   std::deque<Kept> kept_;          // at most size_, the oldest let go first
   // The compared files of the first namespace the thread made, as made (the thread's own).
   std::vector<std::string> fresh_;

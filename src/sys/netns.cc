@@ -193,7 +193,14 @@ Result<UniqueFd> MakeTapHere(const TapConfig& c) {
 Result<UniqueFd> MakeLoopbackNetNamespace(int home) {
   if (::unshare(CLONE_NEWNET) != 0) return ErrnoError("unshare(CLONE_NEWNET)");
   auto made = OpenThreadNetNamespace();
-  Status up = made.ok() ? BringUp("lo") : Status(made.error());
+  Status up = made.ok() ? Status(OkStatus()) : Status(made.error());
+  // IGMPv2 and MLDv1 on the loopback: a group's reports go out when it is joined and left,
+  // where v3 and v2 keep a left group's record for a later report, which a later user of the
+  // namespace would send with its own (the /proc/sys/net files are the calling thread's
+  // namespace's).
+  if (up.ok()) up = WriteFile("/proc/sys/net/ipv4/conf/lo/force_igmp_version", "2");
+  if (up.ok()) up = WriteFile("/proc/sys/net/ipv6/conf/lo/force_mld_version", "1");
+  if (up.ok()) up = BringUp("lo");
   if (!EnterNetNamespace(home).ok()) std::abort();
   if (!up.ok()) return up.error();
   return made;

@@ -24,7 +24,9 @@ Result<UniqueFd> OpenThreadNetNamespace();
 Status EnterNetNamespace(int fd);
 
 // A new network namespace with its loopback interface up and nothing else (no other
-// interface; routes only to 127.0.0.0/8 and ::1), owned by the caller's user namespace.
+// interface; routes only to 127.0.0.0/8 and ::1), owned by the caller's user namespace; its
+// loopback speaks IGMPv2 and MLDv1 (force_igmp_version, force_mld_version: no record of a
+// left group waits there for a later report).
 // The calling thread makes it (unshare(CLONE_NEWNET), which moves only the calling task;
 // unshare(2)) and is back in `home` (its own namespace, OpenThreadNetNamespace) on return; it
 // aborts if it cannot get back, as a thread left in another namespace would send every later

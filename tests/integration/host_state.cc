@@ -278,8 +278,25 @@ bool WarmPoolFull() {
 
 bool WaitForWarmPoolFull(double seconds) { return PollUntil(WarmPoolFull, seconds); }
 
-bool WaitForQuietHost(double seconds) {
-  return PollUntil([] { return WarmPoolFull() && RunsGone(); }, seconds);
+namespace {
+
+// A count of /healthz "net_namespaces" (sandbox/net_namespace_pool.h); -1 when unreadable.
+int64_t NetNamespaceCount(const char* field) {
+  HttpResponse health = Get("/healthz");
+  rapidjson::Document doc;
+  doc.Parse(health.body.c_str());
+  if (doc.HasParseError() || !doc.IsObject() || !doc.HasMember("net_namespaces")) return -1;
+  const auto& nets = doc["net_namespaces"];
+  return nets.HasMember(field) && nets[field].IsInt64() ? nets[field].GetInt64() : -1;
 }
+
+}  // namespace
+
+bool WaitForQuietHost(double seconds) {
+  return PollUntil(
+      [] { return WarmPoolFull() && RunsGone() && NetNamespaceCount("checking") == 0; }, seconds);
+}
+
+int64_t KeptNetNamespaces() { return NetNamespaceCount("kept"); }
 
 }  // namespace sandrun::integration

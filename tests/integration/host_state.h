@@ -56,6 +56,9 @@ int64_t KernelPoolStat(const char* key);
 void WaitForKernelPoolFull();
 // Open file descriptors of the stack's sandrund; -1 if it cannot be found.
 int DaemonFdCount();
+// Network namespaces the daemon keeps for their users' next runs (/healthz net_namespaces
+// "kept"): each is an fd of the daemon's; -1 when /healthz cannot be read.
+int64_t KeptNetNamespaces();
 // Paths owned by the sandbox's host uids in /tmp, /var/tmp, /dev/shm, /run (top level only:
 // other stacks' state dirs live there) and below <state>/runs.
 std::set<std::string> SandboxOwnedOutsideWorkspace();
