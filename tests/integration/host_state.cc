@@ -278,9 +278,6 @@ bool WarmPoolFull() {
 
 bool WaitForWarmPoolFull(double seconds) { return PollUntil(WarmPoolFull, seconds); }
 
-namespace {
-
-// A count of /healthz "net_namespaces" (sandbox/net_namespace_pool.h); -1 when unreadable.
 int64_t NetNamespaceCount(const char* field) {
   HttpResponse health = Get("/healthz");
   rapidjson::Document doc;
@@ -289,8 +286,6 @@ int64_t NetNamespaceCount(const char* field) {
   const auto& nets = doc["net_namespaces"];
   return nets.HasMember(field) && nets[field].IsInt64() ? nets[field].GetInt64() : -1;
 }
-
-}  // namespace
 
 bool WaitForQuietHost(double seconds) {
   return PollUntil(

@@ -56,6 +56,9 @@ int64_t KernelPoolStat(const char* key);
 void WaitForKernelPoolFull();
 // Open file descriptors of the stack's sandrund; -1 if it cannot be found.
 int DaemonFdCount();
+// A count of /healthz "net_namespaces" (sandbox/net_namespace_pool.h: "hits", "recycled",
+// "reused", "discarded", "kept", "checking"); -1 when /healthz cannot be read.
+int64_t NetNamespaceCount(const char* field);
 // Network namespaces the daemon keeps for their users' next runs (/healthz net_namespaces
 // "kept"): each is an fd of the daemon's; -1 when /healthz cannot be read.
 int64_t KeptNetNamespaces();

@@ -9,6 +9,7 @@
 #include <thread>
 
 #include "helpers.h"
+#include "host_state.h"
 #include "stack.h"
 
 namespace sandrun::integration {
@@ -17,13 +18,6 @@ namespace {
 constexpr char kUserA[] = "tok-netns-a-0123456789abcdef";   // user=netns-a
 constexpr char kUserB[] = "tok-netns-b-0123456789abcdef";   // user=netns-b
 constexpr char kFront[] = "tok-netns-fe-0123456789abcdef";  // front_end
-
-// A count of /healthz's "net_namespaces" (hits, recycled, reused, discarded).
-int64_t NetNamespaceCount(const char* field) {
-  rapidjson::Document doc = ParseJson(Get("/healthz").body);
-  BOOST_REQUIRE(doc.HasMember("net_namespaces") && doc["net_namespaces"].IsObject());
-  return Int(doc["net_namespaces"], field);
-}
 
 int64_t Checked() { return NetNamespaceCount("recycled") + NetNamespaceCount("discarded"); }
 

@@ -139,18 +139,25 @@ sys::UniqueFd Listen(int fd, int home) {
   return sock;
 }
 
+// Runs `step` with this thread in the namespace `fd`, then goes back to `home`.
+void In(int fd, int home, const std::function<void()>& step) {
+  BOOST_REQUIRE(sys::EnterNetNamespace(fd).ok());
+  step();
+  BOOST_REQUIRE(sys::EnterNetNamespace(home).ok());
+}
+
 // In the namespace `fd`: one UDP datagram to a loopback port nobody listens on (counters
 // move: Udp OutDatagrams, NoPorts, an ICMP port unreachable), the socket closed.
 void SendToNobody(int fd, int home) {
-  BOOST_REQUIRE(sys::EnterNetNamespace(fd).ok());
-  sys::UniqueFd sock(::socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0));
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_port = htons(9);
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  BOOST_REQUIRE(::sendto(sock.get(), "x", 1, 0, reinterpret_cast<sockaddr*>(&addr), sizeof addr) ==
-                1);
-  BOOST_REQUIRE(sys::EnterNetNamespace(home).ok());
+  In(fd, home, [] {
+    sys::UniqueFd sock(::socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0));
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_port = htons(9);
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    BOOST_REQUIRE(
+        ::sendto(sock.get(), "x", 1, 0, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 1);
+  });
 }
 
 // In the namespace `fd`: a UDP socket joins 239.9.9.first .. first+count-1 on the loopback,
@@ -194,15 +201,14 @@ void JoinAndLeaveIpv6Group(int fd, int home) {
 
 // In the namespace `fd`: a UDP socket connected to ::1 (a route lookup, no packet sent).
 void LookUpIpv6Loopback(int fd, int home) {
-  BOOST_REQUIRE(sys::EnterNetNamespace(fd).ok());
-  sys::UniqueFd sock(::socket(AF_INET6, SOCK_DGRAM | SOCK_CLOEXEC, 0));
-  sockaddr_in6 addr{};
-  addr.sin6_family = AF_INET6;
-  addr.sin6_port = htons(9);
-  addr.sin6_addr = in6addr_loopback;
-  BOOST_REQUIRE(::connect(sock.get(), reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0);
-  sock.Reset();
-  BOOST_REQUIRE(sys::EnterNetNamespace(home).ok());
+  In(fd, home, [] {
+    sys::UniqueFd sock(::socket(AF_INET6, SOCK_DGRAM | SOCK_CLOEXEC, 0));
+    sockaddr_in6 addr{};
+    addr.sin6_family = AF_INET6;
+    addr.sin6_port = htons(9);
+    addr.sin6_addr = in6addr_loopback;
+    BOOST_REQUIRE(::connect(sock.get(), reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0);
+  });
 }
 
 // Takes a namespace for "alice", lets `use` do something in it (the namespace's fd and this
