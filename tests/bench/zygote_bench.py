@@ -9,8 +9,10 @@ Starts three sandrun stacks with scripts/serve (temporary state directories, fre
 Then, interleaved round by round: latency of print(1) (bare `python3 -c`, warm, cold, zygote)
 and of the matplotlib plot (bare, warm, zygote, zygote with preload); runs per second of
 print(1) and of an `import pandas` program at 1, 4 and 8 clients (bare spawns, warm pool,
-zygote, zygote with preload); the RSS of each daemon and of its zygote. Prints Markdown
-tables; fails only on a wrong output.
+zygote, zygote with preload); the RSS of each daemon and of its zygote. Last, whether the
+zygote's idea pays for Bash (bash_table): the CPU a started bash's forked subshell saves
+against a fork + exec of `bash -c`, beside the machine's CPU per sandboxed Bash run. Prints
+Markdown tables; fails only on a wrong output.
 """
 
 import argparse
@@ -156,25 +158,90 @@ def latency_table(title, cases, rounds, settle, warmup=2):
     print()
 
 
-def rate_table(title, jobs, clients, requests, settle):
+def rate_table(title, jobs, clients, requests, settle, rounds=1):
     """Runs per second of each of `jobs` (name -> a factory of one-run callables) at each
-    number of clients, systems interleaved per client count; the ratio to the first (bare).
-    Each cell starts on a quiet machine (wait_quiet)."""
-    rates = {name: {} for name in jobs}
+    number of clients, systems interleaved per client count, `rounds` times over; the median
+    rate and the median of each round's ratio to the first (bare), with the rounds' range of
+    that ratio when there are several (the machine is shared: bare spawns' rate moves by a
+    quarter between minutes). Each cell starts on a quiet machine (wait_quiet)."""
+    rates = {name: {c: [] for c in clients} for name in jobs}
     for c in clients:
-        for name, make in jobs.items():
-            wait_quiet(settle)
-            elapsed, _, error = bench.run_parallel(make, c, requests)
-            if error:
-                raise error
-            rates[name][c] = requests / elapsed
-    print(f"| {title}, runs/s ({requests} runs per cell) | "
+        for _ in range(rounds):
+            for name, make in jobs.items():
+                wait_quiet(settle)
+                elapsed, _, error = bench.run_parallel(make, c, requests)
+                if error:
+                    raise error
+                rates[name][c].append(requests / elapsed)
+    per_cell = f"{requests} runs per cell" + (f", median of {rounds} rounds" if rounds > 1 else "")
+    print(f"| {title}, runs/s ({per_cell}) | "
           + " | ".join(f"{c} clients" for c in clients) + " |")
     print("|---|" + "---|" * len(clients))
     base = next(iter(rates.values()))
     for name, by in rates.items():
-        cells = [f"{by[c]:.1f} ({by[c] / base[c]:.2f}×)" for c in clients]
+        cells = []
+        for c in clients:
+            ratios = sorted(r / b for r, b in zip(by[c], base[c]))
+            cell = f"{statistics.median(by[c]):.1f} ({statistics.median(ratios):.2f}×"
+            if rounds > 1:
+                cell += f"; {ratios[0]:.2f}-{ratios[-1]:.2f}"
+            cells.append(cell + ")")
         print(f"| {name} | " + " | ".join(cells) + " |")
+    print()
+
+
+def machine_busy_s():
+    """Busy CPU time of the whole machine so far (/proc/stat: all but idle and iowait), s."""
+    with open("/proc/stat") as f:
+        v = [int(x) for x in f.readline().split()[1:]]
+    return (sum(v) - v[3] - v[4]) / os.sysconf("SC_CLK_TCK")
+
+
+def loop_cpu_ms(body, n):
+    """CPU per iteration (ms, user + system, the loop's own share included) of one bash
+    running `body` n times, its output to /dev/null: a fresh `bash -c` each time or a
+    subshell forked from the started one."""
+    before = os.times()
+    subprocess.run(["/bin/bash", "-c", f"for ((i = 0; i < {n}; i++)); do {body}; done >/dev/null"],
+                   check=True)
+    after = os.times()
+    cpu = (after.children_user - before.children_user) + (after.children_system
+                                                          - before.children_system)
+    return 1000 * cpu / n
+
+
+def bash_table(jobs, clients, requests, settle, loops):
+    """Issue 30 item 4: would a bash zygote pay? What forking a started bash saves against a
+    fork + exec of `bash -c 'echo 1'` (no sandbox; the most a bash zygote could save per run),
+    beside runs/s and the machine's busy CPU per run of `jobs` (bare spawns first) at each
+    number of clients."""
+    spawned = statistics.median(loop_cpu_ms("/bin/bash -c 'echo 1'", loops) for _ in range(3))
+    forked = statistics.median(loop_cpu_ms("( echo 1 )", loops) for _ in range(3))
+    print(f"| bash `echo 1`, CPU per run, no sandbox ({loops} runs, median of 3) | ms |")
+    print("|---|---|")
+    print(f"| fork + exec of `bash -c 'echo 1'` | {spawned:.2f} |")
+    print(f"| a subshell `( echo 1 )` forked from a started bash (a zygote's way) | {forked:.2f} |")
+    print(f"| what a bash zygote could save per run, at most | {spawned - forked:.2f} |")
+    print()
+    print(f"| bash `echo 1` ({requests} runs per cell) | "
+          + " | ".join(f"{c} clients: runs/s (× bare), machine CPU ms per run" for c in clients)
+          + " |")
+    print("|---|" + "---|" * len(clients))
+    cells = {name: [] for name in jobs}
+    base = {}
+    for c in clients:
+        for name, make in jobs.items():
+            wait_quiet(settle)
+            busy = machine_busy_s()
+            elapsed, _, error = bench.run_parallel(make, c, requests)
+            if error:
+                raise error
+            cpu_ms = 1000 * (machine_busy_s() - busy) / requests
+            rate = requests / elapsed
+            base.setdefault(c, rate)
+            cells[name].append(f"{rate:.1f} ({rate / base[c]:.2f}×), {cpu_ms:.1f}")
+    for name, row in cells.items():
+        print(f"| {name} | " + " | ".join(row) + " |")
     print()
 
 
@@ -183,6 +250,7 @@ def main():
     parser.add_argument("--runs", type=int, default=20)
     parser.add_argument("--load-requests", type=int, default=40)
     parser.add_argument("--clients", default="1,4,8")
+    parser.add_argument("--rate-rounds", type=int, default=3)
     args = parser.parse_args()
     clients = [int(c) for c in args.clients.split(",")]
     stacks = [Stack("plain", {}), Stack("zygote", {"zygote": True, "pool": {}}),
@@ -219,11 +287,11 @@ def main():
         systems = (("bare spawns", None), ("sandrun warm pool (zygote off)", plain),
                    ("sandrun zygote (pool off)", zygote),
                    ("sandrun zygote + preload (pool off)", preload))
-        for title, code, expected, requests in (
+        for title, code, expected, requests, rounds in (
                 # 4× --load-requests: at 100 runs/s, 48 runs are half a second, of which the
                 # clients' start and the last runs' tail are a large part.
-                ("print(1)", "print(1)", b"1\n", 4 * args.load_requests),
-                ("`import pandas`", PANDAS_CODE, b"2\n", max(8, args.load_requests // 4))):
+                ("print(1)", "print(1)", b"1\n", 4 * args.load_requests, args.rate_rounds),
+                ("`import pandas`", PANDAS_CODE, b"2\n", max(8, args.load_requests // 4), 1)):
             jobs = {}
             for name, stack in systems:
                 if stack is None:
@@ -231,7 +299,19 @@ def main():
                 else:
                     jobs[name] = (lambda stack=stack, code=code, expected=expected:
                                   sandrun(stack, code, expected).run_once)
-            rate_table(title, jobs, clients, requests, settle)
+            rate_table(title, jobs, clients, requests, settle, rounds)
+
+        def bash_bare():
+            return bench.ProcessCase("x", "bare", ["/bin/bash", "-c", "echo 1"], b"1\n",
+                                     tmp).run_once
+
+        def bash_sandrun(stack):
+            return lambda: bench.SandrunCase("x", bench.SandrunClient(stack.url), "bash",
+                                             "echo 1", b"1\n").run_once
+        bash_table({"bare spawns": bash_bare,
+                    "sandrun default config (a bash pool of 1)": bash_sandrun(plain),
+                    "sandrun without a pool (the zygote stack: every bash run cold)": bash_sandrun(zygote)},
+                   clients, 4 * args.load_requests, settle, 10 * args.load_requests)
         print("| memory (KiB) | daemon RSS | zygote PSS (processes) "
               "| kernel zygote PSS (kernel_zygote) | together |")
         print("|---|---|---|---|---|")
