@@ -71,6 +71,13 @@ int64_t ReadNumber(const std::string& path) {
   return v;
 }
 
+// What a cgroup no process was ever placed in has counted: nothing (RunCgroup::BaseStats).
+CgroupStats NothingCounted() {
+  CgroupStats none;
+  none.cpu_usage_ms = 0;
+  return none;
+}
+
 // rmdir, retrying briefly: a cgroup stays busy for a moment after its last task is reaped.
 // A missing directory is not an error.
 Status RemoveCgroupDir(const std::string& path) {
@@ -262,23 +269,35 @@ struct V1Dir {
   std::string home;
 };
 
+// The memory hierarchy's optional files, the same in every run's directory: looked for once
+// in the daemon's own (CgroupManagerV1), not per run.
+struct V1MemoryFiles {
+  bool memsw = false;     // memory.memsw.limit_in_bytes: swap accounting is on
+  bool kmem_tcp = false;  // memory.kmem.tcp.limit_in_bytes: CONFIG_MEMCG_V1's socket counter
+};
+
 class RunCgroupV1 : public RunCgroup {
  public:
   // memory first, pids second; cpuacct and freezer when the host has them.
-  RunCgroupV1(std::vector<V1Dir> dirs, CapPlace cap)
-      : dirs_(std::move(dirs)), cap_(std::move(cap)) {}
+  RunCgroupV1(std::vector<V1Dir> dirs, CapPlace cap, V1MemoryFiles files)
+      : dirs_(std::move(dirs)), cap_(std::move(cap)), files_(files) {}
   ~RunCgroupV1() override { (void)Destroy(); }
   Status AddProcess(pid_t pid) override {
+    placed_ = true;
     for (const auto& d : dirs_) {
       Status s = Write(d.dir + "/cgroup.procs", std::to_string(pid));
       if (!s.ok()) return s;
     }
     return cap_.Add(pid);
   }
-  Status AddAfterClone(pid_t pid) override { return cap_.Add(pid); }
+  Status AddAfterClone(pid_t pid) override {
+    placed_ = true;
+    return cap_.Add(pid);
+  }
   // "0" in `tasks` is the writing thread itself (cgroup_procs_write_start: a single thread
   // that is current needs no threadgroup lock, hence no RCU grace period).
   Status EnterCallingThread() override {
+    placed_ = true;
     for (size_t i = 0; i < dirs_.size(); ++i) {
       Status s = Write(dirs_[i].dir + "/tasks", "0");
       if (!s.ok()) {
@@ -296,13 +315,15 @@ class RunCgroupV1 : public RunCgroup {
     }
     return result;
   }
-  Status SetLimits(const CgroupLimits& limits) override {
+  Status SetLimits(const CgroupLimits& limits) override { return ApplyLimits(limits, false); }
+  // `fresh`: the cgroup was just made, so its memory limit is the kernel's maximum (not read).
+  Status ApplyLimits(const CgroupLimits& limits, bool fresh) {
     const std::string& mem = dirs_[0].dir;
     const std::string memory = std::to_string(limits.memory_bytes);
     // memsw (only with swap accounting) may never be below the memory limit: a lower limit
     // goes to memory first, a higher one to memsw first. Equal limits mean "no swap".
-    const bool memsw = ::access((mem + "/memory.memsw.limit_in_bytes").c_str(), W_OK) == 0;
-    const int64_t current = ReadNumber(mem + "/memory.limit_in_bytes");
+    const bool memsw = files_.memsw;
+    const int64_t current = fresh ? -1 : ReadNumber(mem + "/memory.limit_in_bytes");
     const bool raising = current >= 0 && static_cast<uint64_t>(current) < limits.memory_bytes;
     Status s = OkStatus();
     if (memsw && raising) s = Write(mem + "/memory.memsw.limit_in_bytes", memory);
@@ -318,7 +339,7 @@ class RunCgroupV1 : public RunCgroup {
     const std::string tcp = mem + "/memory.kmem.tcp.limit_in_bytes";  // absent: no CONFIG_MEMCG_V1
     const uint64_t tcp_limit =
         cap_.cap ? SocketShare::For(limits.memory_bytes).tcp_limit_bytes : limits.memory_bytes;
-    if (s.ok() && ::access(tcp.c_str(), F_OK) == 0) s = Write(tcp, std::to_string(tcp_limit));
+    if (s.ok() && files_.kmem_tcp) s = Write(tcp, std::to_string(tcp_limit));
     if (s.ok()) s = cap_.SetLimits(limits);
     if (s.ok()) s = Write(dirs_[1].dir + "/pids.max", std::to_string(limits.processes));
     return s;
@@ -326,6 +347,7 @@ class RunCgroupV1 : public RunCgroup {
   // The helper's sockets count against the run's socket cap too (its host sockets are the
   // run's connections).
   Status AddMemoryOnly(pid_t pid) override {
+    placed_ = true;
     Status s = Write(dirs_[0].dir + "/cgroup.procs", std::to_string(pid));
     return s.ok() ? cap_.Add(pid) : s;
   }
@@ -344,11 +366,14 @@ class RunCgroupV1 : public RunCgroup {
     stats.pids_limit_hits = std::max<int64_t>(0, ReadKeyed(dirs_[1].dir + "/pids.events", "max"));
     int64_t peak = ReadNumber(dirs_[0].dir + "/memory.max_usage_in_bytes");
     if (peak >= 0) stats.peak_memory_kb = peak / 1024;
-    if (const std::string cpuacct = Dir("cpuacct"); !cpuacct.empty()) {
-      int64_t ns = ReadNumber(cpuacct + "/cpuacct.usage");
-      if (ns >= 0) stats.cpu_usage_ms = ns / 1'000'000;
-    }
+    stats.cpu_usage_ms = CpuUsageMs();
     return stats;
+  }
+  CgroupStats BaseStats() const override { return placed_ ? Stats() : NothingCounted(); }
+  int64_t CpuUsageMs() const override {
+    const std::string cpuacct = Dir("cpuacct");
+    const int64_t ns = cpuacct.empty() ? -1 : ReadNumber(cpuacct + "/cpuacct.usage");
+    return ns >= 0 ? ns / 1'000'000 : -1;
   }
   Status Freeze(bool frozen) override {
     const std::string freezer = Dir("freezer");
@@ -399,6 +424,8 @@ class RunCgroupV1 : public RunCgroup {
   }
   std::vector<V1Dir> dirs_;
   CapPlace cap_;  // the cgroup2 directory
+  V1MemoryFiles files_;
+  bool placed_ = false;  // a process (or the cloning thread) was ever put in
 };
 
 class CgroupManagerV1 : public CgroupManager {
@@ -411,7 +438,12 @@ class CgroupManagerV1 : public CgroupManager {
       : hierarchies_(std::move(hierarchies)),
         unified_(std::move(unified)),
         cap_(std::move(cap)),
-        cap_error_(std::move(cap_error)) {}
+        cap_error_(std::move(cap_error)) {
+    const std::string& mem = hierarchies_[0].dir;
+    files_.memsw = ::access((mem + "/memory.memsw.limit_in_bytes").c_str(), W_OK) == 0;
+    files_.kmem_tcp = ::access((mem + "/memory.kmem.tcp.limit_in_bytes").c_str(), F_OK) == 0;
+    NoSwapBelow(mem);
+  }
   // Removes the daemon's own directories when no run is left in them (a clean stop).
   ~CgroupManagerV1() override {
     for (const auto& h : hierarchies_) ::rmdir(h.dir.c_str());
@@ -430,16 +462,21 @@ class CgroupManagerV1 : public CgroupManager {
     std::vector<V1Dir> dirs;
     for (const auto& h : hierarchies_) {
       if (h.controller == "freezer" && !limits.freezable) continue;
-      // The base may have been removed under us (an operator, another instance's clean stop
-      // while we were idle): make it again.
-      if (Status s = sys::MakeDir(h.dir); !s.ok() && s.error().err != EEXIST) {
-        return MakeError(ErrorKind::kSystem, s.error().message, s.error().err);
-      }
       std::string dir = h.dir + "/" + run_id;
-      if (::mkdir(dir.c_str(), 0755) != 0) {
-        auto err = sys::ErrnoError("mkdir " + dir);
+      Status made = sys::MakeDir(dir);
+      if (!made.ok() && made.error().err == ENOENT) {
+        // The base was removed under us (an operator, another instance's clean stop while we
+        // were idle): make it again.
+        if (Status s = sys::MakeDir(h.dir); !s.ok() && s.error().err != EEXIST) {
+          for (const auto& d : dirs) ::rmdir(d.dir.c_str());
+          return MakeError(ErrorKind::kSystem, s.error().message, s.error().err);
+        }
+        if (h.controller == "memory") NoSwapBelow(h.dir);
+        made = sys::MakeDir(dir);
+      }
+      if (!made.ok()) {
         for (const auto& d : dirs) ::rmdir(d.dir.c_str());
-        return err;
+        return MakeError(ErrorKind::kSystem, made.error().message, made.error().err);
       }
       dirs.push_back({h.controller, dir, h.home});
     }
@@ -448,9 +485,8 @@ class CgroupManagerV1 : public CgroupManager {
       for (const auto& d : dirs) ::rmdir(d.dir.c_str());
       return place.error();
     }
-    auto cg = std::make_unique<RunCgroupV1>(dirs, std::move(*place));
-    (void)Write(dirs[0].dir + "/memory.swappiness", "0");  // refused in some kernels
-    if (Status s = cg->SetLimits(limits); !s.ok()) return s.error();
+    auto cg = std::make_unique<RunCgroupV1>(dirs, std::move(*place), files_);
+    if (Status s = cg->ApplyLimits(limits, true); !s.ok()) return s.error();
     return std::unique_ptr<RunCgroup>(std::move(cg));
   }
   int SweepStale() override {
@@ -464,7 +500,13 @@ class CgroupManagerV1 : public CgroupManager {
   }
 
  private:
+  // No swapping for the runs: a new memory cgroup takes its parent's swappiness, so it is
+  // set once on the daemon's own (refused in some kernels: then runs may swap, as before).
+  static void NoSwapBelow(const std::string& base) {
+    (void)Write(base + "/memory.swappiness", "0");
+  }
   std::vector<V1Dir> hierarchies_;  // memory, pids, [cpuacct], [freezer]
+  V1MemoryFiles files_;
   std::string unified_;
   std::shared_ptr<SocketCap> cap_;
   std::string cap_error_;
@@ -477,6 +519,7 @@ class RunCgroupV2 : public RunCgroup {
   ~RunCgroupV2() override { (void)Destroy(); }
   Status AddAfterClone(pid_t) override { return OkStatus(); }  // never cloned from inside
   Status AddProcess(pid_t pid) override {
+    placed_ = true;
     return Write(dir_ + "/cgroup.procs", std::to_string(pid));
   }
   // v2 has one cgroup per process for every controller: the helper counts in pids.max too.
@@ -497,11 +540,15 @@ class RunCgroupV2 : public RunCgroup {
     CgroupStats stats;
     stats.oom_kills = std::max<int64_t>(0, ReadKeyed(dir_ + "/memory.events", "oom_kill"));
     stats.pids_limit_hits = std::max<int64_t>(0, ReadKeyed(dir_ + "/pids.events", "max"));
-    int64_t usec = ReadKeyed(dir_ + "/cpu.stat", "usage_usec");
-    if (usec >= 0) stats.cpu_usage_ms = usec / 1000;
+    stats.cpu_usage_ms = CpuUsageMs();
     int64_t peak = ReadNumber(dir_ + "/memory.peak");  // Linux 5.19+
     if (peak >= 0) stats.peak_memory_kb = peak / 1024;
     return stats;
+  }
+  CgroupStats BaseStats() const override { return placed_ ? Stats() : NothingCounted(); }
+  int64_t CpuUsageMs() const override {
+    const int64_t usec = ReadKeyed(dir_ + "/cpu.stat", "usage_usec");
+    return usec >= 0 ? usec / 1000 : -1;
   }
   Status Freeze(bool frozen) override {
     const std::string file = dir_ + "/cgroup.freeze";
@@ -527,7 +574,8 @@ class RunCgroupV2 : public RunCgroup {
 
  private:
   std::string dir_;
-  CapPlace cap_;  // the run's own directory (own_dir false)
+  CapPlace cap_;         // the run's own directory (own_dir false)
+  bool placed_ = false;  // a process was ever put in
 };
 
 class CgroupManagerV2 : public CgroupManager {

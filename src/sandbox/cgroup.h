@@ -59,6 +59,14 @@ class RunCgroup {
   // the directory.
   virtual Status Rename(const std::string& run_id) = 0;
   virtual CgroupStats Stats() const = 0;
+  // The counters a process's usage is measured from (launcher.cc Since): Stats(), or, read
+  // from no file, zeros while no process was ever placed in the cgroup (a new one has counted
+  // nothing yet; its peak memory stays unknown). A wrapper that does not track placements
+  // keeps this default.
+  virtual CgroupStats BaseStats() const { return Stats(); }
+  // The CPU time of the cgroup's processes so far (ms; -1 when unknown), from one file: what
+  // the supervision's CPU check reads between polls.
+  virtual int64_t CpuUsageMs() const { return Stats().cpu_usage_ms; }
   // Freezes (true) or thaws (false) every process of the cgroup (made with
   // CgroupLimits::freezable): a frozen process takes no CPU and runs no code until thawed.
   // Freezing waits until every process is frozen (at most about a second; else an error and

@@ -31,6 +31,9 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 constexpr size_t kChildStackBytes = 256 * 1024;
+// How often the supervision reads the run's CPU time from its cgroup, the first time one
+// period after the start (no CPU limit is under 1 s, so a run shorter than this reads none).
+constexpr auto kCpuCheckEvery = std::chrono::milliseconds(100);
 
 std::vector<InitRlimit> Rlimits(const SandboxLimits& limits, bool have_cgroups) {
   auto both = [](int resource, rlim_t v) { return InitRlimit{resource, v, v}; };
@@ -310,7 +313,7 @@ Result<bool> CloneIntoRun(Started& st, ChildPlan& plan, uid_t owner, int home) {
   // processes = 1) the parent moves the child instead, as before.
   // The counters first: reading them allocates, and what this thread faults in while it sits
   // in the run's cgroup is charged to that cgroup.
-  if (st.cgroup) st.base = st.cgroup->Stats();
+  if (st.cgroup) st.base = st.cgroup->BaseStats();
   bool placed = st.cgroup && st.cgroup->EnterCallingThread().ok();
   if (placed) util::StampPhase("thread_in_cgroup");
   st.start = Clock::now();
@@ -321,7 +324,7 @@ Result<bool> CloneIntoRun(Started& st, ChildPlan& plan, uid_t owner, int home) {
   if (placed && !st.cgroup->LeaveCallingThread().ok()) std::abort();
   if (!pid.ok() && placed) {
     placed = false;
-    st.base = st.cgroup->Stats();  // the refused fork is not the run's
+    st.base = st.cgroup->BaseStats();  // the refused fork is not the run's
     pid = CloneChild(plan, owner, st.child_stack.top(), &pidfd_raw, st.netns.get(), home);
   }
   if (!pid.ok()) return pid.error();
@@ -366,7 +369,7 @@ Result<bool> ZygoteIntoRun(Started& st, const MountPlan& mounts, int init_exe, u
                           p.report.write.get(),  p.sync.read.get(), st.plan_fd.get(),
                           p.lifeline.read.get(), init_exe};
   if (netns.valid()) fds.push_back(netns.get());
-  if (st.cgroup) st.base = st.cgroup->Stats();
+  if (st.cgroup) st.base = st.cgroup->BaseStats();
   st.start = Clock::now();
   auto child = zygote.Spawn(MakeZygoteRequest(mounts, owner, !netns.valid()), fds);
   if (!child.ok()) return child.error();
@@ -506,7 +509,9 @@ Result<Started> Start(const SandboxSpec& spec, const MountPlan& mounts, const Se
 struct LoopState {
   // Each stream keeps a head and a tail of half the output cap between them.
   LoopState(uint64_t cap, Clock::time_point start)
-      : out(cap * 3 / 8, cap / 8), err(cap * 3 / 8, cap / 8), next_cpu_check(start) {}
+      : out(cap * 3 / 8, cap / 8),
+        err(cap * 3 / 8, cap / 8),
+        next_cpu_check(start + kCpuCheckEvery) {}
   util::HeadTailBuffer out, err;  // the captured streams
   bool out_open = true, err_open = true, exited = false;
   bool report_open = true, have_report = false;
@@ -593,8 +598,10 @@ void EnforceLimits(Started& st, LoopState& s, RunFacts& f, uint64_t cap,
   // CPU time of the whole run (all its processes and threads), which RLIMIT_CPU (per
   // process) cannot bound: checked from the cgroup between polls.
   if (!f.cpu_out && st.cgroup && Clock::now() >= s.next_cpu_check) {
-    s.next_cpu_check = Clock::now() + std::chrono::milliseconds(100);
-    if (Since(st.cgroup->Stats(), st.base).cpu_usage_ms > f.cpu_limit_ms) {
+    s.next_cpu_check = Clock::now() + kCpuCheckEvery;
+    CgroupStats now;
+    now.cpu_usage_ms = st.cgroup->CpuUsageMs();
+    if (Since(now, st.base).cpu_usage_ms > f.cpu_limit_ms) {
       f.cpu_out = true;
       sys::KillPidfd(st.pidfd.get());
     }
@@ -873,7 +880,7 @@ Result<SandboxResult> Launcher::RunWaiting(WaitingSandbox& sandbox, const std::s
       (void)sys::Reap(st.pid);
       return MakeError(ErrorKind::kSystem, "cgroup: " + set.error().message, set.error().err);
     }
-    st.base = st.cgroup->Stats();
+    st.base = st.cgroup->BaseStats();
   }
   st.start = Clock::now();
   SandboxSpec run = spec;
@@ -893,7 +900,7 @@ Result<HelperResult> Launcher::RunHelper(const std::vector<std::string>& argv,
     *pipe = std::move(*made);
   }
   if (cgroup) cgroup->ReapExiting();
-  const CgroupStats base = cgroup ? cgroup->Stats() : CgroupStats{};
+  const CgroupStats base = cgroup ? cgroup->BaseStats() : CgroupStats{};
   auto pid = sys::Spawn(argv, out.write.get(), err.write.get(), sync.read.get());
   if (!pid.ok()) return MakeError(ErrorKind::kSystem, pid.error().message);
   out.write.Reset();

@@ -136,6 +136,12 @@ BOOST_AUTO_TEST_CASE(cgroup_is_made_with_the_limits_of_the_spec) {
   BOOST_TEST_REQUIRE(pids.ok());
   BOOST_TEST(*memory == std::to_string(96ull << 20) + "\n");
   BOOST_TEST(*pids == "17\n");
+  // v1: no swapping, taken from the daemon's own memory cgroup (set there once, not per run).
+  if (v1) {
+    auto swappiness = sys::ReadFile(RunCgroupDir(version, "memory", id) + "/memory.swappiness");
+    BOOST_TEST_REQUIRE(swappiness.ok());
+    BOOST_TEST(*swappiness == "0\n");
+  }
   // v1: socket buffers are a counter of their own, bounded by memory_mb less what the socket
   // cap's sockets can be forced to hold (v2: memory.max).
   if (v1) {
@@ -405,6 +411,31 @@ BOOST_AUTO_TEST_CASE(cpu_time_of_all_processes_together_is_bounded) {
   BOOST_TEST(r->outcome == RunOutcome::kCpuTimeout);
   BOOST_TEST(r->cpu_ms >= 1000);
   BOOST_TEST(SandboxProcesses() == 0);
+}
+
+// A run's usage is its own when its cgroup served another before (an earlier step, a
+// session's restore): the counters it starts from are read once a process was ever placed
+// there. A new cgroup starts from nothing, read from no file (RunCgroup::BaseStats).
+BOOST_AUTO_TEST_CASE(a_second_run_in_one_cgroup_counts_only_its_own_cpu_time) {
+  // Busy until its own CPU time (utime + stime, in ticks of 1/100 s) reaches 0.4 s.
+  Run busy("while read -r -a f < /proc/$BASHPID/stat; ((f[13] + f[14] < 40)); do :; done");
+  auto cgroup = launcher->CreateCgroup(busy.spec.run_id, busy.spec.limits.cgroup);
+  BOOST_TEST_REQUIRE(cgroup.ok(), (cgroup.ok() ? "" : cgroup.error().message));
+  const sandbox::CgroupStats fresh = (*cgroup)->BaseStats();
+  BOOST_TEST(fresh.cpu_usage_ms == 0);
+  BOOST_TEST(fresh.oom_kills == 0);
+  BOOST_TEST(fresh.pids_limit_hits == 0);
+  auto first = launcher->Run(busy.spec, cgroup->get());
+  BOOST_TEST_REQUIRE(first.ok());
+  BOOST_TEST(first->cpu_ms >= 300, "0.4 s of busy loop: " << first->cpu_ms);
+  const int64_t after = (*cgroup)->Stats().cpu_usage_ms;
+  BOOST_TEST((*cgroup)->BaseStats().cpu_usage_ms == after);
+  BOOST_TEST((*cgroup)->CpuUsageMs() == after);
+  Run idle("true");
+  auto second = launcher->Run(idle.spec, cgroup->get());
+  BOOST_TEST_REQUIRE(second.ok());
+  BOOST_TEST(second->cpu_ms < 200, "the first run's CPU time is not the second's");
+  BOOST_TEST((*cgroup)->Destroy().ok());
 }
 
 BOOST_AUTO_TEST_SUITE_END()
