@@ -486,6 +486,10 @@ class CgroupManagerV1 : public CgroupManager {
       return place.error();
     }
     auto cg = std::make_unique<RunCgroupV1>(dirs, std::move(*place), files_);
+    // A new memory cgroup takes its parent's swappiness, set to 0 there (NoSwapBelow), but a
+    // base made again by another hand, or by another thread between its mkdir and its write,
+    // would pass on the kernel's default: written here too, one file.
+    (void)Write(dirs[0].dir + "/memory.swappiness", "0");  // refused in some kernels
     if (Status s = cg->ApplyLimits(limits, true); !s.ok()) return s.error();
     return std::unique_ptr<RunCgroup>(std::move(cg));
   }
@@ -501,7 +505,8 @@ class CgroupManagerV1 : public CgroupManager {
 
  private:
   // No swapping for the runs: a new memory cgroup takes its parent's swappiness, so it is
-  // set once on the daemon's own (refused in some kernels: then runs may swap, as before).
+  // set on the daemon's own as well as on each run's (refused in some kernels: then runs may
+  // swap, as before).
   static void NoSwapBelow(const std::string& base) {
     (void)Write(base + "/memory.swappiness", "0");
   }
