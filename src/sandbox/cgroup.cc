@@ -442,7 +442,6 @@ class CgroupManagerV1 : public CgroupManager {
     const std::string& mem = hierarchies_[0].dir;
     files_.memsw = ::access((mem + "/memory.memsw.limit_in_bytes").c_str(), W_OK) == 0;
     files_.kmem_tcp = ::access((mem + "/memory.kmem.tcp.limit_in_bytes").c_str(), F_OK) == 0;
-    NoSwapBelow(mem);
   }
   // Removes the daemon's own directories when no run is left in them (a clean stop).
   ~CgroupManagerV1() override {
@@ -471,7 +470,6 @@ class CgroupManagerV1 : public CgroupManager {
           for (const auto& d : dirs) ::rmdir(d.dir.c_str());
           return MakeError(ErrorKind::kSystem, s.error().message, s.error().err);
         }
-        if (h.controller == "memory") NoSwapBelow(h.dir);
         made = sys::MakeDir(dir);
       }
       if (!made.ok()) {
@@ -486,9 +484,6 @@ class CgroupManagerV1 : public CgroupManager {
       return place.error();
     }
     auto cg = std::make_unique<RunCgroupV1>(dirs, std::move(*place), files_);
-    // A new memory cgroup takes its parent's swappiness, set to 0 there (NoSwapBelow), but a
-    // base made again by another hand, or by another thread between its mkdir and its write,
-    // would pass on the kernel's default: written here too, one file.
     (void)Write(dirs[0].dir + "/memory.swappiness", "0");  // refused in some kernels
     if (Status s = cg->ApplyLimits(limits, true); !s.ok()) return s.error();
     return std::unique_ptr<RunCgroup>(std::move(cg));
@@ -504,12 +499,6 @@ class CgroupManagerV1 : public CgroupManager {
   }
 
  private:
-  // No swapping for the runs: a new memory cgroup takes its parent's swappiness, so it is
-  // set on the daemon's own as well as on each run's (refused in some kernels: then runs may
-  // swap, as before).
-  static void NoSwapBelow(const std::string& base) {
-    (void)Write(base + "/memory.swappiness", "0");
-  }
   std::vector<V1Dir> hierarchies_;  // memory, pids, [cpuacct], [freezer]
   V1MemoryFiles files_;
   std::string unified_;

@@ -158,21 +158,36 @@ def latency_table(title, cases, rounds, settle, warmup=2):
     print()
 
 
+def machine_busy_s():
+    """Busy CPU time of the whole machine so far (/proc/stat: all but idle and iowait), s."""
+    with open("/proc/stat") as f:
+        v = [int(x) for x in f.readline().split()[1:]]
+    return (sum(v) - v[3] - v[4]) / os.sysconf("SC_CLK_TCK")
+
+
+def measure_cell(make, clients, requests, settle):
+    """One cell of a rate table: `requests` runs of `make` (a factory of one-run callables) on
+    `clients` threads, started on a quiet machine (wait_quiet). Returns the runs per second and
+    the machine's busy CPU per run (ms)."""
+    wait_quiet(settle)
+    busy = machine_busy_s()
+    elapsed, _, error = bench.run_parallel(make, clients, requests)
+    if error:
+        raise error
+    return requests / elapsed, 1000 * (machine_busy_s() - busy) / requests
+
+
 def rate_table(title, jobs, clients, requests, settle, rounds=1):
     """Runs per second of each of `jobs` (name -> a factory of one-run callables) at each
     number of clients, systems interleaved per client count, `rounds` times over; the median
     rate and the median of each round's ratio to the first (bare), with the rounds' range of
     that ratio when there are several (the machine is shared: bare spawns' rate moves by a
-    quarter between minutes). Each cell starts on a quiet machine (wait_quiet)."""
+    quarter between minutes)."""
     rates = {name: {c: [] for c in clients} for name in jobs}
     for c in clients:
         for _ in range(rounds):
             for name, make in jobs.items():
-                wait_quiet(settle)
-                elapsed, _, error = bench.run_parallel(make, c, requests)
-                if error:
-                    raise error
-                rates[name][c].append(requests / elapsed)
+                rates[name][c].append(measure_cell(make, c, requests, settle)[0])
     per_cell = f"{requests} runs per cell" + (f", median of {rounds} rounds" if rounds > 1 else "")
     print(f"| {title}, runs/s ({per_cell}) | "
           + " | ".join(f"{c} clients" for c in clients) + " |")
@@ -188,13 +203,6 @@ def rate_table(title, jobs, clients, requests, settle, rounds=1):
             cells.append(cell + ")")
         print(f"| {name} | " + " | ".join(cells) + " |")
     print()
-
-
-def machine_busy_s():
-    """Busy CPU time of the whole machine so far (/proc/stat: all but idle and iowait), s."""
-    with open("/proc/stat") as f:
-        v = [int(x) for x in f.readline().split()[1:]]
-    return (sum(v) - v[3] - v[4]) / os.sysconf("SC_CLK_TCK")
 
 
 def loop_cpu_ms(body, n):
@@ -231,13 +239,7 @@ def bash_table(jobs, clients, requests, settle, loops):
     base = {}
     for c in clients:
         for name, make in jobs.items():
-            wait_quiet(settle)
-            busy = machine_busy_s()
-            elapsed, _, error = bench.run_parallel(make, c, requests)
-            if error:
-                raise error
-            cpu_ms = 1000 * (machine_busy_s() - busy) / requests
-            rate = requests / elapsed
+            rate, cpu_ms = measure_cell(make, c, requests, settle)
             base.setdefault(c, rate)
             cells[name].append(f"{rate:.1f} ({rate / base[c]:.2f}×), {cpu_ms:.1f}")
     for name, row in cells.items():

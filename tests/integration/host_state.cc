@@ -202,15 +202,17 @@ std::set<std::string> SandboxOwnedOutsideWorkspace() {
   return out;
 }
 
-// /healthz "kernel_pool" member `key` (an integer or a bool as 0/1); -1 when absent.
-int64_t KernelPoolStat(const char* key) {
-  rapidjson::Document doc = ParseJson(Get("/healthz").body);
-  if (!doc.IsObject() || !doc.HasMember("kernel_pool")) return -1;
-  const rapidjson::Value& pool = doc["kernel_pool"];
-  if (!pool.HasMember(key)) return -1;
-  if (pool[key].IsBool()) return pool[key].GetBool() ? 1 : 0;
-  return pool[key].IsInt64() ? pool[key].GetInt64() : -1;
+int64_t HealthzCount(const char* object, const char* key) {
+  rapidjson::Document doc;
+  doc.Parse(Get("/healthz").body.c_str());
+  if (doc.HasParseError() || !doc.IsObject() || !doc.HasMember(object)) return -1;
+  const rapidjson::Value& member = doc[object];
+  if (!member.IsObject() || !member.HasMember(key)) return -1;
+  if (member[key].IsBool()) return member[key].GetBool() ? 1 : 0;
+  return member[key].IsInt64() ? member[key].GetInt64() : -1;
 }
+
+int64_t KernelPoolStat(const char* key) { return HealthzCount("kernel_pool", key); }
 
 void WaitForKernelPoolFull() {
   const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(60);
@@ -278,20 +280,11 @@ bool WarmPoolFull() {
 
 bool WaitForWarmPoolFull(double seconds) { return PollUntil(WarmPoolFull, seconds); }
 
-int64_t NetNamespaceCount(const char* field) {
-  HttpResponse health = Get("/healthz");
-  rapidjson::Document doc;
-  doc.Parse(health.body.c_str());
-  if (doc.HasParseError() || !doc.IsObject() || !doc.HasMember("net_namespaces")) return -1;
-  const auto& nets = doc["net_namespaces"];
-  return nets.HasMember(field) && nets[field].IsInt64() ? nets[field].GetInt64() : -1;
-}
+int64_t NetNamespaceCount(const char* field) { return HealthzCount("net_namespaces", field); }
 
 bool WaitForQuietHost(double seconds) {
   return PollUntil(
       [] { return WarmPoolFull() && RunsGone() && NetNamespaceCount("checking") == 0; }, seconds);
 }
-
-int64_t KeptNetNamespaces() { return NetNamespaceCount("kept"); }
 
 }  // namespace sandrun::integration

@@ -49,7 +49,10 @@ struct PoolCounts {
 PoolCounts CountPoolThings(const std::string& prefix = "pool-");
 // The kernel pool's (src/kernel/kernel_pool.h kPoolKernelPrefix).
 inline constexpr char kKernelPoolPrefix[] = "pool-k-";
-// /healthz "kernel_pool" member `key` (an integer, or a bool as 0/1); -1 when absent.
+// /healthz member `object`'s `key` (an integer, or a bool as 0/1); -1 when absent or when
+// /healthz cannot be read. KernelPoolStat and NetNamespaceCount name their object.
+int64_t HealthzCount(const char* object, const char* key);
+// /healthz "kernel_pool" member `key`.
 int64_t KernelPoolStat(const char* key);
 // Waits (up to 60 s: a kernel boots in 1-5 s on a busy machine) until the kernel pool is
 // full; fails the test (BOOST_REQUIRE) when it is not.
@@ -57,11 +60,8 @@ void WaitForKernelPoolFull();
 // Open file descriptors of the stack's sandrund; -1 if it cannot be found.
 int DaemonFdCount();
 // A count of /healthz "net_namespaces" (sandbox/net_namespace_pool.h: "hits", "recycled",
-// "reused", "discarded", "kept", "checking"); -1 when /healthz cannot be read.
+// "reused", "discarded", "kept": each an fd of the daemon's, "checking").
 int64_t NetNamespaceCount(const char* field);
-// Network namespaces the daemon keeps for their users' next runs (/healthz net_namespaces
-// "kept"): each is an fd of the daemon's; -1 when /healthz cannot be read.
-int64_t KeptNetNamespaces();
 // Paths owned by the sandbox's host uids in /tmp, /var/tmp, /dev/shm, /run (top level only:
 // other stacks' state dirs live there) and below <state>/runs.
 std::set<std::string> SandboxOwnedOutsideWorkspace();

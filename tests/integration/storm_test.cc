@@ -64,7 +64,7 @@ struct Counts {
 // not a leak: not counted.
 Counts Measure() {
   BOOST_TEST(WaitForQuietHost(30), "the warm pool refills and the runs' teardown ends");
-  const int64_t kept = KeptNetNamespaces();
+  const int64_t kept = NetNamespaceCount("kept");
   BOOST_TEST(kept >= 0);
   BOOST_TEST(kept <= 4);
   return {SandboxProcessCount(), LeftoverRunCgroups(), RunDirCount(), RunMountCount(),

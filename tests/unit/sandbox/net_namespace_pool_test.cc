@@ -163,18 +163,17 @@ void SendToNobody(int fd, int home) {
 // In the namespace `fd`: a UDP socket joins 239.9.9.first .. first+count-1 on the loopback,
 // holds them `hold` (0: leaves at once) and is closed.
 void JoinGroupsFor(int fd, int home, int first, int count, std::chrono::milliseconds hold) {
-  BOOST_REQUIRE(sys::EnterNetNamespace(fd).ok());
-  sys::UniqueFd sock(::socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0));
-  for (int i = first; i < first + count; ++i) {
-    ip_mreq group{};
-    group.imr_multiaddr.s_addr = htonl(0xEF090900u + static_cast<uint32_t>(i));
-    group.imr_interface.s_addr = htonl(INADDR_LOOPBACK);
-    BOOST_REQUIRE(::setsockopt(sock.get(), IPPROTO_IP, IP_ADD_MEMBERSHIP, &group, sizeof group) ==
-                  0);
-  }
-  std::this_thread::sleep_for(hold);
-  sock.Reset();
-  BOOST_REQUIRE(sys::EnterNetNamespace(home).ok());
+  In(fd, home, [&] {
+    sys::UniqueFd sock(::socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0));
+    for (int i = first; i < first + count; ++i) {
+      ip_mreq group{};
+      group.imr_multiaddr.s_addr = htonl(0xEF090900u + static_cast<uint32_t>(i));
+      group.imr_interface.s_addr = htonl(INADDR_LOOPBACK);
+      BOOST_REQUIRE(::setsockopt(sock.get(), IPPROTO_IP, IP_ADD_MEMBERSHIP, &group, sizeof group) ==
+                    0);
+    }
+    std::this_thread::sleep_for(hold);
+  });
 }
 
 // Seven groups joined and left at once: their joins' reports are still waiting on a timer.
@@ -189,14 +188,14 @@ void JoinOneGroupAWhile(int fd, int home) {
 
 // In the namespace `fd`: a UDP socket joins ff05::1:3 on the loopback and is closed at once.
 void JoinAndLeaveIpv6Group(int fd, int home) {
-  BOOST_REQUIRE(sys::EnterNetNamespace(fd).ok());
-  sys::UniqueFd sock(::socket(AF_INET6, SOCK_DGRAM | SOCK_CLOEXEC, 0));
-  ipv6_mreq group{};
-  BOOST_REQUIRE(::inet_pton(AF_INET6, "ff05::1:3", &group.ipv6mr_multiaddr) == 1);
-  group.ipv6mr_interface = 1;  // lo
-  BOOST_REQUIRE(::setsockopt(sock.get(), IPPROTO_IPV6, IPV6_JOIN_GROUP, &group, sizeof group) == 0);
-  sock.Reset();
-  BOOST_REQUIRE(sys::EnterNetNamespace(home).ok());
+  In(fd, home, [] {
+    sys::UniqueFd sock(::socket(AF_INET6, SOCK_DGRAM | SOCK_CLOEXEC, 0));
+    ipv6_mreq group{};
+    BOOST_REQUIRE(::inet_pton(AF_INET6, "ff05::1:3", &group.ipv6mr_multiaddr) == 1);
+    group.ipv6mr_interface = 1;  // lo
+    BOOST_REQUIRE(::setsockopt(sock.get(), IPPROTO_IPV6, IPV6_JOIN_GROUP, &group, sizeof group) ==
+                  0);
+  });
 }
 
 // In the namespace `fd`: a UDP socket connected to ::1 (a route lookup, no packet sent).
