@@ -27,6 +27,7 @@
 #include "sandbox/host.h"
 #include "sandbox/launcher.h"
 #include "sandbox/root_template.h"
+#include "sandbox/thaw_watch.h"
 #include "server/fcgi_server.h"
 #include "storage/janitor.h"
 #include "storage/runs_dir.h"
@@ -302,6 +303,21 @@ void FavorCgroupPlacement() {
   }
 }
 
+// The thaw watch (sandbox/thaw_watch.h): on cgroup v1, kernels this daemon leaves frozen
+// when it is killed are thawed, so that they end; without it they live on until the next
+// start sweeps them (said on stderr).
+void StartThawWatch(const sandbox::Launcher& launcher) {
+  const std::string dir = launcher.cgroups() ? launcher.cgroups()->freezer_dir() : "";
+  auto init = sandbox::InitExecutablePath();
+  Status s = init.ok() ? sandbox::StartThawWatch(*init, dir) : Status(init.error());
+  if (!s.ok()) {
+    std::fprintf(stderr,
+                 "sandrund: thaw watch: %s; kernels frozen when the daemon is killed live on "
+                 "until its next start\n",
+                 s.error().message.c_str());
+  }
+}
+
 // The daemon: the host, the service, the janitor, the signal thread and the FastCGI server,
 // until a stop signal. `started`: the config as loaded (what a SIGHUP reload compares with).
 int RunDaemon(const Flags& flags, const config::Config& started, const config::Config& config,
@@ -324,6 +340,7 @@ int RunDaemon(const Flags& flags, const config::Config& started, const config::C
   }
   if (host.cgroups_unavailable && config.require_cgroups) return 1;
   if (host.launcher && host.weaker_limits.empty()) FavorCgroupPlacement();
+  if (host.launcher) StartThawWatch(*host.launcher);
   if (host.launcher)
     host.launcher->set_user_sysctls(sandbox::ApplyUserLimitShares(MaxSandboxes(config)));
   if (host.launcher && config.zygote)

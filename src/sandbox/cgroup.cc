@@ -17,6 +17,7 @@
 #include <sstream>
 #include <thread>
 
+#include "sandbox/thaw_watch.h"
 #include "sys/syscalls.h"
 
 namespace sandrun::sandbox {
@@ -138,18 +139,6 @@ int SweepDir(const std::string& base) {
   }
   ::closedir(dir);
   return removed;
-}
-
-// Thaws every cgroup below `base` (v1 freezer hierarchy): a daemon that died with kernels
-// frozen left them so, and a frozen process does not die of SIGKILL.
-void ThawAll(const std::string& base) {
-  DIR* dir = ::opendir(base.c_str());
-  if (dir == nullptr) return;
-  while (struct dirent* e = ::readdir(dir)) {
-    if (e->d_type != DT_DIR || e->d_name[0] == '.') continue;
-    (void)Write(base + "/" + e->d_name + "/freezer.state", "THAWED");
-  }
-  ::closedir(dir);
 }
 
 // A run's place under the socket cap (socket_cap.h): its directory in the cgroup2 hierarchy
@@ -450,11 +439,12 @@ class CgroupManagerV1 : public CgroupManager {
   }
   std::string socket_cap_error() const override { return cap_error_; }
   std::string version() const override { return "v1"; }
-  bool can_freeze() const override {
+  bool can_freeze() const override { return !freezer_dir().empty(); }
+  std::string freezer_dir() const override {
     for (const auto& h : hierarchies_) {
-      if (h.controller == "freezer") return true;
+      if (h.controller == "freezer") return h.dir;
     }
-    return false;
+    return "";
   }
   Result<std::unique_ptr<RunCgroup>> Create(const std::string& run_id,
                                             const CgroupLimits& limits) override {
@@ -579,6 +569,7 @@ class CgroupManagerV2 : public CgroupManager {
   std::string version() const override { return "v2"; }
   std::string socket_cap_error() const override { return cap_error_; }
   bool can_freeze() const override { return true; }
+  std::string freezer_dir() const override { return ""; }
   Result<std::unique_ptr<RunCgroup>> Create(const std::string& run_id,
                                             const CgroupLimits& limits) override {
     std::string dir = base_ + "/runs/" + run_id;

@@ -97,6 +97,10 @@ class CgroupManager {
   // Whether cgroups made with CgroupLimits::freezable can be frozen (v1: a freezer hierarchy
   // is mounted; v2: always).
   virtual bool can_freeze() const = 0;
+  // v1: the freezer hierarchy's directory holding this daemon's run cgroups; a frozen v1
+  // process does not die of SIGKILL until thawed, so whoever outlives the daemon thaws them
+  // (thaw_watch.h). "" on v2 (a frozen process dies of SIGKILL) and without a freezer.
+  virtual std::string freezer_dir() const = 0;
   // Why the socket cap (socket_cap.h) is off: "" when every run's cgroup has it. Without it
   // a run's socket buffers are bounded only by the kernel's limits (kmem.tcp on v1, which
   // the kernel exceeds by its forced charges per socket).

@@ -35,6 +35,7 @@
 #include "sandbox/child.h"
 #include "sandbox/init_plan.h"
 #include "sandbox/init_program.h"
+#include "sandbox/thaw_watch.h"
 #include "sys/syscalls.h"
 
 namespace sandrun::sandbox {
@@ -118,8 +119,11 @@ bool ReapAll(pid_t program, int* program_status) {
 // `sandrun-init --supervise PID`: the zygote's start (zygote_module.cc). The zygote's clone
 // child built the root, wrote the user limits and forked the program (PID, already the
 // sandbox's Python) before it exec'd this with SIGCHLD blocked: init only supervises.
+// `sandrun-init --thaw-when-gone DIR`: the daemon's thaw watch (thaw_watch.h), no sandbox's
+// init: it must outlive the daemon, so it is dispatched before the parent-death signal.
 int main(int argc, char** argv) {
   using namespace sandrun::sandbox;
+  if (argc == 3 && std::string(argv[1]) == "--thaw-when-gone") ThawWhenGone(3, argv[2]);
   ::prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0);
   if (LifelineCut(0)) ::_exit(0);
   ::fcntl(kInitLifelineFd, F_SETFD, FD_CLOEXEC);

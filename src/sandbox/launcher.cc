@@ -198,16 +198,19 @@ RunOutcome ClassifyOutcome(const RunFacts& f) {
   return RunOutcome::kExited;
 }
 
+Result<std::string> InitExecutablePath(const std::string& configured) {
+  if (!configured.empty()) return configured;
+  char self[4096];
+  ssize_t n = ::readlink("/proc/self/exe", self, sizeof self - 1);
+  if (n <= 0) return sys::ErrnoError("readlink /proc/self/exe");
+  const std::string exe(self, static_cast<size_t>(n));
+  return exe.substr(0, exe.rfind('/') + 1) + "sandrun-init";
+}
+
 Result<sys::UniqueFd> OpenInitExecutable(const std::string& configured) {
-  std::string path = configured;
-  if (path.empty()) {
-    char self[4096];
-    ssize_t n = ::readlink("/proc/self/exe", self, sizeof self - 1);
-    if (n <= 0) return sys::ErrnoError("readlink /proc/self/exe");
-    path.assign(self, static_cast<size_t>(n));
-    path = path.substr(0, path.rfind('/') + 1) + "sandrun-init";
-  }
-  auto fd = sys::OpenExecutable(path);
+  auto path = InitExecutablePath(configured);
+  if (!path.ok()) return path.error();
+  auto fd = sys::OpenExecutable(*path);
   if (!fd.ok()) {
     return MakeError(
         ErrorKind::kSystem,

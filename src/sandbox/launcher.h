@@ -137,5 +137,7 @@ class Launcher : public SandboxRunner {
 // sandrun-init beside the running executable (/proc/self/exe), or `configured` when not
 // empty, opened for execveat. Errors name the path and say how to install it.
 Result<sys::UniqueFd> OpenInitExecutable(const std::string& configured = "");
+// Its path: `configured`, or sandrun-init beside the running executable. Errors: kSystem.
+Result<std::string> InitExecutablePath(const std::string& configured = "");
 
 }  // namespace sandrun::sandbox

@@ -219,7 +219,8 @@ Status SetThreadEffectiveUid(uid_t euid) {
 
 bool KillPid(pid_t pid) { return ::kill(pid, SIGKILL) == 0; }
 
-Result<pid_t> Spawn(const std::vector<std::string>& argv, int out_fd, int err_fd, int fd3) {
+Result<pid_t> Spawn(const std::vector<std::string>& argv, int out_fd, int err_fd, int fd3,
+                    bool new_session) {
   std::vector<char*> args;
   for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
   args.push_back(nullptr);
@@ -231,9 +232,13 @@ Result<pid_t> Spawn(const std::vector<std::string>& argv, int out_fd, int err_fd
   posix_spawn_file_actions_adddup2(&actions, err_fd, 2);
   posix_spawn_file_actions_adddup2(&actions, fd3, 3);
   posix_spawn_file_actions_addclosefrom_np(&actions, 4);
+  posix_spawnattr_t attr;
+  posix_spawnattr_init(&attr);
+  if (new_session) posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSID);
   pid_t pid = -1;
-  int rc = ::posix_spawn(&pid, args[0], &actions, nullptr, args.data(), no_env);
+  int rc = ::posix_spawn(&pid, args[0], &actions, &attr, args.data(), no_env);
   posix_spawn_file_actions_destroy(&actions);
+  posix_spawnattr_destroy(&attr);
   if (rc != 0) {
     return MakeError(ErrorKind::kSystem, "posix_spawn " + argv[0] + ": " + ErrnoMessage(rc), rc);
   }

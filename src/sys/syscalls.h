@@ -122,8 +122,11 @@ bool KillPid(pid_t pid);
 
 // Starts `argv[0]` (absolute path) with `argv` and an empty environment: stdin from
 // /dev/null, stdout/stderr to `out_fd`/`err_fd`, `fd3` as its fd 3, every other fd closed
-// (posix_spawn: vfork + execve, safe in a multi-threaded process). Errors: kSystem.
-Result<pid_t> Spawn(const std::vector<std::string>& argv, int out_fd, int err_fd, int fd3);
+// (posix_spawn: vfork + execve, safe in a multi-threaded process). `new_session`: in a
+// session (and process group) of its own, out of reach of a signal to the caller's group.
+// Errors: kSystem.
+Result<pid_t> Spawn(const std::vector<std::string>& argv, int out_fd, int err_fd, int fd3,
+                    bool new_session = false);
 
 // Child-safe helpers ----------------------------------------------------------------------
 // write(2) all bytes, retrying on EINTR; returns false on error. Child-safe.

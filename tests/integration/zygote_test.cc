@@ -348,7 +348,12 @@ BOOST_AUTO_TEST_CASE(emptied_run_directories_are_kept_empty) {
 
 // A kill -9 of the daemon leaves no zygote and no sandbox: the zygote dies with it
 // (PR_SET_PDEATHSIG, and its socket's EOF), a run's init with its lifeline and the zygote.
+// With a kernel frozen between cells too: on cgroup v1 a frozen process takes no SIGKILL, so
+// it lived on until the next daemon's start (sandbox/thaw_watch.h).
 BOOST_AUTO_TEST_CASE(a_killed_daemon_leaves_no_zygote_and_no_sandbox) {
+  rapidjson::Document kept = PostRun(
+      R"({"language": "python", "stateful": true, "session": "killed-daemon", "code": "x = 1"})");
+  BOOST_TEST_REQUIRE(Str(kept, "status") == "ok", Str(kept, "stderr"));
   std::thread run([] {
     try {
       (void)Post("/run", Body("import time\nprint('started', flush=True)\ntime.sleep(30)\n", ""));
