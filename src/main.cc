@@ -309,12 +309,14 @@ void FavorCgroupPlacement() {
 void StartThawWatch(const sandbox::Launcher& launcher) {
   const std::string dir = launcher.cgroups() ? launcher.cgroups()->freezer_dir() : "";
   auto init = sandbox::InitExecutablePath();
-  Status s = init.ok() ? sandbox::StartThawWatch(*init, dir) : Status(init.error());
-  if (!s.ok()) {
+  auto watch = init.ok() ? sandbox::StartThawWatch(*init, dir) : Result<pid_t>(init.error());
+  if (!watch.ok()) {
     std::fprintf(stderr,
                  "sandrund: thaw watch: %s; kernels frozen when the daemon is killed live on "
                  "until its next start\n",
-                 s.error().message.c_str());
+                 watch.error().message.c_str());
+  } else if (*watch > 0) {
+    std::fprintf(stderr, "sandrund: thaw watch started (pid %d)\n", static_cast<int>(*watch));
   }
 }
 

@@ -524,10 +524,32 @@ void CheckZygoteKeys(const Config& c, std::vector<Error>& problems) {
   }
 }
 
-// What sandboxes start from ahead of a run: the kernel pool's and the zygote's keys.
+// cgroup_name is a path below the daemon's own cgroup, swept at each start and thawed by the
+// thaw watch: "", "." or ".." would name the daemon's cgroup or one above it (other
+// services' cgroups).
+void CheckCgroupName(const Config& c, std::vector<Error>& problems) {
+  bool ok = !c.cgroup_name.empty();
+  size_t at = 0;
+  while (ok && at <= c.cgroup_name.size()) {
+    const size_t slash = std::min(c.cgroup_name.find('/', at), c.cgroup_name.size());
+    const std::string part = c.cgroup_name.substr(at, slash - at);
+    ok = !part.empty() && part != "." && part != "..";
+    at = slash + 1;
+  }
+  if (!ok) {
+    problems.push_back(WithFix(KeyError("cgroup_name", "'" + c.cgroup_name +
+                                                           "' does not name a directory below the "
+                                                           "daemon's cgroup"),
+                               "give a name such as \"sandrun\" (no empty, '.' or '..' part)"));
+  }
+}
+
+// What sandboxes start from ahead of a run: the kernel pool's and the zygote's keys, and
+// where their cgroups go.
 void CheckStartKeys(const Config& c, std::vector<Error>& problems) {
   CheckKernelKeys(c, problems);
   CheckZygoteKeys(c, problems);
+  CheckCgroupName(c, problems);
 }
 
 void CheckNetworkKeys(const Config& c, std::vector<Error>& problems) {

@@ -479,9 +479,7 @@ class CgroupManagerV1 : public CgroupManager {
     return std::unique_ptr<RunCgroup>(std::move(cg));
   }
   int SweepStale() override {
-    for (const auto& h : hierarchies_) {
-      if (h.controller == "freezer") ThawAll(h.dir);  // else their SIGKILL would wait
-    }
+    if (can_freeze()) ThawAll(freezer_dir());  // else their SIGKILL would wait
     int n = 0;
     for (const auto& h : hierarchies_) n += SweepDir(h.dir);
     if (!unified_.empty()) (void)SweepDir(unified_);  // the same runs' cgroup2 directories

@@ -1,4 +1,5 @@
-// sandrun-init: pid 1 of every sandbox's pid namespace, its own small executable. The
+// sandrun-init: pid 1 of every sandbox's pid namespace, its own small executable (and, in
+// one other mode, the daemon's thaw watch: thaw_watch.h). The
 // clone child of the daemon builds the namespaces and the new root, then
 // execs this file (execveat on an fd the daemon opened at start-up), so init is a fresh
 // single-threaded process of a few hundred KiB instead of a copy of the daemon's memory.
@@ -123,7 +124,7 @@ bool ReapAll(pid_t program, int* program_status) {
 // init: it must outlive the daemon, so it is dispatched before the parent-death signal.
 int main(int argc, char** argv) {
   using namespace sandrun::sandbox;
-  if (argc == 3 && std::string(argv[1]) == "--thaw-when-gone") ThawWhenGone(3, argv[2]);
+  if (argc == 3 && std::string(argv[1]) == kThawWatchFlag) ThawWhenGone(argv[2]);
   ::prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0);
   if (LifelineCut(0)) ::_exit(0);
   ::fcntl(kInitLifelineFd, F_SETFD, FD_CLOEXEC);

@@ -188,6 +188,24 @@ BOOST_AUTO_TEST_CASE(zygote_preload_is_module_names) {
   }
 }
 
+// Swept at each start and thawed when the daemon ends: a name that reaches the daemon's own
+// cgroup or above would touch other services' cgroups.
+BOOST_AUTO_TEST_CASE(cgroup_name_stays_below_the_daemons_cgroup) {
+  StateDir dir;
+  for (const char* good : {"sandrun", "sandrun-a1b2", "team/sandrun"}) {
+    auto c = Load(dir.Write("{\"state_dir\": \"" + dir.path +
+                            "\", \"allow_anonymous\": true, \"cgroup_name\": \"" + good + "\"}"));
+    BOOST_TEST(c.ok(), good << ": " << (c.ok() ? "" : c.error().message));
+  }
+  for (const char* bad : {"", ".", "..", "../x", "a/../..", "a//b", "/a", "a/"}) {
+    auto c = Load(dir.Write("{\"state_dir\": \"" + dir.path +
+                            "\", \"allow_anonymous\": true, \"cgroup_name\": \"" + bad + "\"}"));
+    BOOST_TEST_REQUIRE(!c.ok(), bad);
+    BOOST_TEST(c.error().message.find("key 'cgroup_name'") != std::string::npos,
+               bad << ": " << c.error().message);
+  }
+}
+
 BOOST_AUTO_TEST_CASE(env_overrides_file) {
   StateDir dir;
   setenv("SANDRUN_LINK_TTL_S", "77", 1);

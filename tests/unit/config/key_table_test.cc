@@ -116,6 +116,9 @@ BOOST_AUTO_TEST_CASE(the_example_config_names_each_key) {
   for (const char* object : {"limits", "ceilings", "languages", "pool"}) {
     BOOST_TEST(example.HasMember(object), object << " is not in the example");
   }
+  // And it loads as it is (each value of its key's type and range).
+  auto loaded = config::Load(SANDRUN_SOURCE_DIR "/docs/sandrun.example.jsonc", false);
+  BOOST_TEST(loaded.ok(), (loaded.ok() ? "" : loaded.error().message));
 }
 
 BOOST_AUTO_TEST_CASE(a_default_config_holds_each_table_default) {
