@@ -73,8 +73,29 @@ sandbox::HostOptions HostOptionsOf(const config::Config& config, const std::stri
   return options;
 }
 
+// The root templates of earlier `sandrund check`s that did not end by themselves (a kill, a
+// Ctrl-C): `<runs_dir>/.root-template-check-<pid>` of a pid no longer running. The daemon's
+// start leaves dot-names alone, so nothing else removes them.
+void RemoveDeadChecksTemplates(const std::string& runs_dir) {
+  const std::string prefix = std::string(kRootTemplateDir) + "-check-";
+  std::error_code error;
+  for (auto it = std::filesystem::directory_iterator(runs_dir, error);
+       !error && it != std::filesystem::directory_iterator(); it.increment(error)) {
+    const std::filesystem::directory_entry& entry = *it;
+    const std::string name = entry.path().filename().string();
+    if (name.rfind(prefix, 0) != 0) continue;
+    const std::string pid = name.substr(prefix.size());
+    if (pid.empty() || pid.find_first_not_of("0123456789") != std::string::npos) continue;
+    std::error_code gone;
+    if (!std::filesystem::exists("/proc/" + pid, gone)) {
+      (void)sandbox::RootTemplate::Remove(entry.path().string());
+    }
+  }
+}
+
 int Check(const config::Config& config) {
   // Beside a live daemon: a template of its own, not the daemon's.
+  RemoveDeadChecksTemplates(config.runs_dir);
   const std::string template_dir =
       config.runs_dir + "/" + kRootTemplateDir + "-check-" + std::to_string(::getpid());
   sandbox::Host host = sandbox::PrepareHost(HostOptionsOf(config, template_dir, /*verbose=*/false,

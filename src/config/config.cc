@@ -13,6 +13,7 @@
 #include <cstdlib>
 #include <functional>
 #include <optional>
+#include <set>
 #include <sstream>
 #include <thread>
 #include <variant>
@@ -868,6 +869,23 @@ std::optional<LimitError> DecodeLimits(const rapidjson::Value& v, const Limits* 
   return std::nullopt;
 }
 
+// A key given twice in one object of the file: RapidJSON keeps both and the later one
+// would win unseen (a line added above a key the file already has, as `sed` or a hand does).
+Status NoKeyTwice(const rapidjson::Value& object, const std::string& where) {
+  std::set<std::string> seen;
+  for (auto it = object.MemberBegin(); it != object.MemberEnd(); ++it) {
+    const std::string name = it->name.GetString();
+    const std::string key = where.empty() ? name : where + "." + name;
+    if (!seen.insert(name).second) {
+      return WithFix(KeyError(key, "is given twice (the later one would win)"), "keep one of them");
+    }
+    if (it->value.IsObject()) {
+      if (Status s = NoKeyTwice(it->value, key); !s.ok()) return s;
+    }
+  }
+  return OkStatus();
+}
+
 Result<Config> Load(const std::string& path, bool read_secrets) {
   Config config;
   if (!path.empty()) {
@@ -888,6 +906,7 @@ Result<Config> Load(const std::string& path, bool read_secrets) {
     }
     if (!doc.IsObject())
       return MakeError(ErrorKind::kInvalidInput, path + ": expected a JSON object");
+    if (Status twice = NoKeyTwice(doc, ""); !twice.ok()) return twice.error();
     // Iterated as const: RapidJSON 1.1's non-const member iterators compare ambiguously
     // under C++20's reversed operators (clang -Wambiguous-reversed-operator).
     const rapidjson::Value& root = doc;

@@ -258,7 +258,7 @@ step "without systemd: a daemon started by hand (as postinst says), then dpkg -r
 # them) stands in read-only, as the root template's binds of the host are.
 rm -f /run/sandrun/sandrun.sock  # the socket-activated daemon's, above
 # This daemon starts its zygote: the installed _sandrun_zygote.so, beside /usr/lib/sandrun/sandrund.
-sed -i 's/^  "link_ttl_s": 600,$/  "link_ttl_s": 600,\n  "zygote": true,/' /etc/sandrun/sandrun.jsonc
+sed -i 's/^  "zygote": false,$/  "zygote": true,/' /etc/sandrun/sandrun.jsonc
 grep -q '^  "zygote": true,$' /etc/sandrun/sandrun.jsonc || fail "could not turn the zygote on in the config"
 (
   cd /

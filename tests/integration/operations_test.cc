@@ -21,6 +21,7 @@
 #include <thread>
 #include <vector>
 
+#include "fake_internet.h"
 #include "helpers.h"
 #include "stack.h"
 
@@ -164,6 +165,25 @@ bool ArrayHas(const rapidjson::Value& object, const char* key, const std::string
 }  // namespace
 
 BOOST_AUTO_TEST_SUITE(Operations)
+
+// `sandrund check` beside a live daemon (OPERATIONS.md: safe to run so), as the README runs
+// it: from the daemon's own cgroup, with its config. It works under a cgroup name of its own
+// (`<cgroup_name>-check-<pid>`, main.cc): with the daemon's, its start-up sweep would take
+// the live kernel for an earlier daemon's leftover and kill it (seen by taking the suffix out).
+BOOST_AUTO_TEST_CASE(check_beside_a_live_daemon_leaves_its_kernels_alone) {
+  const std::string kernel =
+      R"({"language": "python", "stateful": true, "session": "check-beside", "code": )";
+  rapidjson::Document first = PostRun(kernel + R"("kept = 41"})");
+  BOOST_TEST_REQUIRE(Str(first, "status") == "ok", Str(first, "stderr"));
+  int status = -1;
+  const std::string out = Shell(std::string(SANDRUN_BUILD_DIR) + "/src/sandrund check --config " +
+                                    Stack::Get().state_dir() + "/sandrun.jsonc 2>&1",
+                                &status);
+  BOOST_TEST(status == 0, out);
+  BOOST_TEST(out.find("ok: this host can run sandboxes") != std::string::npos, out);
+  rapidjson::Document second = PostRun(kernel + R"j("print(kept + 1)"})j");
+  BOOST_TEST(Str(second, "stdout") == "42\n", Str(second, "stderr"));
+}
 
 BOOST_AUTO_TEST_CASE(request_id_in_header_access_log_and_json_log) {
   HttpResponse health = Get("/healthz");

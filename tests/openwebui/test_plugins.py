@@ -493,8 +493,15 @@ class ToolAgainstService(unittest.TestCase):
     def test_a_fork_bomb_is_not_called_a_failure_with_exit_code_0(self):
         owui.set_valves(self.tools, service_url=STACK.base_url, token=STACK.token,
                         stateful=False)
-        text, _ = self.call("run_bash", command="f() { f | f & }; f; sleep 1; echo done")
+        # Forks until the kernel refuses, ends its children and exits 0. (A bash fork bomb
+        # raced bash's own fork retries: under load its last fork gave up, exit 254.)
+        code = ("import os, time\npids = []\ntry:\n    while True:\n        pid = os.fork()\n"
+                "        if pid == 0:\n            time.sleep(60)\n            os._exit(0)\n"
+                "        pids.append(pid)\nexcept OSError:\n    pass\nfor pid in pids:\n"
+                "    os.kill(pid, 9)\n    os.waitpid(pid, 0)\nprint('done')\n")
+        text, _ = self.call("run_python", code=code)
         self.assertTrue(text.startswith("status: error (exit code 0"), text)
+        self.assertIn("reached its process limit", text)
         self.assertIn("The run failed although the program exited 0 (stderr says why).", text)
         self.assertNotIn("failed with exit code 0", text)
 

@@ -192,18 +192,37 @@ BOOST_AUTO_TEST_CASE(zygote_preload_is_module_names) {
 // cgroup or above would touch other services' cgroups.
 BOOST_AUTO_TEST_CASE(cgroup_name_stays_below_the_daemons_cgroup) {
   StateDir dir;
+  auto with = [&](const std::string& name) {
+    return Load(dir.Write("{\"state_dir\": \"" + dir.path +
+                          "\", \"allow_anonymous\": true, \"cgroup_name\": \"" + name + "\"}"));
+  };
   for (const char* good : {"sandrun", "sandrun-a1b2", "team/sandrun"}) {
-    auto c = Load(dir.Write("{\"state_dir\": \"" + dir.path +
-                            "\", \"allow_anonymous\": true, \"cgroup_name\": \"" + good + "\"}"));
+    auto c = with(good);
     BOOST_TEST(c.ok(), good << ": " << (c.ok() ? "" : c.error().message));
   }
   for (const char* bad : {"", ".", "..", "../x", "a/../..", "a//b", "/a", "a/"}) {
-    auto c = Load(dir.Write("{\"state_dir\": \"" + dir.path +
-                            "\", \"allow_anonymous\": true, \"cgroup_name\": \"" + bad + "\"}"));
+    auto c = with(bad);
     BOOST_TEST_REQUIRE(!c.ok(), bad);
     BOOST_TEST(c.error().message.find("key 'cgroup_name'") != std::string::npos,
                bad << ": " << c.error().message);
   }
+}
+
+// A key given twice would have the later one win unseen: the package test turned the zygote
+// on by a line above the example's own "zygote": false, which then won (2026-12-08).
+BOOST_AUTO_TEST_CASE(a_key_given_twice_is_refused_by_name) {
+  StateDir dir;
+  auto c = Load(dir.Write("{\"state_dir\": \"" + dir.path +
+                          "\", \"allow_anonymous\": true, \"zygote\": true, \"zygote\": false}"));
+  BOOST_TEST_REQUIRE(!c.ok());
+  BOOST_TEST(c.error().message.find("key 'zygote'") != std::string::npos, c.error().message);
+  BOOST_TEST(c.error().message.find("twice") != std::string::npos, c.error().message);
+  c = Load(dir.Write("{\"state_dir\": \"" + dir.path +
+                     "\", \"allow_anonymous\": true, \"limits\": {\"memory_mb\": 256, "
+                     "\"memory_mb\": 128}}"));
+  BOOST_TEST_REQUIRE(!c.ok());
+  BOOST_TEST(c.error().message.find("key 'limits.memory_mb'") != std::string::npos,
+             c.error().message);
 }
 
 BOOST_AUTO_TEST_CASE(env_overrides_file) {
