@@ -139,7 +139,8 @@ void WriteInts(rapidjson::Writer<rapidjson::StringBuffer>& w,
   }
 }
 
-// /healthz "pool", "kernel_pool" and "net_namespaces": what the pools hold and how they did.
+// /healthz "pool", "kernel_pool", "zygote", "kernel_zygote" and "net_namespaces": what the
+// pools and zygotes hold and how they did.
 void WritePools(rapidjson::Writer<rapidjson::StringBuffer>& w, const run::Engine& engine,
                 const sandbox::SandboxRunner* runner) {
   // The warm pool per language (warm_pool.h): {"python": {"size", "ready", "refilling",
@@ -175,6 +176,17 @@ void WritePools(rapidjson::Writer<rapidjson::StringBuffer>& w, const run::Engine
   // The network namespaces made ahead (sandbox/net_namespace_pool.h), the same counts.
   const sandbox::NetNamespaceStats nets =
       runner != nullptr ? runner->net_namespace_stats() : sandbox::NetNamespaceStats{};
+  // The zygotes (sandbox/zygote.h): {"servers", "served", "failed"}, zeros when off or dead
+  // at the start (runs then start cold).
+  for (const auto& [key, kind] : {std::pair{"zygote", sandbox::ZygoteKind::kRun},
+                                  std::pair{"kernel_zygote", sandbox::ZygoteKind::kKernel}}) {
+    const sandbox::ZygoteStats z =
+        runner != nullptr ? runner->zygote_stats(kind) : sandbox::ZygoteStats{};
+    w.Key(key);
+    w.StartObject();
+    WriteInts(w, {{"servers", z.servers}, {"served", z.served}, {"failed", z.failed}});
+    w.EndObject();
+  }
   w.Key("net_namespaces");
   w.StartObject();
   WritePoolCounts(w, nets.hits, nets.misses, nets.failures, nets.last_error);

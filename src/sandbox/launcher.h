@@ -111,6 +111,10 @@ class Launcher : public SandboxRunner {
   // first sandbox starts (not thread-safe).
   void set_user_sysctls(UserSysctls sysctls) { user_sysctls_ = std::move(sysctls); }
   NetNamespaceStats net_namespace_stats() const override { return net_namespaces_.stats(); }
+  ZygoteStats zygote_stats(ZygoteKind kind) const override {
+    const Zygote* z = zygote(kind);
+    return z != nullptr ? z->stats() : ZygoteStats{};
+  }
   // The zygote of `kind` that starts the sandboxes whose spec asks for it
   // (SandboxSpec::zygote); none by default. Call before the first sandbox starts (not
   // thread-safe).

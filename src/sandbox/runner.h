@@ -12,6 +12,7 @@
 #include "sandbox/network_rules.h"
 #include "sandbox/result.h"
 #include "sandbox/spec.h"
+#include "sandbox/zygote.h"
 #include "util/result.h"
 
 namespace sandrun::sandbox {
@@ -155,6 +156,8 @@ class SandboxRunner {
   // The network namespaces made ahead for runs without network (net_namespace_pool.h); none
   // by default.
   virtual NetNamespaceStats net_namespace_stats() const { return {}; }
+  // The zygote of `kind` (zygote.h); zeros without one.
+  virtual ZygoteStats zygote_stats(ZygoteKind) const { return {}; }
 };
 
 }  // namespace sandrun::sandbox

@@ -141,6 +141,7 @@ Result<ZygoteChild> Zygote::Spawn(const ZygoteRequest& request, const std::vecto
   Result<ZygoteChild> child =
       ready.ok() ? Exchange(server, bytes, fds) : Result<ZygoteChild>(ready.error());
   Release(server);
+  ++(child.ok() ? served_ : failed_);
   return child;
 }
 

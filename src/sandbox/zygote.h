@@ -7,6 +7,7 @@
 
 #include <sys/types.h>
 
+#include <atomic>
 #include <condition_variable>
 #include <memory>
 #include <mutex>
@@ -32,6 +33,14 @@ struct ZygoteOptions {
   int servers = 1;
 };
 
+// What /healthz shows of a zygote: its serving processes, the sandboxes it started, and the
+// requests it failed (each such run started cold instead).
+struct ZygoteStats {
+  int64_t servers = 0;
+  int64_t served = 0;
+  int64_t failed = 0;
+};
+
 struct ZygoteChild {
   pid_t pid = -1;
   sys::UniqueFd pidfd;
@@ -53,6 +62,9 @@ class Zygote {
   // waits for a free one. Errors: kSystem when the zygote (that server) is gone or refused.
   Result<ZygoteChild> Spawn(const ZygoteRequest& request, const std::vector<int>& fds);
   pid_t pid() const { return pid_; }
+  ZygoteStats stats() const {
+    return {static_cast<int64_t>(servers_.size()), served_.load(), failed_.load()};
+  }
 
  private:
   // One process serving requests on its end of `sock`.
@@ -76,6 +88,7 @@ class Zygote {
   std::string what_;  // its command line's start, for the error
   std::vector<Server> servers_;
   pid_t pid_;
+  std::atomic<int64_t> served_{0}, failed_{0};
 };
 
 }  // namespace sandrun::sandbox

@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "helpers.h"
+#include "host_state.h"
 #include "stack.h"
 
 namespace sandrun::integration {
@@ -233,6 +234,19 @@ std::vector<std::pair<pid_t, pid_t>> RunZygoteProcesses() {
 // The run zygote serves from as many processes as there are CPUs (2 to 4, main.cc): itself
 // and forks of it, each dying with it. Runs side by side all come from them; a server that is
 // gone costs its runs a cold start, not an error.
+// /healthz says what the zygotes did: an operator sees a zygote that is off, or whose
+// requests fail (those runs start cold), without reading stderr.
+BOOST_AUTO_TEST_CASE(healthz_counts_what_each_zygote_served) {
+  const int64_t before = HealthzCount("zygote", "served");
+  rapidjson::Document ran = PostRun(Body(std::string(kWhichWay) + "print(1)", ""));
+  BOOST_TEST(Str(ran, "stdout") == "zygote\n1\n", Str(ran, "stderr"));
+  BOOST_TEST(HealthzCount("zygote", "served") == before + 1);
+  BOOST_TEST(HealthzCount("zygote", "failed") == 0);
+  const int64_t servers = HealthzCount("zygote", "servers");
+  BOOST_TEST((servers >= 2 && servers <= 4), servers);
+  BOOST_TEST(HealthzCount("kernel_zygote", "servers") == 1);
+}
+
 BOOST_AUTO_TEST_CASE(the_run_zygote_serves_runs_side_by_side) {
   const size_t servers =
       static_cast<size_t>(std::clamp(static_cast<int>(std::thread::hardware_concurrency()), 2, 4));
