@@ -12,6 +12,7 @@
 
 #include <boost/test/unit_test.hpp>
 #include <chrono>
+#include <filesystem>
 #include <fstream>
 #include <functional>
 #include <future>
@@ -175,12 +176,17 @@ BOOST_AUTO_TEST_CASE(check_beside_a_live_daemon_leaves_its_kernels_alone) {
       R"({"language": "python", "stateful": true, "session": "check-beside", "code": )";
   rapidjson::Document first = PostRun(kernel + R"("kept = 41"})");
   BOOST_TEST_REQUIRE(Str(first, "status") == "ok", Str(first, "stderr"));
+  // The root template of a check that was killed (a pid above pid_max: never running); the
+  // daemon's start leaves dot-names alone, so this check removes it.
+  const std::string dead = Stack::Get().state_dir() + "/runs/.root-template-check-4000000000";
+  std::filesystem::create_directories(dead + "/root");
   int status = -1;
   const std::string out = Shell(std::string(SANDRUN_BUILD_DIR) + "/src/sandrund check --config " +
                                     Stack::Get().state_dir() + "/sandrun.jsonc 2>&1",
                                 &status);
   BOOST_TEST(status == 0, out);
   BOOST_TEST(out.find("ok: this host can run sandboxes") != std::string::npos, out);
+  BOOST_TEST(!std::filesystem::exists(dead), "a dead check's root template was left");
   rapidjson::Document second = PostRun(kernel + R"j("print(kept + 1)"})j");
   BOOST_TEST(Str(second, "stdout") == "42\n", Str(second, "stderr"));
 }
